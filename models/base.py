@@ -1,0 +1,25 @@
+"""Declarative base, portable column types and the constraint naming convention shared by every table.
+
+Types are chosen to behave the same on SQLite, MariaDB 10.11 and PostgreSQL 15: `Id` is BIGINT (INTEGER on
+SQLite so that it auto-increments), text without a length is TEXT, times are unix seconds in BIGINT.
+Reserved words used as column names (`group`, `key`) are quoted by SQLAlchemy per dialect.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Integer, MetaData
+from sqlalchemy.orm import DeclarativeBase
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)

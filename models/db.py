@@ -1,0 +1,94 @@
+"""The async database handle: one engine per worker, sessions, transactions, and start-up checks.
+
+Dialect differences are absorbed here so that callers never branch on the database:
+- SQLite runs in WAL mode with a busy timeout, and every transaction starts with `BEGIN IMMEDIATE` so two
+  writers queue instead of failing on a lock upgrade;
+- MariaDB/MySQL uses utf8mb4 and READ COMMITTED, the same isolation PostgreSQL has by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database could not be reached; the message is safe to print (no password)."""
+
+
+def redacted(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {"pool_pre_ping": backend != "sqlite"}
+    if backend == "sqlite":
+        kwargs["connect_args"] = {"timeout": 30}
+    elif backend in ("mysql", "mariadb"):
+        if "charset" not in parsed.query:
+            parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600,
+                      isolation_level="READ COMMITTED")
+    else:
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    engine = create_async_engine(parsed, **kwargs)
+    if backend == "sqlite":
+        _tune_sqlite(engine)
+    return engine
+
+
+def _tune_sqlite(engine: AsyncEngine) -> None:
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the driver, decide when transactions begin (see `_on_begin`).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """An engine plus a session factory; `transaction()` is the one way services write."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = url
+        self.engine = make_engine(url, pool_size=pool_size)
+        self.backend = self.engine.dialect.name  # sqlite | mysql | postgresql
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """A session inside one transaction: committed on success, rolled back on any exception."""
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    async def check(self) -> None:
+        """Fail fast with a readable message when the database cannot be reached."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except (OperationalError, DBAPIError, OSError) as exc:
+            reason = getattr(exc, "orig", None) or exc
+            raise DatabaseUnavailable(
+                f"cannot connect to the database {redacted(self.url)}: {str(reason).splitlines()[0]}"
+            ) from None
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,1 @@
+"""Alembic environment and versions; run through `models.migrate`, never by hand-written DDL."""

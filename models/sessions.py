@@ -1,0 +1,38 @@
+"""Queries on the SQL session store (used when no Redis is configured)."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from models.tables import SessionRow
+
+
+class SessionRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def get(self, sid: str, now: int) -> SessionRow | None:
+        row = await self.s.scalar(select(SessionRow).where(SessionRow.id == sid))
+        return row if row is not None and row.expires_at > now else None
+
+    async def upsert(self, sid: str, user_id: int | None, data: str, expires_at: int) -> None:
+        changed = await self.s.execute(
+            update(SessionRow).where(SessionRow.id == sid)
+            .values(user_id=user_id, data=data, expires_at=expires_at)
+        )
+        if changed.rowcount == 0:  # type: ignore[attr-defined]
+            self.s.add(SessionRow(id=sid, user_id=user_id, data=data, expires_at=expires_at))
+
+    async def delete(self, sid: str) -> None:
+        await self.s.execute(delete(SessionRow).where(SessionRow.id == sid))
+
+    async def delete_for_user(self, user_id: int, keep: str | None) -> None:
+        stmt = delete(SessionRow).where(SessionRow.user_id == user_id)
+        if keep is not None:
+            stmt = stmt.where(SessionRow.id != keep)
+        await self.s.execute(stmt)
+
+    async def purge_expired(self, now: int) -> int:
+        result = await self.s.execute(delete(SessionRow).where(SessionRow.expires_at <= now))
+        return int(result.rowcount)  # type: ignore[attr-defined]

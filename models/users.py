@@ -1,0 +1,113 @@
+"""Queries on `users`. Balance changes are single conditional statements (`quota = quota + :n`), never
+read-modify-write."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from models.tables import User
+
+ROOT_ROLE = 100
+
+
+def _like_literal(keyword: str) -> str:
+    """A LIKE pattern matching `keyword` literally (`%`, `_` and `\\` escaped with `\\`)."""
+    escaped = keyword.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+class UserRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def get(self, user_id: int, *, include_deleted: bool = False) -> User | None:
+        stmt = select(User).where(User.id == user_id)
+        if not include_deleted:
+            stmt = stmt.where(User.deleted_at.is_(None))
+        return await self.s.scalar(stmt)
+
+    async def get_for_update(self, user_id: int) -> User | None:
+        return await self.s.scalar(
+            select(User).where(User.id == user_id, User.deleted_at.is_(None)).with_for_update()
+        )
+
+    async def by_login(self, name: str) -> User | None:
+        """A live user whose username is `name`, else whose e-mail is `name` (case-insensitive)."""
+        user = await self.s.scalar(select(User).where(User.username == name, User.deleted_at.is_(None)))
+        if user is None and name:
+            user = await self.s.scalar(
+                select(User).where(func.lower(User.email) == name.lower(), User.deleted_at.is_(None))
+                .order_by(User.id).limit(1)
+            )
+        return user
+
+    async def id_by_token_digest(self, digest: str) -> int | None:
+        return await self.s.scalar(
+            select(User.id).where(User.access_token == digest, User.deleted_at.is_(None))
+        )
+
+    async def username_taken(self, username: str, *, except_id: int | None = None) -> bool:
+        stmt = select(User.id).where(User.username == username)
+        if except_id is not None:
+            stmt = stmt.where(User.id != except_id)
+        return await self.s.scalar(stmt.limit(1)) is not None
+
+    async def email_taken(self, email: str) -> bool:
+        stmt = select(User.id).where(func.lower(User.email) == email.lower()).limit(1)
+        return await self.s.scalar(stmt) is not None
+
+    async def aff_code_taken(self, code: str) -> bool:
+        return await self.s.scalar(select(User.id).where(User.aff_code == code).limit(1)) is not None
+
+    async def by_aff_code(self, code: str) -> User | None:
+        return await self.s.scalar(select(User).where(User.aff_code == code, User.deleted_at.is_(None)))
+
+    async def root_exists(self) -> bool:
+        return await self.s.scalar(select(User.id).where(User.role == ROOT_ROLE).limit(1)) is not None
+
+    async def add(self, user: User) -> int:
+        self.s.add(user)
+        await self.s.flush()
+        return user.id
+
+    async def page(self, *, offset: int, limit: int, include_deleted: bool, keyword: str = "",
+                   group: str = "") -> tuple[Sequence[User], int]:
+        conds: list[ColumnElement[bool]] = []
+        if not include_deleted:
+            conds.append(User.deleted_at.is_(None))
+        if group:
+            conds.append(User.group == group)
+        if keyword:
+            pattern = _like_literal(keyword)
+            text_match = or_(*(func.lower(col).like(pattern, escape="\\")
+                               for col in (User.username, User.email, User.display_name)))
+            conds.append(or_(User.id == int(keyword), text_match) if keyword.isdigit() and len(keyword) < 18
+                         else text_match)
+        where = and_(*conds) if conds else None
+        count = select(func.count()).select_from(User)
+        rows = select(User).order_by(User.id.desc()).offset(offset).limit(limit)
+        if where is not None:
+            count, rows = count.where(where), rows.where(where)
+        total = int(await self.s.scalar(count) or 0)
+        return (await self.s.scalars(rows)).all(), total
+
+    async def update_fields(self, user_id: int, **values: Any) -> None:
+        await self.s.execute(update(User).where(User.id == user_id).values(**values))
+
+    async def add_quota(self, user_id: int, delta: int) -> None:
+        await self.s.execute(update(User).where(User.id == user_id).values(quota=User.quota + delta))
+
+    async def subtract_quota(self, user_id: int, amount: int) -> bool:
+        """`quota -= amount` only if it stays ≥ 0; False when the balance is too small."""
+        result = await self.s.execute(
+            update(User).where(User.id == user_id, User.quota >= amount).values(quota=User.quota - amount)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def increment(self, user_id: int, **deltas: int) -> None:
+        values = {name: getattr(User, name) + delta for name, delta in deltas.items()}
+        await self.s.execute(update(User).where(User.id == user_id).values(**values))

@@ -1,0 +1,105 @@
+"""Redis backend: one connection pool per worker, every key under a configurable prefix.
+
+Atomic steps are Lua scripts from `quota/lua/`, registered once and called by SHA (redis-py reloads a
+script transparently if the server lost it). Every Redis failure surfaces as `BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from quota import lua
+from quota.backends.base import BackendUnavailable, RateResult
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _guard(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except (TimeoutError, RedisError, OSError) as exc:
+            raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}") from exc
+
+    return wrapper
+
+
+class RedisBackend:
+    def __init__(self, url: str, prefix: str = "tollway:", *, timeout: float = 2.0,
+                 max_connections: int = 64) -> None:
+        self.prefix = prefix
+        self.client: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            health_check_interval=30,
+            max_connections=max_connections,
+        )
+        self._gcra = self.client.register_script(lua.load("gcra"))
+        self._incr = self.client.register_script(lua.load("incr_ttl"))
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    @_guard
+    async def ping(self) -> None:
+        await self.client.ping()
+
+    @_guard
+    async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
+        interval = period * 1000.0 / limit
+        allowed, remaining, retry_ms = await self._gcra(keys=[self.key(key)], args=[interval, limit, cost])
+        return RateResult(bool(allowed), int(remaining), int(retry_ms) / 1000.0)
+
+    @_guard
+    async def incr(self, key: str, ttl: float) -> int:
+        return int(await self._incr(keys=[self.key(key)], args=[max(1, int(ttl * 1000))]))
+
+    @_guard
+    async def get_int(self, key: str) -> int:
+        value = await self.client.get(self.key(key))
+        return int(value) if value is not None else 0
+
+    @_guard
+    async def ttl(self, key: str) -> float:
+        ms = await self.client.pttl(self.key(key))
+        return max(0.0, ms / 1000.0)
+
+    @_guard
+    async def delete(self, *keys: str) -> None:
+        if keys:
+            await self.client.delete(*(self.key(k) for k in keys))
+
+    @_guard
+    async def publish(self, channel: str, message: str) -> None:
+        await self.client.publish(self.key(channel), message)
+
+    async def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:
+        """Yield messages; on a lost connection, resubscribe after a short pause (never raises)."""
+        names = {self.key(c): c for c in channels}
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(*names)
+                while True:
+                    msg: Any = await pubsub.get_message(timeout=1.0)
+                    if msg is not None and msg.get("type") == "message":
+                        yield names.get(msg["channel"], msg["channel"]), msg["data"]
+            except (TimeoutError, RedisError, OSError):
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,271 @@
+"""The rules of the user routes: self view and edits, and the admin's list, create, edit, delete, manage.
+
+Every change that affects access (status, role, password, deletion) commits first, then revokes sessions
+and invalidates the cached user on every worker, so it applies from the user's next request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from models.tables import User
+from models.users import UserRepository
+from server.accounts.rules import (
+    DISPLAY_NAME_MAX,
+    check_password,
+    check_username,
+    fresh_aff_code,
+    require_hierarchy,
+)
+from server.accounts.views import self_view, settings_of, user_view
+from server.auth.identity import Principal
+from server.auth.sessions import new_session_id
+from server.context import State
+from server.errors import BadRequest, Conflict, Forbidden, NotFound
+from server.web.access import Role
+from server.web.pagination import Page
+
+MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
+QUOTA_MODES = ("add", "subtract", "override")
+
+
+async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock: bool = False) -> User:
+    user = await (users.get_for_update(user_id) if lock else users.get(user_id))
+    if user is None:
+        raise NotFound("user not found")
+    require_hierarchy(actor.role, user.role)
+    return user
+
+
+async def _revoke(state: State, user_id: int, keep_session: str | None = None) -> None:
+    await state.sessions.revoke_user(user_id, keep_session)
+    await state.users.invalidate(user_id)
+
+
+# ---- self -------------------------------------------------------------------------------------------
+
+async def get_self(state: State, principal: Principal) -> dict[str, Any]:
+    async with state.db.transaction() as tx:
+        user = await UserRepository(tx).get(principal.id)
+    if user is None:
+        raise NotFound("user not found")
+    return self_view(user)
+
+
+async def update_self(state: State, principal: Principal, changes: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                        str | None]:
+    """Apply the non-empty fields; returns the self view and the caller's new session id (if rotated)."""
+    values: dict[str, Any] = {}
+    password = changes.get("password") or ""
+    async with state.db.transaction() as tx:
+        users = UserRepository(tx)
+        user = await users.get_for_update(principal.id)
+        if user is None:
+            raise NotFound("user not found")
+        if changes.get("username"):
+            name = check_username(changes["username"])
+            if name != user.username and await users.username_taken(name, except_id=user.id):
+                raise Conflict("username is already taken")
+            values["username"] = name
+        if changes.get("display_name"):
+            if len(changes["display_name"]) > DISPLAY_NAME_MAX:
+                raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+            values["display_name"] = changes["display_name"]
+        if password:
+            check_password(password)
+            original = changes.get("original_password") or ""
+            if not original:
+                raise BadRequest("original_password: is required to change the password")
+            if not await state.passwords.verify(user.password, original):
+                raise Forbidden("original_password: is wrong")
+            values["password"] = await state.passwords.hash(password)
+        merged = {k: changes[k] for k in ("sidebar_modules", "language") if changes.get(k) is not None}
+        if merged:
+            values["setting"] = json.dumps({**settings_of(user), **merged}, ensure_ascii=False)
+        if values:
+            try:
+                await users.update_fields(user.id, **values)
+            except IntegrityError:
+                raise Conflict("username is already taken") from None
+            for name, value in values.items():
+                setattr(user, name, value)
+        view = self_view(user)
+    rotated = None
+    if password:
+        if principal.via == "session" and principal.session_id and principal.session is not None:
+            rotated = new_session_id()
+            await state.sessions.save(rotated, {**principal.session, "pushed_at": state.clock.now_s()})
+        await _revoke(state, principal.id, keep_session=rotated)
+    elif values:
+        await state.users.invalidate(principal.id)
+    return view, rotated
+
+
+async def delete_self(state: State, principal: Principal) -> None:
+    if principal.role == Role.ROOT:
+        raise Forbidden("root cannot delete its own account")
+    await _soft_delete(state, principal.id)
+
+
+async def _soft_delete(state: State, user_id: int) -> None:
+    async with state.db.transaction() as tx:
+        await UserRepository(tx).update_fields(user_id, deleted_at=state.clock.now_s(), access_token=None)
+    await _revoke(state, user_id)
+
+
+# ---- admin ------------------------------------------------------------------------------------------
+
+async def list_users(state: State, page: Page, *, include_deleted: bool, keyword: str = "",
+                     group: str = "") -> dict[str, Any]:
+    async with state.db.transaction() as tx:
+        rows, total = await UserRepository(tx).page(
+            offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword, group=group
+        )
+    return page.payload(_views(rows), total)
+
+
+def _views(rows: Sequence[User]) -> list[dict[str, Any]]:
+    return [user_view(u) for u in rows]
+
+
+async def get_user(state: State, actor: Principal, user_id: int) -> dict[str, Any]:
+    async with state.db.transaction() as tx:
+        return user_view(await _target(UserRepository(tx), actor, user_id))
+
+
+async def create_user(state: State, actor: Principal, username: str, password: str, display_name: str,
+                      role: int) -> int:
+    check_username(username)
+    check_password(password)
+    if len(display_name) > DISPLAY_NAME_MAX:
+        raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+    if role not in (Role.COMMON, Role.ADMIN):
+        raise BadRequest("role: must be 1 (common user) or 10 (admin)")
+    if role >= actor.role:
+        raise Forbidden("you can only create users with a role below yours")
+    hashed = await state.passwords.hash(password)
+    try:
+        async with state.db.transaction() as tx:
+            users = UserRepository(tx)
+            if await users.username_taken(username):
+                raise Conflict("username is already taken")
+            return await users.add(User(
+                username=username, password=hashed, display_name=display_name or username, role=role,
+                status=1, group="default", quota=int(state.options["QuotaForNewUser"]),
+                aff_code=await fresh_aff_code(users), created_at=state.clock.now_s(), email="",
+                setting="", remark="", stripe_customer="",
+            ))
+    except IntegrityError:
+        raise Conflict("username is already taken") from None
+
+
+async def update_user(state: State, actor: Principal, user_id: int, changes: dict[str, Any]
+                      ) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if changes.get("username") is not None:
+        values["username"] = check_username(changes["username"])
+    if changes.get("display_name") is not None:
+        if len(changes["display_name"]) > DISPLAY_NAME_MAX:
+            raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+        values["display_name"] = changes["display_name"]
+    if changes.get("group") is not None:
+        if changes["group"] not in state.options["GroupRatio"]:
+            raise BadRequest("group: must be a group of GroupRatio")
+        values["group"] = changes["group"]
+    if changes.get("remark") is not None:
+        if len(changes["remark"]) > 255:
+            raise BadRequest("remark: must be at most 255 characters")
+        values["remark"] = changes["remark"]
+    new_password = changes.get("password") or ""
+    if new_password:
+        values["password"] = await state.passwords.hash(check_password(new_password))
+    async with state.db.transaction() as tx:
+        users = UserRepository(tx)
+        user = await _target(users, actor, user_id, lock=True)
+        if "username" in values and await users.username_taken(values["username"], except_id=user.id):
+            raise Conflict("username is already taken")
+        if values:
+            try:
+                await users.update_fields(user.id, **values)
+            except IntegrityError:
+                raise Conflict("username is already taken") from None
+            for name, value in values.items():
+                setattr(user, name, value)
+        view = user_view(user)
+    if new_password:
+        await _revoke(state, user_id)
+    elif values:
+        await state.users.invalidate(user_id)
+    return view
+
+
+async def delete_user(state: State, actor: Principal, user_id: int) -> None:
+    async with state.db.transaction() as tx:
+        target = await _target(UserRepository(tx), actor, user_id)
+    if target.role == Role.ROOT:
+        raise Forbidden("root cannot be deleted")
+    await _soft_delete(state, user_id)
+
+
+async def manage(state: State, actor: Principal, user_id: int, action: str, value: int | None,
+                 mode: str | None) -> dict[str, Any]:
+    if action not in MANAGE_ACTIONS:
+        raise BadRequest(f"action: unknown action {action!r}")
+    revoke = False
+    async with state.db.transaction() as tx:
+        users = UserRepository(tx)
+        user = await _target(users, actor, user_id, lock=True)
+        if action in ("disable", "delete", "demote") and user.role == Role.ROOT:
+            raise Forbidden(f"root cannot be {action}d" if action != "demote" else "root cannot be demoted")
+        if action == "disable":
+            await users.update_fields(user.id, status=2)
+            revoke = True
+        elif action == "enable":
+            await users.update_fields(user.id, status=1)
+        elif action == "delete":
+            await users.update_fields(user.id, deleted_at=state.clock.now_s(), access_token=None)
+            revoke = True
+        elif action == "promote":
+            if actor.role != Role.ROOT:
+                raise Forbidden("only root can promote users")
+            if user.role >= Role.ADMIN:
+                raise Conflict("the user is already an admin")
+            await users.update_fields(user.id, role=Role.ADMIN)
+        elif action == "demote":
+            if user.role <= Role.COMMON:
+                raise Conflict("the user is already a common user")
+            await users.update_fields(user.id, role=Role.COMMON)
+            revoke = True
+        else:
+            await _change_quota(users, user.id, value, mode)
+        after = await users.get(user.id, include_deleted=True)
+        assert after is not None
+        reply = {"role": after.role, "status": after.status, "quota": after.quota}
+    if revoke:
+        await _revoke(state, user_id)
+    else:
+        await state.users.invalidate(user_id)
+    return reply
+
+
+async def _change_quota(users: UserRepository, user_id: int, value: int | None, mode: str | None) -> None:
+    """One conditional statement on the SQL balance (routed through the quota engine once it exists)."""
+    if mode not in QUOTA_MODES:
+        raise BadRequest("mode: must be add, subtract or override")
+    if value is None:
+        raise BadRequest("value: is required")
+    if mode == "override":
+        if value < 0:
+            raise BadRequest("value: must be at least 0")
+        await users.update_fields(user_id, quota=value)
+        return
+    if value <= 0:
+        raise BadRequest("value: must be greater than 0")
+    if mode == "add":
+        await users.add_quota(user_id, value)
+    elif not await users.subtract_quota(user_id, value):
+        raise Conflict("cannot subtract more than the current balance")

@@ -1,0 +1,66 @@
+"""`create_app(config)`: builds the Sanic app — routes, the request pipeline, the error handler and the
+per-worker state — and does no work until a server starts it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sanic import Request, Sanic
+from sanic.response import BaseHTTPResponse
+
+from server import errors
+from server.accounts.routes import bp as accounts_bp
+from server.auth.guard import PIPELINE, finish
+from server.auth.routes import bp as auth_bp
+from server.clock import Clock
+from server.config import Config
+from server.context import State
+from server.system.routes import bp as system_bp
+
+BLUEPRINTS = (system_bp, auth_bp, accounts_bp)
+APP_NAME = "tollway"
+
+
+def undeclared_routes(app: Sanic[Any, Any]) -> list[str]:
+    """Routes registered without an access level (start-up refuses them; the matrix test lists them)."""
+    return sorted(f"{sorted(r.methods)} /{r.path}" for r in app.router.routes
+                  if getattr(r.ctx, "access", None) is None)
+
+
+def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NAME) -> Sanic[Any, Any]:
+    app: Sanic[Any, Any] = Sanic(name)
+    app.config.REQUEST_MAX_SIZE = config.max_body_size
+    app.config.FALLBACK_ERROR_FORMAT = "json"
+    app.config.ACCESS_LOG = False
+    app.config.NOISY_EXCEPTIONS = False
+    app.config.KEEP_ALIVE_TIMEOUT = 75
+    app.ctx.config = config
+
+    for bp in BLUEPRINTS:
+        app.blueprint(bp)
+    errors.register(app)
+
+    @app.before_server_start
+    async def open_state(app: Sanic[Any, Any]) -> None:
+        missing = undeclared_routes(app)
+        if missing:
+            raise RuntimeError(f"routes without an access level: {', '.join(missing)}")
+        app.ctx.state = await State.open(config, clock)
+
+    @app.after_server_stop
+    async def close_state(app: Sanic[Any, Any]) -> None:
+        state: State | None = getattr(app.ctx, "state", None)
+        if state is not None:
+            await state.close()
+
+    @app.on_request
+    async def pipeline(request: Request) -> None:
+        state: State = request.app.ctx.state
+        for step in PIPELINE:
+            await step(request, state)
+
+    @app.on_response
+    async def after(request: Request, response: BaseHTTPResponse) -> None:
+        await finish(request, response, request.app.ctx.state)
+
+    return app

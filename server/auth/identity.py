@@ -1,0 +1,98 @@
+"""Turn a request into a `Principal`: the session cookie first, else an access token in `Authorization`.
+
+Role and status come from the user directory (fresh within seconds), never from the session snapshot.
+A session whose user now has a higher role than it was issued with is rotated (new id, same data).
+Sessions slide: an authenticated request pushes expiry to now + 30 days, at most once a minute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sanic import Request
+
+from server.accounts.directory import UserState
+from server.auth.sessions import COOKIE, new_session_id
+from server.context import State
+from server.errors import Forbidden, Unauthorized
+
+SLIDE_EVERY = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    user: UserState
+    via: str  # "session" | "token"
+    session_id: str | None = None
+    session: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> int:
+        return self.user.id
+
+    @property
+    def role(self) -> int:
+        return self.user.role
+
+
+def _bearer(header: str) -> str:
+    header = header.strip()
+    if header[:7].lower() == "bearer ":
+        header = header[7:].strip()
+    return header
+
+
+async def _from_session(state: State, request: Request, raw: str) -> Principal | None:
+    data = await state.sessions.get(raw)
+    if not data or not data.get("id"):
+        return None
+    user = await state.users.state(int(data["id"]))
+    if user is None or not user.active:
+        await state.sessions.delete(raw)
+        return None
+    now = state.clock.now_s()
+    if user.role > int(data.get("role", 0)):
+        fresh = new_session_id()
+        data = {**data, "role": user.role, "pushed_at": now}
+        await state.sessions.save(fresh, data)
+        await state.sessions.delete(raw)
+        raw = fresh
+        request.ctx.set_session_cookie = raw
+    elif now - int(data.get("pushed_at", 0)) >= SLIDE_EVERY:
+        data = {**data, "pushed_at": now}
+        await state.sessions.save(raw, data)
+        request.ctx.set_session_cookie = raw
+    return Principal(user=user, via="session", session_id=raw, session=data)
+
+
+async def _from_token(state: State, token: str) -> Principal:
+    digest = state.box.digest(token)
+    user_id = await state.users.id_for_token(digest)
+    user = await state.users.state(user_id) if user_id is not None else None
+    if user is None or user.deleted or user.token_digest != digest:
+        raise Unauthorized("invalid access token")
+    if user.status != 1:
+        raise Forbidden("user is disabled")
+    return Principal(user=user, via="token")
+
+
+async def authenticate(state: State, request: Request) -> Principal:
+    raw = request.cookies.get(COOKIE)
+    if raw:
+        principal = await _from_session(state, request, raw)
+        if principal is not None:
+            return principal
+    token = _bearer(request.headers.get("authorization", ""))
+    if token:
+        return await _from_token(state, token)
+    raise Unauthorized("not logged in")
+
+
+def check_user_header(request: Request, principal: Principal) -> None:
+    """`New-Api-User` must be present and equal the authenticated user's id."""
+    raw = request.headers.get("new-api-user", "").strip()
+    if not raw:
+        raise Unauthorized("New-Api-User header is required")
+    if not raw.isdigit() or int(raw) != principal.id:
+        raise Unauthorized("New-Api-User does not match the logged-in user")

@@ -1,0 +1,64 @@
+"""`/api/user/login`, `/api/user/logout`, `/api/user/register`, `/api/user/token`."""
+
+from __future__ import annotations
+
+from sanic import Blueprint, Request
+from sanic.response import HTTPResponse
+
+from server.accounts.views import login_view
+from server.auth import service
+from server.auth.guard import clear_session_cookie, set_session_cookie
+from server.auth.sessions import COOKIE
+from server.web.access import Access, route
+from server.web.body import Fields
+from server.web.envelope import ok
+from server.web.state import principal_of, state_of
+
+bp = Blueprint("auth")
+
+
+@route(bp, "POST", "/api/user/login", access=Access.PUBLIC, critical=True)
+async def login(request: Request) -> HTTPResponse:
+    f = Fields.of(request)
+    state = state_of(request)
+    result = await service.login(
+        state,
+        username=f.string("username", required=True, trim=True, min_len=1),
+        password=f.string("password", required=True, min_len=1),
+        client_ip=request.ctx.client_ip,
+        old_session=request.cookies.get(COOKIE),
+    )
+    if result.require_2fa:
+        response = ok({"require_2fa": True}, "2FA code required")
+    else:
+        assert result.user is not None
+        response = ok(login_view(result.user))
+    set_session_cookie(response, result.session_id, secure=state.config.secure_cookies)
+    return response
+
+
+@route(bp, "GET", "/api/user/logout", access=Access.PUBLIC)
+async def logout(request: Request) -> HTTPResponse:
+    state = state_of(request)
+    await service.logout(state, request.cookies.get(COOKIE))
+    response = ok()
+    clear_session_cookie(response, secure=state.config.secure_cookies)
+    return response
+
+
+@route(bp, "POST", "/api/user/register", access=Access.PUBLIC, critical=True)
+async def register(request: Request) -> HTTPResponse:
+    f = Fields.of(request)
+    await service.register(
+        state_of(request),
+        username=f.string("username", required=True, trim=True),
+        password=f.string("password", required=True),
+        email=f.string("email", default="", trim=True),
+        aff_code=f.string("aff_code", default="", trim=True),
+    )
+    return ok()
+
+
+@route(bp, "GET", "/api/user/token", access=Access.USER)
+async def access_token(request: Request) -> HTTPResponse:
+    return ok(await service.new_access_token(state_of(request), principal_of(request).id))

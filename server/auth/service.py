@@ -1,0 +1,121 @@
+"""Login, logout, registration and access tokens (`security.md` §2–3)."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+
+from models.tables import User
+from models.users import UserRepository
+from server.accounts.rules import check_password, check_username, fresh_aff_code
+from server.auth.sessions import new_session_id
+from server.context import State
+from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
+from server.web.access import Role
+
+LOGIN_FAIL_TTL = 900
+LOGIN_FAIL_LIMIT = 10
+INVALID_LOGIN = "invalid username or password"
+EMAIL_MAX = 50
+
+
+@dataclass(frozen=True, slots=True)
+class LoginResult:
+    user: User | None
+    session_id: str
+    require_2fa: bool = False
+
+
+async def _second_factor_required(state: State, user: User) -> bool:
+    """Hook for TOTP 2FA (the security issue): True sends the login to `/api/user/login/2fa`."""
+    return False
+
+
+async def login(state: State, username: str, password: str, client_ip: str,
+                old_session: str | None) -> LoginResult:
+    if not state.options["PasswordLoginEnabled"]:
+        raise Forbidden("password login is disabled")
+    async with state.db.transaction() as tx:
+        user = await UserRepository(tx).by_login(username)
+    account = str(user.id) if user is not None else username.lower()
+    fail_key = f"login_fail:{account}:{client_ip}"
+    if await state.backend.get_int(fail_key) >= LOGIN_FAIL_LIMIT:
+        raise RateLimited("too many failed logins, try again later",
+                          retry_after=await state.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
+    valid = await state.passwords.verify(user.password if user else None, password)
+    if user is None or not valid or user.status != 1:
+        await state.backend.incr(fail_key, LOGIN_FAIL_TTL)
+        raise Unauthorized(INVALID_LOGIN)
+    await state.backend.delete(fail_key)
+
+    now = state.clock.now_s()
+    if old_session:
+        await state.sessions.delete(old_session)
+    fresh = new_session_id()
+    if await _second_factor_required(state, user):
+        await state.sessions.save(fresh, {"pending_user_id": user.id, "pending_expires_at": now + 300},
+                                  ttl=300)
+        return LoginResult(None, fresh, require_2fa=True)
+    await state.sessions.save(fresh, {"id": user.id, "role": user.role, "auth_method": "password",
+                                      "pushed_at": now, "created_at": now})
+    async with state.db.transaction() as tx:
+        await UserRepository(tx).update_fields(user.id, last_login_at=now)
+    user.last_login_at = now
+    return LoginResult(user, fresh)
+
+
+async def logout(state: State, session_id: str | None) -> None:
+    if session_id:
+        await state.sessions.delete(session_id)
+
+
+def _check_email(email: str) -> str:
+    email = email.strip().lower()
+    local, _, domain = email.partition("@")
+    if len(email) > EMAIL_MAX or not local or "." not in domain or " " in email:
+        raise BadRequest(f"email: must be a valid address of at most {EMAIL_MAX} characters")
+    return email
+
+
+async def register(state: State, username: str, password: str, email: str, aff_code: str) -> int:
+    o = state.options
+    if not (o["RegisterEnabled"] and o["PasswordRegisterEnabled"]):
+        raise Forbidden("registration is disabled")
+    check_username(username)
+    check_password(password)
+    email = _check_email(email) if email else ""
+    hashed = await state.passwords.hash(password)
+    now = state.clock.now_s()
+    try:
+        async with state.db.transaction() as tx:
+            users = UserRepository(tx)
+            if await users.username_taken(username):
+                raise Conflict("username is already taken")
+            if email and await users.email_taken(email):
+                raise Conflict("email is already used")
+            inviter = await users.by_aff_code(aff_code) if aff_code else None
+            quota = int(o["QuotaForNewUser"]) + (int(o["QuotaForInvitee"]) if inviter else 0)
+            user_id = await users.add(User(
+                username=username, password=hashed, display_name=username, email=email,
+                role=Role.COMMON, status=1, group="default", quota=quota,
+                aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
+                created_at=now, setting="", remark="", stripe_customer="",
+            ))
+            if inviter is not None:
+                reward = int(o["QuotaForInviter"])
+                await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
+    except IntegrityError:
+        raise Conflict("username is already taken") from None
+    return user_id
+
+
+async def new_access_token(state: State, user_id: int) -> str:
+    """A fresh token, shown once; only its HMAC digest is stored and the previous token dies at once."""
+    token = secrets.token_urlsafe(24)
+    async with state.db.transaction() as tx:
+        await UserRepository(tx).update_fields(user_id, access_token=state.box.digest(token))
+    await state.users.invalidate(user_id)
+    return token
+

@@ -1,0 +1,157 @@
+"""The `tollway` command: `serve`, `migrate`, `setup`.
+
+Start-up problems (bad configuration, database or Redis unreachable) end the process with one readable
+line on stderr and a non-zero status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
+
+from models.db import Database, DatabaseUnavailable
+from models.migrate import upgrade
+from quota.backends.base import BackendUnavailable
+from quota.backends.redis import RedisBackend
+from server.config import Config, ConfigError, load
+
+
+class StartupError(RuntimeError):
+    """A readable reason the service cannot start."""
+
+
+def _fail(message: str, code: int = 1) -> None:
+    print(f"tollway: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+async def _migrate(config: Config) -> None:
+    db = Database(config.database_url, pool_size=1)
+    try:
+        await db.check()
+        await upgrade(db.engine)
+    except DatabaseUnavailable as exc:
+        raise StartupError(str(exc)) from None
+    finally:
+        await db.dispose()
+
+
+async def _check_redis(config: Config) -> None:
+    if not config.redis_url:
+        return
+    backend = RedisBackend(config.redis_url, config.redis_prefix)
+    try:
+        await backend.ping()
+    except BackendUnavailable:
+        raise StartupError("cannot connect to Redis at REDIS_URL (is it running?)") from None
+    finally:
+        await backend.close()
+
+
+async def _setup_pending(config: Config) -> bool:
+    from models.system import SetupRepository
+    from models.users import UserRepository
+
+    db = Database(config.database_url, pool_size=1)
+    try:
+        async with db.transaction() as tx:
+            return not (await SetupRepository(tx).done() or await UserRepository(tx).root_exists())
+    finally:
+        await db.dispose()
+
+
+async def _prepare(config: Config) -> bool:
+    await _migrate(config)
+    await _check_redis(config)
+    return await _setup_pending(config)
+
+
+def _serve(config: Config) -> None:
+    from sanic import Sanic
+    from sanic.worker.loader import AppLoader
+
+    from server.app import create_app
+
+    pending = asyncio.run(_prepare(config))
+    mode = "embedded (SQLite, in-process engine)" if config.embedded else "Redis + " + config.database_kind
+    url = f"http://{config.host}:{config.port}"
+    print(f"Tollway listening on {url} — {mode}, {config.workers} worker(s)")
+    print("Setup pending: open the URL or POST /api/setup to create the root user." if pending
+          else "Setup complete.")
+    sys.stdout.flush()
+
+    loader = AppLoader(factory=partial(create_app, config))
+    app = loader.load()
+    single = config.workers == 1
+    app.prepare(host=config.host, port=config.port, workers=config.workers, single_process=single,
+                motd=False, access_log=False)
+    if single:
+        Sanic.serve_single(primary=app)
+    else:
+        Sanic.serve(primary=app, app_loader=loader)
+
+
+async def _run_setup(config: Config, username: str, password: str) -> None:
+    from server.context import State
+    from server.system.service import run_setup
+
+    await _migrate(config)
+    state = await State.open(config)
+    try:
+        await run_setup(state, username.strip(), password, password, self_use=False, demo=False)
+    finally:
+        await state.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="tollway", description="Tollway AI gateway")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--workers", type=int, help="worker processes (more than 1 needs REDIS_URL)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    sub.add_parser("migrate", help="bring the database schema up to date")
+    setup = sub.add_parser("setup", help="create the root user without the web UI")
+    setup.add_argument("--username", required=True)
+    setup.add_argument("--password", required=True)
+    args = parser.parse_args(argv)
+
+    try:
+        config = load()
+        if args.command == "serve":
+            if args.workers is not None and args.workers > 1 and not config.redis_url:
+                _fail("--workers > 1 needs REDIS_URL: embedded mode runs exactly one process", 2)
+            config = replace(config, workers=args.workers or config.workers,
+                             host=args.host or config.host,
+                             port=args.port if args.port is not None else config.port)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+        return
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    try:
+        if args.command == "serve":
+            _serve(config)
+        elif args.command == "migrate":
+            asyncio.run(_migrate(config))
+            print("database is up to date")
+        elif args.command == "setup":
+            asyncio.run(_run_setup(config, args.username, args.password))
+            print(f"root user {args.username.strip()!r} created")
+    except StartupError as exc:
+        _fail(str(exc))
+    except Exception as exc:
+        from server.errors import TollwayError
+
+        if isinstance(exc, TollwayError):
+            _fail(exc.message)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""One typed configuration object, read from the environment (and an optional `.env`) exactly once.
+
+Every setting of the process lives here; nothing else reads `os.environ`. An invalid value stops start-up
+with one line naming the variable (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+SECRET_FILE_NAME = "secret_key"  # noqa: S105 (a file name, not a secret)
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message starts with the variable's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """`count` requests per `period` seconds; `count == 0` disables the limit."""
+
+    count: int
+    period: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.count > 0 and self.period > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    database_url: str
+    secret_key: str
+    data_dir: Path
+    log_database_url: str | None = None
+    redis_url: str | None = None
+    redis_prefix: str = "tollway:"
+    public_url: str = ""
+    host: str = "127.0.0.1"
+    port: int = 3000
+    workers: int = 1
+    max_body_size: int = DEFAULT_MAX_BODY
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    global_rate_limit: RateLimit = field(default_factory=lambda: RateLimit(180, 180))
+    critical_rate_limit: RateLimit = field(default_factory=lambda: RateLimit(20, 1200))
+    user_cache_seconds: float = 2.0
+    log_level: str = "INFO"
+
+    @property
+    def embedded(self) -> bool:
+        """No Redis: one process, in-process engine."""
+        return self.redis_url is None
+
+    @property
+    def database_kind(self) -> str:
+        """`sqlite`, `mysql` or `postgres` (the names `GET /api/setup` reports)."""
+        return database_kind(self.database_url)
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.public_url.startswith("https://")
+
+
+def database_kind(url: str) -> str:
+    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in ("mysql", "mariadb"):
+        return "mysql"
+    if scheme in ("postgresql", "postgres"):
+        return "postgres"
+    raise ConfigError(f"DATABASE_URL: unsupported database {scheme!r} (use sqlite, mysql or postgresql)")
+
+
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "mysql": "mysql+aiomysql", "postgres": "postgresql+asyncpg"}
+
+
+def _normalize_db_url(name: str, url: str) -> str:
+    """Accept `mysql://`, `postgres://` … and give them the async driver Tollway uses."""
+    if "://" not in url:
+        raise ConfigError(f"{name}: not a database URL (expected e.g. mysql+aiomysql://user:pass@host/db)")
+    scheme, rest = url.split("://", 1)
+    kind = database_kind(url)
+    base = scheme.split("+", 1)
+    if len(base) == 2 and f"{base[0]}+{base[1]}" != _ASYNC_DRIVERS[kind] and not (
+        kind == "postgres" and base[1] == "asyncpg"
+    ):
+        raise ConfigError(f"{name}: driver {base[1]!r} is not async; use {_ASYNC_DRIVERS[kind]}://")
+    return f"{_ASYNC_DRIVERS[kind]}://{rest}"
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: {raw!r} is not an integer") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = env.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: {raw!r} is not a number") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    nets = []
+    for part in raw.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            nets.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ConfigError(f"TRUSTED_PROXIES: {part!r} is not an IP address or CIDR") from None
+    return tuple(nets)
+
+
+def _embedded_secret(data_dir: Path) -> str:
+    """The embedded-mode secret: generated once, kept in DATA_DIR with 0600, never regenerated."""
+    path = data_dir / SECRET_FILE_NAME
+    if path.exists():
+        value = path.read_text(encoding="utf-8").strip()
+        if len(value) < 32:
+            raise ConfigError(f"SECRET_KEY: the stored secret in {path} is damaged (shorter than 32 chars)")
+        return value
+    value = secrets.token_urlsafe(48)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(value + "\n")
+    return value
+
+
+def from_env(env: Mapping[str, str]) -> Config:
+    """Build the config from a mapping of environment variables; may create DATA_DIR and its secret."""
+    data_dir = Path(env.get("DATA_DIR", "").strip() or "./data").expanduser()
+    raw_db = env.get("DATABASE_URL", "").strip()
+    database_url = _normalize_db_url("DATABASE_URL", raw_db) if raw_db else ""
+    raw_log_db = env.get("LOG_DATABASE_URL", "").strip()
+    log_database_url = _normalize_db_url("LOG_DATABASE_URL", raw_log_db) if raw_log_db else None
+
+    redis_url = env.get("REDIS_URL", "").strip() or None
+    if redis_url is not None and urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
+        raise ConfigError("REDIS_URL: expected redis://host:port/db, rediss://… or unix://…")
+
+    needs_secret = redis_url is not None or (database_url and database_kind(database_url) != "sqlite")
+    secret_key = env.get("SECRET_KEY", "").strip()
+    if secret_key and len(secret_key) < 16:
+        raise ConfigError("SECRET_KEY: too short (use at least 16 characters, e.g. `openssl rand -hex 32`)")
+
+    if not database_url or not secret_key:
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"DATA_DIR: cannot create {data_dir}: {exc.strerror}") from None
+    if not database_url:
+        database_url = f"sqlite+aiosqlite:///{(data_dir / 'tollway.db').resolve()}"
+    if not secret_key:
+        if needs_secret:
+            raise ConfigError("SECRET_KEY: required when REDIS_URL or a server database is configured")
+        secret_key = _embedded_secret(data_dir)
+
+    public_url = env.get("PUBLIC_URL", "").strip().rstrip("/")
+    if public_url and urlsplit(public_url).scheme not in ("http", "https"):
+        raise ConfigError("PUBLIC_URL: expected an http(s) URL")
+
+    workers = _int(env, "WORKERS", 1, 1, 256)
+    if workers > 1 and redis_url is None:
+        raise ConfigError("WORKERS: more than one worker needs REDIS_URL (embedded mode is one process)")
+
+    prefix = env.get("REDIS_KEY_PREFIX", "tollway:")
+    level = env.get("LOG_LEVEL", "INFO").strip().upper() or "INFO"
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
+
+    return Config(
+        database_url=database_url,
+        log_database_url=log_database_url,
+        redis_url=redis_url,
+        redis_prefix=prefix,
+        secret_key=secret_key,
+        data_dir=data_dir,
+        public_url=public_url,
+        host=env.get("HOST", "").strip() or "127.0.0.1",
+        port=_int(env, "PORT", 3000, 0, 65535),
+        workers=workers,
+        max_body_size=_int(env, "MAX_BODY_SIZE", DEFAULT_MAX_BODY, 1024, 1024 * 1024 * 1024),
+        trusted_proxies=_proxies(env.get("TRUSTED_PROXIES", "")),
+        global_rate_limit=RateLimit(
+            _int(env, "GLOBAL_API_RATE_LIMIT", 180, 0, 10**9),
+            _int(env, "GLOBAL_API_RATE_LIMIT_DURATION", 180, 0, 10**7),
+        ),
+        critical_rate_limit=RateLimit(
+            _int(env, "CRITICAL_RATE_LIMIT", 20, 0, 10**9),
+            _int(env, "CRITICAL_RATE_LIMIT_DURATION", 1200, 0, 10**7),
+        ),
+        user_cache_seconds=_float(env, "USER_CACHE_SECONDS", 2.0, 0.0, 10.0),
+        log_level=level,
+    )
+
+
+def load(environ: Mapping[str, str] | None = None, dotenv_path: str | None = ".env") -> Config:
+    """Read `.env` (if present; real environment variables win) and the environment, once."""
+    merged: dict[str, str] = {}
+    if dotenv_path and Path(dotenv_path).is_file():
+        from dotenv import dotenv_values
+
+        merged.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
+    merged.update(os.environ if environ is None else environ)
+    return from_env(merged)

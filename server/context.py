@@ -1,0 +1,110 @@
+"""What one worker holds: database, Redis or in-process backend, session store, caches, options, clock.
+
+`State.open(config)` builds it inside the worker (one Redis pool and one engine per worker);
+`State.close()` releases it. Background tasks are named, owned here, and drained on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.db import Database
+from quota.backends.base import Backend
+from quota.backends.memory import MemoryBackend
+from quota.backends.redis import RedisBackend
+from server.accounts.directory import UserDirectory
+from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStore
+from server.clock import Clock
+from server.config import Config
+from server.crypto import Passwords, SecretBox
+from server.system.options import Options
+
+log = logging.getLogger("tollway")
+INVALIDATE_CHANNEL = "invalidate"
+
+
+class Tasks:
+    """Named background tasks owned by the worker; `drain` cancels and awaits them all."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+
+    def start(self, name: str, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks[name] = task
+        task.add_done_callback(lambda t: self._done(name, t))
+
+    def _done(self, name: str, task: asyncio.Task[Any]) -> None:
+        self._tasks.pop(name, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", name, exc_info=task.exception())
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    async def drain(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+@dataclass
+class State:
+    config: Config
+    clock: Clock
+    db: Database
+    backend: Backend
+    sessions: SessionStore
+    box: SecretBox
+    passwords: Passwords
+    options: Options
+    users: UserDirectory
+    started_at: int
+    tasks: Tasks = field(default_factory=Tasks)
+    setup_done: bool = False  # once true, never reverts
+
+    @classmethod
+    async def open(cls, config: Config, clock: Clock | None = None) -> State:
+        clock = clock or Clock()
+        db = Database(config.database_url)
+        backend: Backend
+        sessions: SessionStore
+        if config.redis_url:
+            redis_backend = RedisBackend(config.redis_url, config.redis_prefix)
+            backend, sessions = redis_backend, RedisSessionStore(redis_backend)
+        else:
+            backend, sessions = MemoryBackend(), SqlSessionStore(db, clock)
+        box = SecretBox(config.secret_key)
+        state = cls(
+            config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
+            passwords=Passwords(), options=Options(db, backend, box),
+            users=UserDirectory(db, backend, config.user_cache_seconds), started_at=clock.now_s(),
+        )
+        await state.options.reload()
+        state.tasks.start("invalidation-listener", state._listen())
+        return state
+
+    async def _listen(self) -> None:
+        """Apply invalidations broadcast by any worker (this one included)."""
+        async for _channel, message in self.backend.subscribe(INVALIDATE_CHANNEL):
+            try:
+                if message == "options":
+                    await self.options.reload()
+                elif message.startswith("user:"):
+                    self.users.forget(int(message[5:]))
+            except Exception:  # a failed reload must not stop the listener
+                log.exception("could not apply invalidation %r", message)
+
+    async def close(self) -> None:
+        await self.tasks.drain()
+        await self.backend.close()
+        await self.db.dispose()

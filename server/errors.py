@@ -1,0 +1,154 @@
+"""The one error tree of Tollway, and the one place that turns errors into HTTP responses.
+
+Services raise these; handlers never build error responses themselves.
+
+    TollwayError (500 internal error; the message never carries a stack trace, SQL or a secret)
+     ├── BadRequest            400  the message names the field
+     ├── Unauthorized          401
+     ├── Forbidden             403  optional `code` (e.g. VERIFICATION_REQUIRED)
+     ├── NotFound              404
+     ├── MethodNotAllowed      405
+     ├── Conflict              409
+     ├── PayloadTooLarge       413
+     ├── RateLimited           429  `retry_after` seconds → `Retry-After`
+     ├── UpstreamFailed        502  a provider called on an admin's behalf failed
+     └── ServiceUnavailable    503  the database or Redis is unreachable right now
+
+`/api` routes answer the envelope `{"success": false, "message": …}`. The model-call routes (later) map
+the same tree to the OpenAI and Google error objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from redis.exceptions import RedisError
+from sanic import Request, Sanic
+from sanic import exceptions as sanic_exc
+from sanic.response import HTTPResponse, json
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from quota.backends.base import BackendUnavailable
+from server.web.request_id import request_id_from
+
+log = logging.getLogger("tollway.errors")
+
+
+class TollwayError(Exception):
+    status = 500
+    default_message = "internal error"
+
+    def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
+        super().__init__(message or self.default_message)
+        self.message = message or self.default_message
+        self.code = code
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class BadRequest(TollwayError):
+    status = 400
+    default_message = "invalid request"
+
+
+class Unauthorized(TollwayError):
+    status = 401
+    default_message = "not logged in"
+
+
+class Forbidden(TollwayError):
+    status = 403
+    default_message = "permission denied"
+
+
+class NotFound(TollwayError):
+    status = 404
+    default_message = "not found"
+
+
+class MethodNotAllowed(TollwayError):
+    status = 405
+    default_message = "method not allowed on this route"
+
+
+class Conflict(TollwayError):
+    status = 409
+    default_message = "conflict"
+
+
+class PayloadTooLarge(TollwayError):
+    status = 413
+    default_message = "request body too large"
+
+
+class RateLimited(TollwayError):
+    status = 429
+    default_message = "too many requests, please retry later"
+
+    def __init__(self, message: str | None = None, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+class UpstreamFailed(TollwayError):
+    status = 502
+    default_message = "upstream provider failed"
+
+
+class ServiceUnavailable(TollwayError):
+    status = 503
+    default_message = "service temporarily unavailable, please retry"
+
+
+_SANIC_MAP: tuple[tuple[type[Exception], type[TollwayError], str | None], ...] = (
+    (sanic_exc.NotFound, NotFound, "no such route"),
+    (sanic_exc.MethodNotAllowed, MethodNotAllowed, None),
+    (sanic_exc.PayloadTooLarge, PayloadTooLarge, None),
+    (sanic_exc.BadRequest, BadRequest, "malformed request"),
+    (sanic_exc.RequestTimeout, BadRequest, "request timed out"),
+)
+
+
+def to_tollway_error(exc: BaseException) -> TollwayError:
+    """Classify any exception into the tree; unknown ones become a bare 500."""
+    if isinstance(exc, TollwayError):
+        return exc
+    for sanic_type, ours, message in _SANIC_MAP:
+        if isinstance(exc, sanic_type):
+            return ours(message)
+    unavailable = BackendUnavailable | RedisError | OperationalError | PoolTimeout | ConnectionError
+    if isinstance(exc, unavailable) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+        return ServiceUnavailable()
+    return TollwayError()
+
+
+def envelope_error(err: TollwayError, request_id: str | None) -> HTTPResponse:
+    body: dict[str, Any] = {"success": False, "message": err.message}
+    if err.code:
+        body["code"] = err.code
+    headers = err.headers()
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    return json(body, status=err.status, headers=headers)
+
+
+def register(app: Sanic[Any, Any]) -> None:
+    """Install the single exception handler of the app."""
+
+    @app.exception(Exception)
+    async def handle(request: Request, exc: Exception) -> HTTPResponse:
+        err = to_tollway_error(exc)
+        request_id = getattr(getattr(request, "ctx", None), "request_id", None) or request_id_from(None)
+        if err.status >= 500:
+            if type(err) is TollwayError:
+                log.exception("unhandled error (request id %s)", request_id, exc_info=exc)
+            else:
+                log.warning("%s (request id %s): %s", type(exc).__name__, request_id, str(exc)[:200])
+        return envelope_error(err, request_id)

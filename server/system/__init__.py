@@ -1,0 +1,1 @@
+"""System routes: status, initial setup, options."""

@@ -1,0 +1,307 @@
+"""The typed registry of options: every key, its kind, default and rule, in one table.
+
+`normalize(key, value)` turns what `PUT /api/option/` received into the stored string or raises
+`OptionError` naming the key; `parse(key, text)` turns the stored string into a Python value.
+Keys kept only for new-api clients (GroupGroupRatio, TopupGroupRatio, CacheRatio, AudioRatio,
+AudioCompletionRatio, DefaultUseAutoGroup) are stored and returned but have no effect.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class OptionError(ValueError):
+    """The message names the key."""
+
+
+Rule = Callable[[Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    key: str
+    kind: str  # str | int | float | bool | json | text
+    default: Any
+    rule: Rule | None = None
+
+    @property
+    def secret(self) -> bool:
+        k = self.key.lower()
+        return k.endswith(("token", "secret", "key"))
+
+
+def _fail(msg: str) -> None:
+    raise ValueError(msg)
+
+
+def length(lo: int, hi: int) -> Rule:
+    return lambda v: None if lo <= len(v) <= hi else _fail(f"must be {lo}–{hi} characters")
+
+
+def one_of(*allowed: str) -> Rule:
+    return lambda v: None if v in allowed else _fail(f"must be one of {', '.join(allowed) or '(empty)'}")
+
+
+def at_least(lo: float, *, strict: bool = False) -> Rule:
+    if strict:
+        return lambda v: None if v > lo else _fail(f"must be greater than {lo:g}")
+    return lambda v: None if v >= lo else _fail(f"must be at least {lo:g}")
+
+
+def between(lo: float, hi: float) -> Rule:
+    return lambda v: None if lo <= v <= hi else _fail(f"must be between {lo:g} and {hi:g}")
+
+
+def http_url_or_empty(v: str) -> None:
+    if v == "":
+        return
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        _fail("must be an http(s) URL")
+    if v.endswith("/"):
+        _fail("must not end with '/'")
+
+
+def number_map(v: Any) -> None:
+    if not isinstance(v, dict):
+        _fail("must be a JSON object")
+    for k, n in v.items():
+        if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or n < 0:
+            _fail(f"value of {k!r} must be a number ≥ 0")
+
+
+def group_ratio(v: Any) -> None:
+    number_map(v)
+    for name in v:
+        if not 1 <= len(name) <= 64 or "," in name:
+            _fail(f"group name {name!r} must be 1–64 characters without ','")
+    if "default" not in v:
+        _fail("must keep the 'default' group")
+
+
+def string_map(v: Any) -> None:
+    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+        _fail("must be a JSON object of strings")
+
+
+def nested_number_map(v: Any) -> None:
+    if not isinstance(v, dict):
+        _fail("must be a JSON object")
+    for inner in v.values():
+        number_map(inner)
+
+
+def string_list(v: Any) -> None:
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        _fail("must be a JSON array of names")
+
+
+def number_list(v: Any) -> None:
+    if not isinstance(v, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+                                          for x in v):
+        _fail("must be a JSON array of positive numbers")
+
+
+def rate_limit_groups(v: Any) -> None:
+    if not isinstance(v, dict):
+        _fail("must be a JSON object")
+    for name, pair in v.items():
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)):
+            _fail(f"value of {name!r} must be [count, success_count] (integers ≥ 0)")
+
+
+def capabilities(v: Any) -> None:
+    if not isinstance(v, dict):
+        _fail("must be a JSON object")
+    for model, caps in v.items():
+        if not isinstance(caps, dict) or not all(isinstance(b, bool) for b in caps.values()):
+            _fail(f"value of {model!r} must be an object of booleans")
+
+
+def status_ranges(v: str) -> None:
+    parse_status_ranges(v)
+
+
+def parse_status_ranges(text: str) -> list[tuple[int, int]]:
+    """`"401,403,500-599"` → [(401, 401), (403, 403), (500, 599)]; codes must be in 100–599."""
+    ranges = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo_s, _, hi_s = part.partition("-")
+        try:
+            lo, hi = int(lo_s), int(hi_s or lo_s)
+        except ValueError:
+            raise ValueError(f"{part!r} is not a status code or range") from None
+        if not (100 <= lo <= hi <= 599):
+            raise ValueError(f"{part!r} must be within 100–599")
+        ranges.append((lo, hi))
+    return ranges
+
+
+DISABLE_KEYWORDS = "\n".join([
+    "Your credit balance is too low",
+    "This organization has been disabled.",
+    "You exceeded your current quota",
+    "Permission denied",
+    "The security token included in the request is invalid",
+    "Operation not allowed",
+    "Your account is not authorized",
+])
+EMAIL_WHITELIST = "gmail.com,yahoo.com,outlook.com,hotmail.com,icloud.com,qq.com,163.com,126.com,foxmail.com"
+
+SPECS: tuple[Spec, ...] = (
+    # site
+    Spec("SystemName", "str", "Tollway", length(1, 64)),
+    Spec("Logo", "str", ""), Spec("Footer", "str", ""), Spec("Notice", "str", ""),
+    Spec("About", "str", ""), Spec("DocsLink", "str", ""), Spec("TopUpLink", "str", ""),
+    Spec("ServerAddress", "str", "", http_url_or_empty),
+    # quota display
+    Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True)),
+    Spec("USDExchangeRate", "float", 7.3, at_least(0, strict=True)),
+    Spec("general_setting.quota_display_type", "str", "USD", one_of("USD", "CNY", "TOKENS", "CUSTOM")),
+    Spec("DisplayInCurrencyEnabled", "bool", True), Spec("DisplayTokenStatEnabled", "bool", True),
+    Spec("custom_currency_symbol", "str", "¤", length(0, 8)),
+    Spec("custom_currency_exchange_rate", "float", 1.0, at_least(0, strict=True)),
+    # quota amounts
+    Spec("QuotaForNewUser", "int", 0, at_least(0)), Spec("QuotaForInviter", "int", 0, at_least(0)),
+    Spec("QuotaForInvitee", "int", 0, at_least(0)), Spec("PreConsumedQuota", "int", 500, at_least(0)),
+    Spec("QuotaRemindThreshold", "int", 1000, at_least(0)), Spec("RetryTimes", "int", 2, between(0, 10)),
+    # pricing
+    Spec("ModelRatio", "json", {}, number_map), Spec("CompletionRatio", "json", {}, number_map),
+    Spec("CacheRatio", "json", {}, number_map), Spec("AudioRatio", "json", {}, number_map),
+    Spec("AudioCompletionRatio", "json", {}, number_map), Spec("ModelPrice", "json", {}, number_map),
+    Spec("ModelCapabilities", "json", {}, capabilities),
+    # groups
+    Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio),
+    Spec("GroupGroupRatio", "json", {}, nested_number_map),
+    Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, number_map),
+    Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map),
+    Spec("AutoGroups", "json", ["default"], string_list), Spec("DefaultUseAutoGroup", "bool", False),
+    # channels
+    Spec("AutomaticDisableChannelEnabled", "bool", True), Spec("AutomaticEnableChannelEnabled", "bool", True),
+    Spec("ChannelDisableThreshold", "float", 5.0, at_least(0, strict=True)),
+    Spec("AutomaticDisableKeywords", "text", DISABLE_KEYWORDS),
+    Spec("AutomaticDisableStatusCodes", "str", "401,403", status_ranges),
+    Spec("AutomaticRetryStatusCodes", "str", "401,403,408,429,500-599", status_ranges),
+    # switches
+    Spec("LogConsumeEnabled", "bool", True), Spec("RegisterEnabled", "bool", True),
+    Spec("PasswordLoginEnabled", "bool", True), Spec("PasswordRegisterEnabled", "bool", True),
+    Spec("SelfUseModeEnabled", "bool", False), Spec("DemoSiteEnabled", "bool", False),
+    Spec("DataExportEnabled", "bool", True), Spec("DataExportInterval", "int", 5, between(1, 60)),
+    Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week")),
+    # e-mail
+    Spec("EmailVerificationEnabled", "bool", False), Spec("EmailDomainRestrictionEnabled", "bool", False),
+    Spec("EmailAliasRestrictionEnabled", "bool", False),
+    Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST),
+    Spec("SMTPServer", "str", ""), Spec("SMTPPort", "int", 587, between(1, 65535)),
+    Spec("SMTPAccount", "str", ""), Spec("SMTPFrom", "str", ""), Spec("SMTPToken", "str", ""),
+    Spec("SMTPSSLEnabled", "bool", False),
+    # model request rate limits
+    Spec("ModelRequestRateLimitEnabled", "bool", False),
+    Spec("ModelRequestRateLimitDurationMinutes", "int", 1, at_least(1)),
+    Spec("ModelRequestRateLimitCount", "int", 0, at_least(0)),
+    Spec("ModelRequestRateLimitSuccessCount", "int", 1000, at_least(0)),
+    Spec("ModelRequestRateLimitGroup", "json", {}, rate_limit_groups),
+    # payments
+    Spec("StripeApiSecret", "str", ""), Spec("StripeWebhookSecret", "str", ""),
+    Spec("StripePriceId", "str", ""), Spec("StripeUnitPrice", "float", 8.0, at_least(0, strict=True)),
+    Spec("StripeMinTopUp", "int", 1, at_least(1)),
+    Spec("StripeApiBase", "str", "https://api.stripe.com", http_url_or_empty),
+    Spec("payment_setting.amount_options", "json", [10, 20, 50, 100, 200, 500], number_list),
+    # passkeys
+    Spec("passkey.enabled", "bool", False), Spec("passkey.rp_id", "str", ""),
+    Spec("passkey.rp_display_name", "str", ""), Spec("passkey.origins", "str", ""),
+    Spec("passkey.user_verification", "str", "preferred", one_of("required", "preferred", "discouraged")),
+    Spec("passkey.attachment_preference", "str", "", one_of("", "platform", "cross-platform")),
+    Spec("passkey.allow_insecure_origin", "bool", False),
+)
+
+REGISTRY: dict[str, Spec] = {spec.key: spec for spec in SPECS}
+
+
+def to_text(spec: Spec, value: Any) -> str:
+    if spec.kind == "bool":
+        return "true" if value else "false"
+    if spec.kind == "json":
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if spec.kind == "float":
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return str(value)
+
+
+def parse(spec: Spec, text: str) -> Any:
+    """Stored text → value; a damaged stored value falls back to the default."""
+    try:
+        if spec.kind == "bool":
+            return text.strip().lower() == "true"
+        if spec.kind == "int":
+            return int(text)
+        if spec.kind == "float":
+            return float(text)
+        if spec.kind == "json":
+            return json.loads(text)
+    except ValueError:
+        return spec.default
+    return text
+
+
+def normalize(key: str, value: Any) -> str:
+    """Validate a value from `PUT /api/option/` and return its stored string form."""
+    spec = REGISTRY.get(key)
+    if spec is None:
+        raise OptionError(f"{key}: unknown option")
+    try:
+        typed = _coerce(spec, value)
+        if spec.rule is not None:
+            spec.rule(typed)
+    except ValueError as exc:
+        raise OptionError(f"{key}: {exc}") from None
+    return to_text(spec, typed)
+
+
+def _coerce(spec: Spec, value: Any) -> Any:
+    if isinstance(value, bool):
+        if spec.kind == "bool":
+            return value
+        raise ValueError("must not be a boolean")
+    if spec.kind == "bool":
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise ValueError("must be true or false")
+    if spec.kind == "int":
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value.strip())
+        raise ValueError("must be an integer")
+    if spec.kind == "float":
+        try:
+            number = float(value) if isinstance(value, int | float | str) else math.nan
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError("must be a number")
+        return number
+    if spec.kind == "json":
+        if not isinstance(value, str):
+            raise ValueError("must be JSON text")
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError("is not valid JSON") from None
+    if isinstance(value, int | float):
+        return str(value)
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value.strip() if spec.kind == "str" and not spec.secret else value

@@ -1,0 +1,70 @@
+"""The live option values of a worker: loaded from SQL, typed by the registry, reloaded on every
+worker as soon as one of them changes a value (broadcast `options` on the invalidation channel)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+
+from models.db import Database
+from models.system import OptionRepository
+from quota.backends.base import Backend
+from server.crypto import SecretBox
+from server.system.option_registry import REGISTRY, normalize, parse, to_text
+
+INVALIDATE_CHANNEL = "invalidate"
+
+
+class Options:
+    def __init__(self, db: Database, backend: Backend, box: SecretBox) -> None:
+        self.db = db
+        self.backend = backend
+        self.box = box
+        self._values: dict[str, Any] = {spec.key: spec.default for spec in REGISTRY.values()}
+        self._texts: dict[str, str] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def text(self, key: str) -> str:
+        """The string form as `GET /api/option/` shows it."""
+        return self._texts[key]
+
+    async def reload(self) -> None:
+        async with self.db.transaction() as tx:
+            stored = await OptionRepository(tx).all()
+        values: dict[str, Any] = {}
+        texts: dict[str, str] = {}
+        for key, spec in REGISTRY.items():
+            raw = stored.get(key)
+            if raw is not None and spec.secret:
+                raw = self._reveal(raw)
+            text = raw if raw is not None else to_text(spec, spec.default)
+            texts[key] = text
+            values[key] = parse(spec, text)
+        self._values, self._texts = values, texts
+
+    def _reveal(self, stored: str) -> str | None:
+        try:
+            return self.box.decrypt(stored)
+        except (ValueError, InvalidTag):  # a value encrypted under another SECRET_KEY
+            return None
+
+    async def put(self, key: str, value: Any) -> None:
+        """Validate, store (secrets encrypted), reload here and tell every other worker."""
+        text = normalize(key, value)
+        stored = self.box.encrypt(text) if REGISTRY[key].secret else text
+        async with self.db.transaction() as tx:
+            await OptionRepository(tx).put(key, stored)
+        await self.changed()
+
+    async def changed(self) -> None:
+        """After a committed change: reload here and tell every other worker."""
+        await self.reload()
+        await self.backend.publish(INVALIDATE_CHANNEL, "options")
+
+    def visible(self) -> list[dict[str, str]]:
+        """Every option but the secrets, as `[{key, value}]`."""
+        return [{"key": key, "value": self._texts[key]} for key, spec in REGISTRY.items() if not spec.secret]
+

@@ -1,0 +1,94 @@
+"""Status, initial setup and options: the rules behind `server.system.routes`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from models.system import OptionRepository, SetupRepository
+from models.tables import User
+from models.users import UserRepository
+from server import __version__
+from server.accounts.rules import check_password, check_username, fresh_aff_code
+from server.context import State
+from server.errors import BadRequest, Conflict
+from server.system.option_registry import OptionError
+from server.web.access import Role
+
+ROOT_INITIAL_QUOTA = 100_000_000
+
+
+async def is_set_up(state: State) -> bool:
+    if state.setup_done:
+        return True
+    async with state.db.transaction() as tx:
+        done = await SetupRepository(tx).done() or await UserRepository(tx).root_exists()
+    if done:
+        state.setup_done = True
+    return done
+
+
+def status(state: State, setup_done: bool) -> dict[str, Any]:
+    o = state.options
+    return {
+        "version": __version__, "start_time": state.started_at,
+        "system_name": o["SystemName"], "logo": o["Logo"], "footer_html": o["Footer"],
+        "docs_link": o["DocsLink"], "server_address": o["ServerAddress"], "top_up_link": o["TopUpLink"],
+        "setup": setup_done,
+        "quota_per_unit": o["QuotaPerUnit"], "display_in_currency": o["DisplayInCurrencyEnabled"],
+        "quota_display_type": o["general_setting.quota_display_type"],
+        "usd_exchange_rate": o["USDExchangeRate"], "custom_currency_symbol": o["custom_currency_symbol"],
+        "custom_currency_exchange_rate": o["custom_currency_exchange_rate"],
+        "email_verification": o["EmailVerificationEnabled"],
+        "passkey_login": o["passkey.enabled"],
+        "turnstile_check": False, "turnstile_site_key": "",
+        "self_use_mode_enabled": o["SelfUseModeEnabled"], "demo_site_enabled": o["DemoSiteEnabled"],
+        "default_use_auto_group": o["DefaultUseAutoGroup"], "enable_data_export": o["DataExportEnabled"],
+        "data_export_default_time": o["DataExportDefaultTime"],
+    }
+
+
+async def setup_state(state: State) -> dict[str, Any]:
+    if await is_set_up(state):
+        return {"status": True, "root_init": False, "database_type": ""}
+    async with state.db.transaction() as tx:
+        root = await UserRepository(tx).root_exists()
+    return {"status": False, "root_init": root, "database_type": state.config.database_kind}
+
+
+async def run_setup(state: State, username: str, password: str, confirm: str, self_use: bool,
+                    demo: bool) -> None:
+    """Create root and the two options in one transaction; concurrent calls collide on setups.id = 1."""
+    check_username(username)
+    check_password(password)
+    if confirm != password:
+        raise BadRequest("confirmPassword: does not match password")
+    if await is_set_up(state):
+        raise Conflict("the system is already set up")
+    hashed = await state.passwords.hash(password)
+    now = state.clock.now_s()
+    try:
+        async with state.db.transaction() as tx:
+            await SetupRepository(tx).insert(__version__, now)
+            users = UserRepository(tx)
+            if await users.root_exists():
+                raise Conflict("the system is already set up")
+            await users.add(User(
+                username=username, password=hashed, display_name="Root User", role=Role.ROOT, status=1,
+                group="default", quota=ROOT_INITIAL_QUOTA, aff_code=await fresh_aff_code(users),
+                created_at=now, email="", setting="", remark="", stripe_customer="",
+            ))
+            options = OptionRepository(tx)
+            await options.put("SelfUseModeEnabled", "true" if self_use else "false")
+            await options.put("DemoSiteEnabled", "true" if demo else "false")
+    except IntegrityError:
+        raise Conflict("the system is already set up") from None
+    await state.options.changed()
+
+
+async def update_option(state: State, key: str, value: Any) -> None:
+    try:
+        await state.options.put(key, value)
+    except OptionError as exc:
+        raise BadRequest(str(exc)) from None
