@@ -14,7 +14,7 @@ class OptionRepository:
 
     async def all(self) -> dict[str, str]:
         rows = await self.s.execute(select(Option.key, Option.value))
-        return {k: v for k, v in rows.tuples()}
+        return {str(k): str(v) for k, v in rows.all()}
 
     async def put(self, key: str, value: str) -> None:
         result = await self.s.execute(update(Option).where(Option.key == key).values(value=value))

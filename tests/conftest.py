@@ -1,0 +1,171 @@
+"""Fixtures: one database per server kind per session (migrated once, emptied before each test), Redis
+under a fresh key prefix per test, and the app served for real on a local port.
+
+`stack` is the one parametrized fixture the route tests use:
+    sqlite         embedded mode: SQLite + in-process engine, sessions in SQL
+    mariadb+redis  production shape: MariaDB + Redis
+    postgres+redis PostgreSQL + Redis
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete
+
+import models.tables  # noqa: F401  (registers the tables on Base.metadata)
+from models.base import Base
+from models.db import Database
+from models.migrate import upgrade
+from tests.harness import Running, make_config, serve
+from tests.services import (
+    REDIS_URL,
+    create_database,
+    drop_database,
+    redis_ping,
+    redis_purge,
+    run_blocking,
+    unavailable,
+)
+
+
+async def _migrate(url: str) -> None:
+    db = Database(url, pool_size=1)
+    try:
+        await db.check()
+        await upgrade(db.engine)
+    finally:
+        await db.dispose()
+
+
+class _Databases:
+    """Lazily created, session-wide databases, one per kind."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.urls: dict[str, str] = {}
+        self.failed: dict[str, BaseException] = {}
+
+    def get(self, kind: str) -> str:
+        if kind in self.failed:
+            unavailable(kind, self.failed[kind])
+        if kind not in self.urls:
+            try:
+                if kind == "sqlite":
+                    url = f"sqlite+aiosqlite:///{self.tmp / 'tollway.db'}"
+                else:
+                    url = create_database(kind)
+                run_blocking(_migrate(url))
+            except Exception as exc:  # a server that is down: skip locally, fail in CI
+                self.failed[kind] = exc
+                unavailable(kind, exc)
+            self.urls[kind] = url
+        return self.urls[kind]
+
+    def close(self) -> None:
+        for kind, url in self.urls.items():
+            if kind != "sqlite":
+                drop_database(kind, url)
+
+
+@pytest.fixture(scope="session")
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Databases]:
+    dbs = _Databases(tmp_path_factory.mktemp("db"))
+    yield dbs
+    dbs.close()
+
+
+async def empty(url: str) -> None:
+    db = Database(url, pool_size=1)
+    try:
+        async with db.transaction() as tx:
+            for table in reversed(Base.metadata.sorted_tables):
+                await tx.execute(delete(table))
+    finally:
+        await db.dispose()
+
+
+async def fresh_database(databases: _Databases, kind: str) -> str:
+    url = databases.get(kind)
+    await empty(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "mariadb", "postgres"])
+async def db_url(request: pytest.FixtureRequest, databases: _Databases) -> str:
+    """An empty, migrated database of each kind."""
+    return await fresh_database(databases, request.param)
+
+
+@pytest.fixture
+async def sqlite_url(databases: _Databases) -> str:
+    return await fresh_database(databases, "sqlite")
+
+
+@pytest.fixture
+async def redis_prefix() -> AsyncIterator[str]:
+    """A fresh key prefix on the real Redis; its keys are deleted afterwards."""
+    try:
+        await redis_ping()
+    except Exception as exc:
+        unavailable("redis", exc)
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    yield prefix
+    await redis_purge(prefix)
+
+
+@dataclass
+class Stack:
+    name: str
+    database_url: str
+    redis_url: str | None
+    prefix: str
+
+
+async def _stack(name: str, databases: _Databases) -> AsyncIterator[Stack]:
+    kind, _, cache = name.partition("+")
+    url = await fresh_database(databases, kind)
+    if not cache:
+        yield Stack(name, url, None, "tollway:")
+        return
+    try:
+        await redis_ping()
+    except Exception as exc:
+        unavailable("redis", exc)
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    try:
+        yield Stack(name, url, REDIS_URL, prefix)
+    finally:
+        await redis_purge(prefix)
+
+
+@pytest.fixture(params=["sqlite", "mariadb+redis", "postgres+redis"])
+async def stack(request: pytest.FixtureRequest, databases: _Databases) -> AsyncIterator[Stack]:
+    async for s in _stack(request.param, databases):
+        yield s
+
+
+@pytest.fixture
+async def embedded_stack(databases: _Databases) -> AsyncIterator[Stack]:
+    async for s in _stack("sqlite", databases):
+        yield s
+
+
+@pytest.fixture
+async def app(stack: Stack, tmp_path: Path) -> AsyncIterator[Running]:
+    """The app on every stack."""
+    config = make_config(stack.database_url, tmp_path, stack.redis_url, stack.prefix)
+    async with serve(config) as running:
+        yield running
+
+
+@pytest.fixture
+async def embedded_app(embedded_stack: Stack, tmp_path: Path) -> AsyncIterator[Running]:
+    """The app in embedded mode only (for tests whose subject does not depend on the stack)."""
+    config = make_config(embedded_stack.database_url, tmp_path)
+    async with serve(config) as running:
+        yield running

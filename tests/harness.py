@@ -1,0 +1,140 @@
+"""Run the real app in the test's event loop on a real socket, and talk to it over HTTP with httpx.
+
+(sanic-testing's ASGI client re-runs the start-up listeners on every request and bypasses the HTTP
+server's body limit, so the tests serve the app the way production does.)
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sanic import Sanic
+
+from models.tables import User
+from models.users import UserRepository
+from server.accounts.rules import fresh_aff_code
+from server.app import create_app
+from server.clock import Clock
+from server.config import Config, RateLimit
+from server.context import State
+
+Sanic.test_mode = True
+
+
+def make_config(database_url: str, data_dir: Path, redis_url: str | None = None, prefix: str = "tollway:",
+                **overrides: Any) -> Config:
+    config = Config(
+        database_url=database_url, secret_key="test-secret-key-0123456789abcdef", data_dir=data_dir,
+        redis_url=redis_url, redis_prefix=prefix,
+        global_rate_limit=RateLimit(0, 0), critical_rate_limit=RateLimit(0, 0),
+    )
+    return replace(config, **overrides)
+
+
+@dataclass
+class Running:
+    app: Sanic[Any, Any]
+    url: str
+    clock: Clock
+    clients: list[httpx.AsyncClient] = field(default_factory=list)
+
+    @property
+    def state(self) -> State:
+        state: State = self.app.ctx.state
+        return state
+
+    def client(self, **kwargs: Any) -> Api:
+        http = httpx.AsyncClient(base_url=self.url, timeout=20, **kwargs)
+        self.clients.append(http)
+        return Api(http)
+
+
+class Api:
+    """An HTTP client for one caller; `as_user` remembers the id sent in `New-Api-User`."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.user_id: int | None = None
+        self.token: str | None = None
+
+    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        out = {}
+        if self.user_id is not None:
+            out["New-Api-User"] = str(self.user_id)
+        if self.token is not None:
+            out["Authorization"] = f"Bearer {self.token}"
+        out.update(headers or {})
+        return out
+
+    async def request(self, method: str, path: str, *, headers: dict[str, str] | None = None,
+                      **kwargs: Any) -> httpx.Response:
+        return await self.http.request(method, path, headers=self._headers(headers), **kwargs)
+
+    async def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("GET", path, **kwargs)
+
+    async def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("POST", path, **kwargs)
+
+    async def put(self, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("PUT", path, **kwargs)
+
+    async def delete(self, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("DELETE", path, **kwargs)
+
+    async def login(self, username: str, password: str) -> httpx.Response:
+        response = await self.post("/api/user/login", json={"username": username, "password": password})
+        if response.status_code == 200 and "id" in (response.json().get("data") or {}):
+            self.user_id = response.json()["data"]["id"]
+        return response
+
+
+@asynccontextmanager
+async def serve(config: Config, *, clock: Clock | None = None) -> AsyncIterator[Running]:
+    clock = clock or Clock()
+    app = create_app(config, clock=clock, name=f"tollway_{secrets.token_hex(4)}")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = await app.create_server(sock=sock, return_asyncio_server=True, access_log=False)
+    assert server is not None
+    await server.startup()
+    await server.before_start()
+    await server.after_start()
+    running = Running(app=app, url=f"http://127.0.0.1:{port}", clock=clock)
+    try:
+        yield running
+    finally:
+        for http in running.clients:
+            await http.aclose()
+        await server.before_stop()
+        await server.close()
+        await server.after_stop()
+        sock.close()
+
+
+async def add_user(state: State, username: str, password: str = "password123", *, role: int = 1,
+                   status: int = 1, quota: int = 0, group: str = "default") -> int:
+    """Seed a user directly (tests of other routes need principals, not the registration flow)."""
+    hashed = await state.passwords.hash(password)
+    async with state.db.transaction() as tx:
+        users = UserRepository(tx)
+        return await users.add(User(
+            username=username, password=hashed, display_name=username, role=role, status=status,
+            group=group, quota=quota, aff_code=await fresh_aff_code(users), created_at=state.clock.now_s(),
+            email="", setting="", remark="", stripe_customer="",
+        ))
+
+
+async def logged_in(running: Running, username: str, password: str = "password123") -> Api:
+    api = running.client()
+    response = await api.login(username, password)
+    assert response.status_code == 200, response.text
+    return api
