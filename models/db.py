@@ -8,8 +8,10 @@ Dialect differences are absorbed here so that callers never branch on the databa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from sqlalchemy import event, text
@@ -62,6 +64,25 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(sync_engine.pool, "invalidate")
+    def _on_invalidate(dbapi_conn: Any, _record: Any, _exc: Any) -> None:
+        # A task cancelled in the middle of a statement gets its connection invalidated, and aiosqlite
+        # closes the sqlite3 connection without a rollback while the interrupted statement is still
+        # referenced. SQLite keeps such a connection alive as a "zombie" — with its open transaction and
+        # so the database's write lock — until the garbage collector frees the statement; every other
+        # writer waits out the busy timeout meanwhile. Queue a rollback on the connection's own thread,
+        # behind the interrupted statement and ahead of the close, so the lock goes with the connection.
+        worker = getattr(dbapi_conn, "_connection", None)  # the aiosqlite.Connection
+        raw = getattr(worker, "_connection", None)  # its sqlite3.Connection
+        queue = getattr(worker, "_tx", None)
+        if raw is not None and queue is not None:
+            queue.put_nowait((None, partial(_rollback_quietly, raw)))
+
+
+def _rollback_quietly(raw: Any) -> None:
+    with contextlib.suppress(Exception):
+        raw.rollback()
 
 
 class Database:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from models.tables import User
 
 ROOT_ROLE = 100
+BALANCE_MAX = 2**63 - 1  # BIGINT: the largest balance every supported database can hold
 
 
 def _like_literal(keyword: str) -> str:
@@ -23,6 +24,13 @@ def _like_literal(keyword: str) -> str:
 class UserRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
+
+    def _exact(self, column: Any, value: str) -> ColumnElement[bool]:
+        """`column = value`, case- and accent-sensitive on every database (MariaDB's default utf8mb4
+        collation would otherwise make `VIP` equal `vip`)."""
+        if self.s.get_bind().dialect.name in ("mysql", "mariadb"):
+            return column.collate("utf8mb4_bin") == value  # type: ignore[no-any-return]
+        return column == value  # type: ignore[no-any-return]
 
     async def get(self, user_id: int, *, include_deleted: bool = False) -> User | None:
         stmt = select(User).where(User.id == user_id)
@@ -80,7 +88,7 @@ class UserRepository:
         if not include_deleted:
             conds.append(User.deleted_at.is_(None))
         if group:
-            conds.append(User.group == group)
+            conds.append(self._exact(User.group, group))
         if keyword:
             pattern = _like_literal(keyword)
             text_match = or_(*(func.lower(col).like(pattern, escape="\\")
@@ -98,8 +106,13 @@ class UserRepository:
     async def update_fields(self, user_id: int, **values: Any) -> None:
         await self.s.execute(update(User).where(User.id == user_id).values(**values))
 
-    async def add_quota(self, user_id: int, delta: int) -> None:
-        await self.s.execute(update(User).where(User.id == user_id).values(quota=User.quota + delta))
+    async def add_quota(self, user_id: int, amount: int) -> bool:
+        """`quota += amount` only if it stays ≤ `BALANCE_MAX`; False when it would overflow."""
+        result = await self.s.execute(
+            update(User).where(User.id == user_id, User.quota <= BALANCE_MAX - amount)
+            .values(quota=User.quota + amount)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def subtract_quota(self, user_id: int, amount: int) -> bool:
         """`quota -= amount` only if it stays ≥ 0; False when the balance is too small."""

@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     sub.add_parser("migrate", help="bring the database schema up to date")
+    sync = sub.add_parser("quota-sync", help="run the quota sync worker (Redis → SQL) as its own process")
+    sync.add_argument("--once", action="store_true", help="sync what is queued, then exit")
     setup = sub.add_parser("setup", help="create the root user without the web UI")
     setup.add_argument("--username", required=True)
     setup.add_argument("--password", required=True)
@@ -137,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         if args.command == "serve":
             _serve(config)
+        elif args.command == "quota-sync":
+            from scripts.quota_sync import run
+
+            asyncio.run(run(config, once=args.once))
         elif args.command == "migrate":
             asyncio.run(_migrate(config))
             print("database is up to date")

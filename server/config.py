@@ -53,6 +53,10 @@ class Config:
     critical_rate_limit: RateLimit = field(default_factory=lambda: RateLimit(20, 1200))
     user_cache_seconds: float = 2.0
     log_level: str = "INFO"
+    quota_sync_interval: float = 1.0
+    quota_sync_in_server: bool = True
+    quota_hold_timeout: float = 600.0
+    quota_sync_batch: int = 2000
 
     @property
     def embedded(self) -> bool:
@@ -69,7 +73,7 @@ class Config:
         return self.public_url.startswith("https://")
 
 
-def database_kind(url: str) -> str:
+def database_kind(url: str, name: str = "DATABASE_URL") -> str:
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
     if scheme == "sqlite":
         return "sqlite"
@@ -77,24 +81,23 @@ def database_kind(url: str) -> str:
         return "mysql"
     if scheme in ("postgresql", "postgres"):
         return "postgres"
-    raise ConfigError(f"DATABASE_URL: unsupported database {scheme!r} (use sqlite, mysql or postgresql)")
+    raise ConfigError(f"{name}: unsupported database {scheme!r} (use sqlite, mysql or postgresql)")
 
 
 _ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "mysql": "mysql+aiomysql", "postgres": "postgresql+asyncpg"}
 
 
 def _normalize_db_url(name: str, url: str) -> str:
-    """Accept `mysql://`, `postgres://` … and give them the async driver Tollway uses."""
+    """Accept `mysql://`, `mariadb://`, `postgres://` … and give them the async driver Tollway uses."""
     if "://" not in url:
         raise ConfigError(f"{name}: not a database URL (expected e.g. mysql+aiomysql://user:pass@host/db)")
     scheme, rest = url.split("://", 1)
-    kind = database_kind(url)
-    base = scheme.split("+", 1)
-    if len(base) == 2 and f"{base[0]}+{base[1]}" != _ASYNC_DRIVERS[kind] and not (
-        kind == "postgres" and base[1] == "asyncpg"
-    ):
-        raise ConfigError(f"{name}: driver {base[1]!r} is not async; use {_ASYNC_DRIVERS[kind]}://")
-    return f"{_ASYNC_DRIVERS[kind]}://{rest}"
+    kind = database_kind(url, name)
+    expected = _ASYNC_DRIVERS[kind]
+    _, plus, driver = scheme.partition("+")
+    if plus and driver.lower() != expected.split("+", 1)[1]:
+        raise ConfigError(f"{name}: driver {driver!r} is not supported; use {expected}://")
+    return f"{expected}://{rest}"
 
 
 def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
@@ -123,6 +126,17 @@ def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: flo
     return value
 
 
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}: {raw!r} is not a boolean (use true or false)")
+
+
 def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     nets = []
     for part in raw.replace(";", ",").split(","):
@@ -139,16 +153,21 @@ def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, .
 def _embedded_secret(data_dir: Path) -> str:
     """The embedded-mode secret: generated once, kept in DATA_DIR with 0600, never regenerated."""
     path = data_dir / SECRET_FILE_NAME
-    if path.exists():
-        value = path.read_text(encoding="utf-8").strip()
-        if len(value) < 32:
-            raise ConfigError(f"SECRET_KEY: the stored secret in {path} is damaged (shorter than 32 chars)")
+    try:
+        if path.exists():
+            value = path.read_text(encoding="utf-8").strip()
+            if len(value) < 32:
+                raise ConfigError(
+                    f"SECRET_KEY: the stored secret in {path} is damaged (shorter than 32 chars)")
+            return value
+        value = secrets.token_urlsafe(48)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(value + "\n")
         return value
-    value = secrets.token_urlsafe(48)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IRUSR | stat.S_IWUSR)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(value + "\n")
-    return value
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not text"
+        raise ConfigError(f"SECRET_KEY: cannot read or create the stored secret {path}: {reason}") from None
 
 
 def from_env(env: Mapping[str, str]) -> Config:
@@ -216,6 +235,10 @@ def from_env(env: Mapping[str, str]) -> Config:
         ),
         user_cache_seconds=_float(env, "USER_CACHE_SECONDS", 2.0, 0.0, 10.0),
         log_level=level,
+        quota_sync_interval=_float(env, "QUOTA_SYNC_INTERVAL", 1.0, 0.01, 60.0),
+        quota_sync_in_server=_bool(env, "QUOTA_SYNC_IN_SERVER", True),
+        quota_hold_timeout=_float(env, "QUOTA_HOLD_TIMEOUT", 600.0, 1.0, 86_400.0),
+        quota_sync_batch=_int(env, "QUOTA_SYNC_BATCH", 2000, 1, 100_000),
     )
 
 

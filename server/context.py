@@ -9,14 +9,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from models.db import Database
+from models.quota import SqlBalanceSource, SqlQuotaSink
 from quota.backends.base import Backend
 from quota.backends.memory import MemoryBackend
+from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.engine import QuotaEngine
+from quota.store import QuotaStore
+from quota.sync import QuotaSync, sweep_forever
 from server.accounts.directory import UserDirectory
 from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStore
 from server.clock import Clock
@@ -29,18 +35,24 @@ INVALIDATE_CHANNEL = "invalidate"
 
 
 class Tasks:
-    """Named background tasks owned by the worker; `drain` cancels and awaits them all."""
+    """Named background tasks owned by the worker. `drain` first asks the tasks that have a graceful
+    `stop` to finish their current step (up to `grace` seconds), then cancels and awaits the rest."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._stoppers: dict[str, Callable[[], None]] = {}
 
-    def start(self, name: str, coro: Coroutine[Any, Any, Any]) -> None:
+    def start(self, name: str, coro: Coroutine[Any, Any, Any], *, stop: Callable[[], None] | None = None
+              ) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks[name] = task
+        if stop is not None:
+            self._stoppers[name] = stop
         task.add_done_callback(lambda t: self._done(name, t))
 
     def _done(self, name: str, task: asyncio.Task[Any]) -> None:
         self._tasks.pop(name, None)
+        self._stoppers.pop(name, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", name, exc_info=task.exception())
 
@@ -48,7 +60,12 @@ class Tasks:
     def names(self) -> list[str]:
         return sorted(self._tasks)
 
-    async def drain(self) -> None:
+    async def drain(self, grace: float = 10.0) -> None:
+        graceful = [self._tasks[n] for n in self._stoppers if n in self._tasks]
+        for stop in self._stoppers.values():
+            stop()
+        if graceful:
+            await asyncio.wait(graceful, timeout=grace)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -68,6 +85,8 @@ class State:
     passwords: Passwords
     options: Options
     users: UserDirectory
+    quota: QuotaEngine
+    quota_sync: QuotaSync
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
     setup_done: bool = False  # once true, never reverts
@@ -78,19 +97,28 @@ class State:
         db = Database(config.database_url)
         backend: Backend
         sessions: SessionStore
+        store: QuotaStore
         if config.redis_url:
             redis_backend = RedisBackend(config.redis_url, config.redis_prefix)
             backend, sessions = redis_backend, RedisSessionStore(redis_backend)
+            store = RedisQuotaStore(redis_backend)
         else:
-            backend, sessions = MemoryBackend(), SqlSessionStore(db, clock)
+            backend, sessions, store = MemoryBackend(), SqlSessionStore(db, clock), MemoryQuotaStore()
         box = SecretBox(config.secret_key)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
             passwords=Passwords(), options=Options(db, backend, box),
-            users=UserDirectory(db, backend, config.user_cache_seconds), started_at=clock.now_s(),
+            users=UserDirectory(db, backend, config.user_cache_seconds),
+            quota=QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout),
+            quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
+                                 batch=config.quota_sync_batch),
+            started_at=clock.now_s(),
         )
         await state.options.reload()
         state.tasks.start("invalidation-listener", state._listen())
+        if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
+            state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
+        state.tasks.start("quota-sweeper", sweep_forever(store, min(5.0, config.quota_hold_timeout / 4)))
         return state
 
     async def _listen(self) -> None:
@@ -106,5 +134,10 @@ class State:
 
     async def close(self) -> None:
         await self.tasks.drain()
+        if self.config.quota_sync_in_server or self.config.embedded:
+            try:  # flush settled usage before the process goes away
+                await self.quota_sync.drain()
+            except Exception:
+                log.exception("final quota sync failed; the entries stay queued in Redis")
         await self.backend.close()
         await self.db.dispose()

@@ -116,14 +116,53 @@ _SANIC_MAP: tuple[tuple[type[Exception], type[TollwayError], str | None], ...] =
 )
 
 
+class _Passthrough(TollwayError):
+    """A client error Sanic raised with a status the tree does not name (e.g. 417 Expectation Failed)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str]) -> None:
+        super().__init__(message)
+        self.status = status
+        self._headers = headers
+
+    def headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+
+class _NotAllowed(MethodNotAllowed):
+    """405 with the `Allow` header the router computed."""
+
+    def __init__(self, allow: str) -> None:
+        super().__init__()
+        self._allow = allow
+
+    def headers(self) -> dict[str, str]:
+        return {"Allow": self._allow} if self._allow else {}
+
+
+def _from_sanic(exc: sanic_exc.SanicException) -> TollwayError | None:
+    if isinstance(exc, sanic_exc.MethodNotAllowed):
+        return _NotAllowed(str((exc.headers or {}).get("Allow", "")))
+    if isinstance(exc, sanic_exc.PayloadTooLarge) and "header" in str(exc).lower():
+        return PayloadTooLarge("request line or headers too large")
+    for sanic_type, ours, message in _SANIC_MAP:
+        if isinstance(exc, sanic_type):
+            return ours(message)
+    status = int(getattr(exc, "status_code", 500) or 500)
+    if 400 <= status < 500:
+        return _Passthrough(status, str(exc) or "invalid request", {})
+    return None
+
+
 def to_tollway_error(exc: BaseException) -> TollwayError:
     """Classify any exception into the tree; unknown ones become a bare 500."""
     if isinstance(exc, TollwayError):
         return exc
-    for sanic_type, ours, message in _SANIC_MAP:
-        if isinstance(exc, sanic_type):
-            return ours(message)
-    unavailable = BackendUnavailable | RedisError | OperationalError | PoolTimeout | ConnectionError
+    if isinstance(exc, sanic_exc.SanicException):
+        mapped = _from_sanic(exc)
+        if mapped is not None:
+            return mapped
+    unavailable = (BackendUnavailable | RedisError | OperationalError | PoolTimeout | ConnectionError
+                   | TimeoutError)
     if isinstance(exc, unavailable) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
         return ServiceUnavailable()
     return TollwayError()
@@ -145,7 +184,10 @@ def register(app: Sanic[Any, Any]) -> None:
     @app.exception(Exception)
     async def handle(request: Request, exc: Exception) -> HTTPResponse:
         err = to_tollway_error(exc)
-        request_id = getattr(getattr(request, "ctx", None), "request_id", None) or request_id_from(None)
+        request_id = getattr(getattr(request, "ctx", None), "request_id", None)
+        if not request_id:  # the error came before the pipeline ran
+            headers = getattr(request, "headers", None)
+            request_id = request_id_from(headers.get("x-request-id") if headers is not None else None)
         if err.status >= 500:
             if type(err) is TollwayError:
                 log.exception("unhandled error (request id %s)", request_id, exc_info=exc)

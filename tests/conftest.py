@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, update
 
-import models.tables  # noqa: F401  (registers the tables on Base.metadata)
-from models.base import Base
 from models.db import Database
 from models.migrate import upgrade
+from models.quota import QuotaCursor
+from models.schema import metadata
 from tests.harness import Running, make_config, serve
 from tests.services import (
     REDIS_URL,
@@ -83,8 +83,10 @@ async def empty(url: str) -> None:
     db = Database(url, pool_size=1)
     try:
         async with db.transaction() as tx:
-            for table in reversed(Base.metadata.sorted_tables):
-                await tx.execute(delete(table))
+            for table in reversed(metadata.sorted_tables):
+                if table.name != QuotaCursor.__tablename__:
+                    await tx.execute(delete(table))
+            await tx.execute(update(QuotaCursor).values(last_id="0-0", epoch="", updated_at=0))
     finally:
         await db.dispose()
 
@@ -169,3 +171,28 @@ async def embedded_app(embedded_stack: Stack, tmp_path: Path) -> AsyncIterator[R
     config = make_config(embedded_stack.database_url, tmp_path)
     async with serve(config) as running:
         yield running
+
+
+@pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres"])
+async def quota_env(request: pytest.FixtureRequest, databases: _Databases) -> AsyncIterator[object]:
+    """The quota engine on each store, over a real SQL database (see tests/quota/env.py)."""
+    from tests.quota.env import build
+
+    store, _, kind = request.param.partition("+")
+    url = await fresh_database(databases, kind)
+    if store == "memory":
+        env = build(url, None, "")
+        yield env
+        await env.close()
+        return
+    try:
+        await redis_ping()
+    except Exception as exc:
+        unavailable("redis", exc)
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    env = build(url, REDIS_URL, prefix)
+    try:
+        yield env
+    finally:
+        await env.close()
+        await redis_purge(prefix)

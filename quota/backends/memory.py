@@ -6,7 +6,6 @@ Time is `time.monotonic` unless a clock is injected (tests move it).
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -32,18 +31,21 @@ class MemoryBackend:
         return None
 
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
-        now = self._clock()
-        interval = period / limit
-        tat = self._get(key)
-        if tat is None or tat < now:
-            tat = now
+        # Whole nanoseconds: float seconds would make the last unit of a burst miss by one ulp.
+        if limit < 1 or period <= 0:
+            raise ValueError("gcra: limit must be ≥ 1 and period > 0")
+        now = round(self._clock() * 1e9)
+        interval = max(1, round(period * 1e9 / limit))
+        burst = limit * interval
+        stored = self._get(key)
+        tat = now if stored is None or stored < now else int(stored)
         new_tat = tat + interval * cost
-        diff = now - (new_tat - limit * interval)
+        diff = now - (new_tat - burst)
         if diff < 0:
-            remaining = max(0, math.floor((now - (tat - limit * interval)) / interval))
-            return RateResult(False, remaining, -diff)
-        self._values[key] = (new_tat, new_tat)
-        return RateResult(True, math.floor(diff / interval + 1e-9), 0.0)
+            remaining = max(0, (now - (tat - burst)) // interval)
+            return RateResult(False, remaining, -diff / 1e9)
+        self._values[key] = (new_tat, new_tat / 1e9)
+        return RateResult(True, diff // interval, 0.0)
 
     async def incr(self, key: str, ttl: float) -> int:
         current = self._get(key)

@@ -57,9 +57,11 @@ class RedisBackend:
 
     @_guard
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
-        interval = period * 1000.0 / limit
-        allowed, remaining, retry_ms = await self._gcra(keys=[self.key(key)], args=[interval, limit, cost])
-        return RateResult(bool(allowed), int(remaining), int(retry_ms) / 1000.0)
+        if limit < 1 or period <= 0:
+            raise ValueError("gcra: limit must be ≥ 1 and period > 0")
+        interval_us = max(1, round(period * 1_000_000 / limit))
+        allowed, remaining, retry_us = await self._gcra(keys=[self.key(key)], args=[interval_us, limit, cost])
+        return RateResult(bool(allowed), int(remaining), int(retry_us) / 1_000_000)
 
     @_guard
     async def incr(self, key: str, ttl: float) -> int:

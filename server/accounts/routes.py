@@ -97,7 +97,7 @@ async def create_user(request: Request) -> HTTPResponse:
 @route(bp, "PUT", "/api/user/", access=Access.ADMIN)
 async def update_user(request: Request) -> HTTPResponse:
     f = Fields.of(request)
-    user_id = f.integer("id", required=True, min_value=1)
+    user_id = f.integer("id", required=True, min_value=1, max_value=service.ID_MAX)
     changes = {
         "username": f.string("username", trim=True),
         "display_name": f.string("display_name", trim=True),
@@ -119,8 +119,8 @@ async def manage_user(request: Request) -> HTTPResponse:
     f = Fields.of(request)
     return ok(await service.manage(
         state_of(request), principal_of(request),
-        user_id=f.integer("id", required=True, min_value=1),
+        user_id=f.integer("id", required=True, min_value=1, max_value=service.ID_MAX),
         action=f.string("action", required=True, trim=True),
-        value=f.integer("value"),
+        value=f.integer("value", max_value=service.QUOTA_VALUE_MAX),
         mode=f.string("mode", trim=True),
     ))

@@ -31,6 +31,8 @@ from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
 QUOTA_MODES = ("add", "subtract", "override")
+QUOTA_VALUE_MAX = 10**18  # below BIGINT's limit; larger amounts are a 400, not a database error
+ID_MAX = 10**18 - 1  # the largest id a path accepts (18 digits)
 
 
 async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock: bool = False) -> User:
@@ -83,7 +85,7 @@ async def update_self(state: State, principal: Principal, changes: dict[str, Any
             if not await state.passwords.verify(user.password, original):
                 raise Forbidden("original_password: is wrong")
             values["password"] = await state.passwords.hash(password)
-        merged = {k: changes[k] for k in ("sidebar_modules", "language") if changes.get(k) is not None}
+        merged = {k: changes[k] for k in ("sidebar_modules", "language") if changes.get(k) not in (None, "")}
         if merged:
             values["setting"] = json.dumps({**settings_of(user), **merged}, ensure_ascii=False)
         if values:
@@ -266,6 +268,7 @@ async def _change_quota(users: UserRepository, user_id: int, value: int | None, 
     if value <= 0:
         raise BadRequest("value: must be greater than 0")
     if mode == "add":
-        await users.add_quota(user_id, value)
+        if not await users.add_quota(user_id, value):
+            raise Conflict("the balance would exceed the largest storable amount")
     elif not await users.subtract_quota(user_id, value):
         raise Conflict("cannot subtract more than the current balance")

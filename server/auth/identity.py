@@ -18,6 +18,7 @@ from server.context import State
 from server.errors import Forbidden, Unauthorized
 
 SLIDE_EVERY = 60
+USER_ID_MAX_DIGITS = 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,5 +95,7 @@ def check_user_header(request: Request, principal: Principal) -> None:
     raw = request.headers.get("new-api-user", "").strip()
     if not raw:
         raise Unauthorized("New-Api-User header is required")
-    if not raw.isdigit() or int(raw) != principal.id:
+    # ASCII digits only, and short: `str.isdigit` admits "²" (which `int` rejects) and "١" (which it
+    # reads as 1), and `int` refuses strings longer than 4300 digits.
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= USER_ID_MAX_DIGITS) or int(raw) != principal.id:
         raise Unauthorized("New-Api-User does not match the logged-in user")

@@ -54,7 +54,7 @@ async def register(request: Request) -> HTTPResponse:
         username=f.string("username", required=True, trim=True),
         password=f.string("password", required=True),
         email=f.string("email", default="", trim=True),
-        aff_code=f.string("aff_code", default="", trim=True),
+        aff_code=f.string("aff_code", default=""),  # a code: never trimmed (README decision 9)
     )
     return ok()
 

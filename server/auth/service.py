@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -14,11 +15,13 @@ from server.auth.sessions import new_session_id
 from server.context import State
 from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
 from server.web.access import Role
+from server.web.body import has_control_chars
 
 LOGIN_FAIL_TTL = 900
 LOGIN_FAIL_LIMIT = 10
 INVALID_LOGIN = "invalid username or password"
 EMAIL_MAX = 50
+_EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(?:\.[^@\s.]+)+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +75,9 @@ async def logout(state: State, session_id: str | None) -> None:
 
 
 def _check_email(email: str) -> str:
+    """Trimmed and lower-cased; exactly one `@`, a dotted domain of non-empty labels, no blanks."""
     email = email.strip().lower()
-    local, _, domain = email.partition("@")
-    if len(email) > EMAIL_MAX or not local or "." not in domain or " " in email:
+    if len(email) > EMAIL_MAX or has_control_chars(email) or not _EMAIL.fullmatch(email):
         raise BadRequest(f"email: must be a valid address of at most {EMAIL_MAX} characters")
     return email
 

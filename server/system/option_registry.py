@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ class OptionError(ValueError):
 
 
 Rule = Callable[[Any], None]
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,13 @@ def number_map(v: Any) -> None:
     for k, n in v.items():
         if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or n < 0:
             _fail(f"value of {k!r} must be a number ≥ 0")
+
+
+def positive_number_map(v: Any) -> None:
+    number_map(v)
+    for k, n in v.items():
+        if n <= 0:
+            _fail(f"value of {k!r} must be a number > 0")
 
 
 def group_ratio(v: Any) -> None:
@@ -183,7 +192,7 @@ SPECS: tuple[Spec, ...] = (
     # groups
     Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio),
     Spec("GroupGroupRatio", "json", {}, nested_number_map),
-    Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, number_map),
+    Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, positive_number_map),
     Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map),
     Spec("AutoGroups", "json", ["default"], string_list), Spec("DefaultUseAutoGroup", "bool", False),
     # channels
@@ -234,7 +243,9 @@ def to_text(spec: Spec, value: Any) -> str:
     if spec.kind == "json":
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if spec.kind == "float":
-        return f"{value:g}" if isinstance(value, float) else str(value)
+        # every digit survives (`:g` kept six: 1234567 → "1.23457e+06"); whole numbers without ".0"
+        number = float(value)
+        return str(int(number)) if number.is_integer() and abs(number) < 1e16 else repr(number)
     return str(value)
 
 
@@ -278,17 +289,19 @@ def _coerce(spec: Spec, value: Any) -> Any:
             return value.strip().lower() == "true"
         raise ValueError("must be true or false")
     if spec.kind == "int":
-        if isinstance(value, int):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-        raise ValueError("must be an integer")
+            value = int(value)
+        elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+            value = int(value.strip())
+        if not isinstance(value, int):
+            raise ValueError("must be an integer")
+        if not -(2**63) <= value < 2**63:  # stored values end up in BIGINT arithmetic
+            raise ValueError("is out of range")
+        return value
     if spec.kind == "float":
         try:
             number = float(value) if isinstance(value, int | float | str) else math.nan
-        except ValueError:
+        except (ValueError, OverflowError):
             number = math.nan
         if not math.isfinite(number):
             raise ValueError("must be a number")

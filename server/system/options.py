@@ -11,9 +11,11 @@ from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
 from server.crypto import SecretBox
-from server.system.option_registry import REGISTRY, normalize, parse, to_text
+from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
 INVALIDATE_CHANNEL = "invalidate"
+# switches that cannot be turned on while the option they rely on is empty (management.md A.3)
+_NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
 
 class Options:
@@ -54,6 +56,11 @@ class Options:
     async def put(self, key: str, value: Any) -> None:
         """Validate, store (secrets encrypted), reload here and tell every other worker."""
         text = normalize(key, value)
+        if key in _NEEDS:
+            await self.reload()  # judge against the stored values, not a copy another worker outdated
+            needs = _NEEDS[key]
+            if text == "true" and not self._values.get(needs):
+                raise OptionError(f"{key}: set {needs} first")
         stored = self.box.encrypt(text) if REGISTRY[key].secret else text
         async with self.db.transaction() as tx:
             await OptionRepository(tx).put(key, stored)

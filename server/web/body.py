@@ -15,6 +15,7 @@ from sanic import Request
 from server.errors import BadRequest
 
 _MISSING: Any = object()
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def json_object(request: Request) -> dict[str, Any]:
@@ -25,6 +26,8 @@ def json_object(request: Request) -> dict[str, Any]:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("request body is not valid JSON") from None
+    except RecursionError:
+        raise BadRequest("request body is nested too deeply") from None
     if not isinstance(value, dict):
         raise BadRequest("request body must be a JSON object")
     return value
@@ -80,6 +83,8 @@ class Fields:
                 value = int(value)
             else:
                 raise BadRequest(f"{label}: must be an integer")
+        if not INT64_MIN <= value <= INT64_MAX:  # nothing stored anywhere is wider than BIGINT
+            raise BadRequest(f"{label}: is out of range")
         if min_value is not None and value < min_value:
             raise BadRequest(f"{label}: must be at least {min_value}")
         if max_value is not None and value > max_value:
@@ -99,7 +104,7 @@ class Fields:
 
 def path_id(raw: str, name: str = "id") -> int:
     """A positive integer path parameter; anything else is a 400 (not Sanic's 404)."""
-    if not raw.isdigit() or int(raw) < 1 or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
         raise BadRequest(f"{name}: must be a positive integer")
     return int(raw)
 

@@ -1,0 +1,173 @@
+"""The SQL side of the quota engine: the sync cursor, the sink the sync writes to, and the durable
+balances the engine loads accounts from.
+
+`SqlQuotaSink.apply` is the exactly-once step: one transaction locks the cursor row, drops entries at or
+below it, inserts the log rows, applies the summed deltas (`x = x + :d`, rows in id order) and moves the
+cursor. `SqlBalanceSource.durable` reads a balance and the cursor in ONE statement, so the pair is a
+consistent snapshot on every database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, insert, select, update
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base
+from models.channels import Channel
+from models.db import Database
+from models.keys import ApiKey
+from models.logs import LOG_CONSUME, Log
+from models.tables import User
+from quota.types import ZERO_ID, Account, Entry, stream_id
+
+LOG_FIELDS = ("type", "content", "username", "token_name", "model_name", "prompt_tokens",
+              "completion_tokens", "use_time", "is_stream", "group", "ip", "request_id", "created_at")
+
+
+class QuotaCursor(Base):
+    """One row (id 1): the id of the last stream entry applied to SQL."""
+
+    __tablename__ = "quota_cursor"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_id: Mapped[str] = mapped_column(String(40))
+    epoch: Mapped[str] = mapped_column(String(40), default="")
+    updated_at: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+def log_row(entry: Entry, now: int) -> dict[str, Any]:
+    """The `logs` row an entry carries (the caller's fields, plus who, how much and the reference)."""
+    assert entry.log is not None
+    data = entry.log
+    row: dict[str, Any] = {name: data[name] for name in LOG_FIELDS if name in data}
+    row.setdefault("type", LOG_CONSUME)
+    row.setdefault("created_at", now)
+    other = data.get("other")
+    row["other"] = json.dumps(other, separators=(",", ":"), ensure_ascii=False) if other is not None else ""
+    row.update(user_id=entry.user_id, token_id=entry.key_id, channel=entry.channel_id, ref=entry.ref,
+               quota=int(data.get("quota", entry.amount)))
+    for name in ("content", "username", "token_name", "model_name", "group", "ip", "request_id"):
+        row.setdefault(name, "")
+    for name in ("prompt_tokens", "completion_tokens", "use_time"):
+        row.setdefault(name, 0)
+    row.setdefault("is_stream", False)
+    return row
+
+
+users_t, keys_t, channels_t, logs_t = (
+    cast(Table, m.__table__) for m in (User, ApiKey, Channel, Log)
+)
+
+
+class SqlQuotaSink:
+    def __init__(self, db: Database, clock: Any = None) -> None:
+        self.db = db
+        self._now = clock or (lambda: 0)
+
+    async def cursor(self) -> str:
+        async with self.db.transaction() as tx:
+            return await tx.scalar(select(QuotaCursor.last_id).where(QuotaCursor.id == 1)) or ZERO_ID
+
+    async def apply(self, entries: list[Entry], epoch: str,
+                    epoch_is_current: Callable[[], Awaitable[bool]]) -> str | None:
+        async with self.db.transaction() as tx:
+            current = await tx.scalar(
+                select(QuotaCursor.last_id).where(QuotaCursor.id == 1).with_for_update()
+            ) or ZERO_ID
+            if not await epoch_is_current():
+                return None
+            floor = stream_id(current)
+            fresh = [e for e in entries if stream_id(e.id) > floor]
+            if not fresh:
+                return current
+            now = int(self._now())
+            users: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])  # quota, used, requests
+            keys: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # remain, used
+            channels: dict[int, int] = defaultdict(int)
+            logs = []
+            for e in fresh:
+                if e.kind == "use":
+                    u = users[e.user_id]
+                    u[0] -= e.amount
+                    u[1] += e.amount
+                    u[2] += 1
+                    if e.key_id:
+                        keys[e.key_id][1] += e.amount
+                        if e.key_limited:
+                            keys[e.key_id][0] -= e.amount
+                    if e.channel_id:
+                        channels[e.channel_id] += e.amount
+                else:
+                    if e.user_id:
+                        users[e.user_id][0] += e.amount
+                    if e.key_id:
+                        keys[e.key_id][0] += e.amount
+                if e.log is not None:
+                    logs.append(log_row(e, now))
+            if logs:
+                await tx.execute(insert(logs_t), logs)
+            if users:
+                await tx.execute(
+                    update(users_t).where(users_t.c.id == bindparam("uid")).values(
+                        quota=users_t.c.quota + bindparam("dq"),
+                        used_quota=users_t.c.used_quota + bindparam("du"),
+                        request_count=users_t.c.request_count + bindparam("dr")),
+                    [{"uid": i, "dq": d[0], "du": d[1], "dr": d[2]} for i, d in sorted(users.items())],
+                )
+            if keys:
+                await tx.execute(
+                    update(keys_t).where(keys_t.c.id == bindparam("kid")).values(
+                        remain_quota=keys_t.c.remain_quota + bindparam("dr"),
+                        used_quota=keys_t.c.used_quota + bindparam("du")),
+                    [{"kid": i, "dr": d[0], "du": d[1]} for i, d in sorted(keys.items())],
+                )
+            if channels:
+                await tx.execute(
+                    update(channels_t).where(channels_t.c.id == bindparam("cid")).values(
+                        used_quota=channels_t.c.used_quota + bindparam("du")),
+                    [{"cid": i, "du": d} for i, d in sorted(channels.items())],
+                )
+            last = fresh[-1].id
+            await tx.execute(
+                update(QuotaCursor).where(QuotaCursor.id == 1).values(last_id=last, epoch=epoch,
+                                                                      updated_at=now)
+            )
+        return last
+
+
+class SqlBalanceSource:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @staticmethod
+    def _balance(account: Account, account_id: int) -> Select[Any]:
+        column = User.quota if account == "user" else ApiKey.remain_quota
+        id_column = User.id if account == "user" else ApiKey.id
+        return select(column).where(id_column == account_id)
+
+    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
+        balance = self._balance(account, account_id).scalar_subquery()
+        stmt = select(balance, QuotaCursor.last_id, QuotaCursor.epoch).where(QuotaCursor.id == 1)
+        async with self.db.transaction() as tx:
+            row = (await tx.execute(stmt)).first()
+        if row is None or row[0] is None:
+            return None
+        return int(row[0]), str(row[1]), str(row[2])
+
+    async def locked(self, account: Account, account_id: int,
+                     load: Callable[[int, str], Awaitable[tuple[int, str]]]) -> int | None:
+        async with self.db.transaction() as tx:
+            cursor = await tx.scalar(
+                select(QuotaCursor.last_id).where(QuotaCursor.id == 1).with_for_update()
+            ) or ZERO_ID
+            balance = await tx.scalar(self._balance(account, account_id))
+            if balance is None:
+                return None
+            live, epoch = await load(int(balance), cursor)
+            await tx.execute(update(QuotaCursor).where(QuotaCursor.id == 1).values(epoch=epoch))
+            return live

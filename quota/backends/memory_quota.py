@@ -1,0 +1,209 @@
+"""The quota primitives in process (embedded mode): the Lua scripts' logic over dictionaries.
+
+Each method runs without awaiting in between, so on one event loop it is as atomic as a Lua script.
+The stream is a list; it lives as long as the process, so the sync should run often (it also runs on
+shutdown) — a `kill -9` loses at most one sync interval of settled usage, exactly like Redis without AOF.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from quota.store import CursorMoved, EpochChanged, NeedsLoad
+from quota.types import ZERO_ID, Account, AdjustMode, Entry, stream_id
+
+
+@dataclass
+class _Hold:
+    user_id: int
+    key_id: int
+    limited: bool
+    amount: int
+    expires_ms: int
+
+
+class MemoryQuotaStore:
+    def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._now = clock_ms
+        self._live: dict[tuple[Account, int], int] = {}
+        self._held: dict[tuple[Account, int], int] = {}
+        self._holds: dict[str, _Hold] = {}
+        self._done: set[str] = set()
+        self._adjusted: dict[str, tuple[int, int, int]] = {}
+        self._stream: list[Entry] = []
+        self._last_id = (0, 0)
+        self._cursor: str | None = None
+        self._epoch = secrets.token_hex(8)  # one incarnation per process
+
+    def _next_id(self) -> str:
+        ms = self._now()
+        last_ms, last_seq = self._last_id
+        self._last_id = (ms, 0) if ms > last_ms else (last_ms, last_seq + 1)
+        return f"{self._last_id[0]}-{self._last_id[1]}"
+
+    def _add(self, account: Account, account_id: int, delta: int) -> int | None:
+        key = (account, account_id)
+        if key not in self._live:
+            return None
+        self._live[key] += delta
+        return self._live[key]
+
+    async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
+                      lease_ms: int) -> tuple[bool, str, int, int]:
+        user = self._live.get(("user", user_id))
+        if user is None:
+            raise NeedsLoad("user", user_id)
+        key = -1
+        if key_limited:
+            if ("key", key_id) not in self._live:
+                raise NeedsLoad("key", key_id)
+            key = self._live[("key", key_id)]
+        if user < amount:
+            return False, "user", user, user
+        if key_limited and key < amount:
+            return False, "key", key, key
+        self._holds[hold_id] = _Hold(user_id, key_id, key_limited, amount, self._now() + lease_ms)
+        self._live[("user", user_id)] = user = user - amount
+        self._held[("user", user_id)] = self._held.get(("user", user_id), 0) + amount
+        if key_limited:
+            self._live[("key", key_id)] = key = key - amount
+            self._held[("key", key_id)] = self._held.get(("key", key_id), 0) + amount
+        return True, "", user, key
+
+    def _drop_hold(self, hold_id: str) -> _Hold | None:
+        hold = self._holds.pop(hold_id, None)
+        if hold is not None:
+            self._held[("user", hold.user_id)] -= hold.amount
+            if hold.limited:
+                self._held[("key", hold.key_id)] -= hold.amount
+        return hold
+
+    async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
+                     actual: int, log: dict[str, Any] | None) -> tuple[bool, int | None, int | None]:
+        if hold_id in self._done:
+            return False, None, None
+        hold = self._drop_hold(hold_id)
+        delta = (hold.amount if hold is not None else 0) - actual
+        user = self._add("user", user_id, delta)
+        key = self._add("key", key_id, delta) if key_limited else None
+        self._stream.append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual,
+                                  hold_id, copy.deepcopy(log)))
+        self._done.add(hold_id)
+        return True, user, key
+
+    def _release(self, hold_id: str, swept: bool) -> bool:
+        if hold_id in self._done:
+            return False
+        hold = self._holds.get(hold_id)
+        if hold is None or (swept and hold.expires_ms > self._now()):
+            if hold is None and not swept:
+                self._done.add(hold_id)
+            return False
+        self._drop_hold(hold_id)
+        self._add("user", hold.user_id, hold.amount)
+        if hold.limited:
+            self._add("key", hold.key_id, hold.amount)
+        if not swept:
+            self._done.add(hold_id)
+        return True
+
+    async def release(self, hold_id: str) -> bool:
+        return self._release(hold_id, swept=False)
+
+    async def renew(self, hold_id: str, lease_ms: int) -> bool:
+        hold = self._holds.get(hold_id)
+        if hold is None:
+            return False
+        hold.expires_ms = self._now() + lease_ms
+        return True
+
+    async def sweep(self, limit: int = 100) -> int:
+        now = self._now()
+        expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
+        return sum(self._release(h, swept=True) for h in expired)
+
+    async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
+                     log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
+        if ref in self._adjusted:
+            return (2, *self._adjusted[ref])
+        live = self._live.get((account, account_id))
+        if live is None:
+            raise NeedsLoad(account, account_id)
+        if mode == "add":
+            delta = value
+        elif mode == "sub":
+            if not allow_negative and live < value:
+                return 0, live, live, 0
+            delta = -value
+        else:
+            delta = value - self._held.get((account, account_id), 0) - live
+        after = live + delta
+        self._live[(account, account_id)] = after
+        if log is not None:
+            log = copy.deepcopy(log)
+            for name, text in log.items():
+                if isinstance(text, str):
+                    log[name] = text.replace("{before}", str(live)).replace("{after}", str(after))
+        user_id, key_id = (account_id, 0) if account == "user" else (0, account_id)
+        self._stream.append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, log))
+        self._adjusted[ref] = (live, after, delta)
+        return 1, live, after, delta
+
+    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
+        current = self._live.get((account, account_id))
+        if current is not None:
+            return current
+        if epoch != self._epoch:
+            raise EpochChanged()
+        if self._cursor is not None and self._cursor != cursor:
+            raise CursorMoved()
+        return self._set_from(account, account_id, durable, cursor)
+
+    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
+                          ) -> tuple[int, str]:
+        current = self._live.get((account, account_id))
+        if current is not None:
+            return current, self._epoch
+        return self._set_from(account, account_id, durable, cursor), self._epoch
+
+    def _set_from(self, account: Account, account_id: int, durable: int, cursor: str) -> int:
+        after = stream_id(cursor)
+        pending = 0
+        for entry in self._stream:
+            if stream_id(entry.id) <= after:
+                continue
+            mine = entry.user_id == account_id if account == "user" else (
+                entry.key_id == account_id and entry.key_limited)
+            if mine:
+                pending += entry.amount if entry.kind == "adj" else -entry.amount
+        value = durable + pending - self._held.get((account, account_id), 0)
+        self._live[(account, account_id)] = value
+        return value
+
+    async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
+        return {i: self._live[(account, i)] for i in ids if (account, i) in self._live}
+
+    async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
+        start = stream_id(after)
+        return self._epoch, [e for e in self._stream if stream_id(e.id) > start][:count]
+
+    async def epoch(self) -> str | None:
+        return self._epoch
+
+    async def synced(self, cursor: str) -> None:
+        if self._cursor is not None and stream_id(cursor) <= stream_id(self._cursor):
+            return
+        self._cursor = cursor
+        point = stream_id(cursor)
+        self._stream = [e for e in self._stream if stream_id(e.id) >= point]
+
+    async def pending(self) -> int:
+        return len(self._stream)
+
+
+__all__ = ["ZERO_ID", "MemoryQuotaStore"]

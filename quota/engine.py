@@ -1,0 +1,170 @@
+"""The public API of quota accounting: reserve → settle | release, and credit / debit / set.
+
+Every change of a balance goes through here (contract decision 3), on top of a `QuotaStore` (Redis or in
+process) and a `BalanceSource` (the durable balances in SQL, read only to load an account the store has
+not seen yet — never on the hot path once it is loaded).
+
+The protocol, for each user and each limited API key:
+
+    live = durable + unsynced entries − open holds
+
+* reserve   holds `amount` on the user and the key (refused without any change if it does not fit)
+* settle    turns the hold into the actual cost and queues the usage (log + counters) for the sync
+* release   returns the hold
+* credit / debit / set
+            change the live balance once per idempotency key and queue the same change for SQL; `set`
+            (an admin override to X) becomes the delta X − holds − live, so usage still waiting to be
+            synced and calls in flight are charged on top of X, never lost
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore
+from quota.types import (
+    Account,
+    Adjustment,
+    AdjustMode,
+    BalanceUnknown,
+    InsufficientQuota,
+    Reservation,
+    Settlement,
+    SubtractTooLarge,
+)
+
+LOAD_ATTEMPTS = 40
+
+
+LockedLoad = Callable[[int, str], Awaitable[tuple[int, str]]]
+
+
+class BalanceSource(Protocol):
+    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
+        """(balance, sync cursor, epoch) read in one statement; None when the account does not exist."""
+        ...
+
+    async def locked(self, account: Account, account_id: int, load: LockedLoad) -> int | None:
+        """Under the SQL cursor row lock: read (balance, cursor), call `load`, record the epoch it
+        returns as the one SQL now follows; the live balance, None when the account does not exist."""
+        ...
+
+
+class QuotaEngine:
+    def __init__(self, store: QuotaStore, source: BalanceSource, *, lease_seconds: float = 600.0) -> None:
+        self.store = store
+        self.source = source
+        self.lease_ms = int(lease_seconds * 1000)
+
+    async def _load(self, account: Account, account_id: int) -> int:
+        for attempt in range(LOAD_ATTEMPTS):
+            durable = await self.source.durable(account, account_id)
+            if durable is None:
+                raise BalanceUnknown(account, account_id)
+            try:
+                return await self.store.load(account, account_id, *durable)
+            except CursorMoved:
+                await asyncio.sleep(min(0.005 * (attempt + 1), 0.1))
+            except EpochChanged:
+                return await self._load_locked(account, account_id)
+        raise CursorMoved()
+
+    async def _load_locked(self, account: Account, account_id: int) -> int:
+        """The store lost its data (or never synced): load while no sync batch can commit."""
+
+        async def load(balance: int, cursor: str) -> tuple[int, str]:
+            return await self.store.load_locked(account, account_id, balance, cursor)
+
+        live = await self.source.locked(account, account_id, load)
+        if live is None:
+            raise BalanceUnknown(account, account_id)
+        return live
+
+    async def reserve(self, user_id: int, amount: int, *, key_id: int = 0, key_limited: bool = False
+                      ) -> Reservation:
+        """Hold `amount` (≥ 0); raises InsufficientQuota without changing anything when it does not fit."""
+        if amount < 0:
+            raise ValueError("amount must be ≥ 0")
+        hold_id = secrets.token_hex(12)
+        limited = key_limited and key_id > 0
+        for _ in range(3):
+            try:
+                ok, refused, user, key = await self.store.reserve(hold_id, user_id, key_id, limited, amount,
+                                                                  self.lease_ms)
+            except NeedsLoad as missing:
+                await self._load(missing.account, missing.account_id)
+                continue
+            if not ok:
+                raise InsufficientQuota("user" if refused == "user" else "key", user)
+            return Reservation(hold_id, user_id, key_id, limited, amount, user, key)
+        raise CursorMoved()
+
+    async def settle(self, reservation: Reservation, actual: int, *, channel_id: int = 0,
+                     log: dict[str, Any] | None = None) -> Settlement:
+        """Charge `actual` instead of the hold and queue the usage; a second call changes nothing."""
+        if actual < 0:
+            raise ValueError("actual cost must be ≥ 0")
+        applied, user, key = await self.store.settle(
+            reservation.hold_id, reservation.user_id, reservation.key_id, reservation.key_limited,
+            channel_id, actual, log,
+        )
+        return Settlement(applied, user, key)
+
+    async def release(self, reservation: Reservation) -> bool:
+        return await self.store.release(reservation.hold_id)
+
+    async def renew(self, reservation: Reservation) -> bool:
+        return await self.store.renew(reservation.hold_id, self.lease_ms)
+
+    async def sweep(self) -> int:
+        return await self.store.sweep()
+
+    async def _adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
+                      log: dict[str, Any] | None, allow_negative: bool = False) -> Adjustment:
+        for _ in range(3):
+            try:
+                status, before, after, delta = await self.store.adjust(
+                    account, account_id, mode, value, ref, log, allow_negative
+                )
+            except NeedsLoad:
+                await self._load(account, account_id)
+                continue
+            if status == 0:
+                raise SubtractTooLarge(before)
+            return Adjustment(status == 1, before, after, delta)
+        raise CursorMoved()
+
+    async def credit(self, account: Account, account_id: int, amount: int, *, ref: str,
+                     log: dict[str, Any] | None = None) -> Adjustment:
+        """Add `amount` > 0 once per `ref` (redemption code, order, admin request …)."""
+        if amount <= 0:
+            raise ValueError("amount must be > 0")
+        return await self._adjust(account, account_id, "add", amount, ref, log)
+
+    async def debit(self, account: Account, account_id: int, amount: int, *, ref: str,
+                    log: dict[str, Any] | None = None, allow_negative: bool = False) -> Adjustment:
+        """Subtract `amount` > 0 once per `ref`; SubtractTooLarge above the live balance."""
+        if amount <= 0:
+            raise ValueError("amount must be > 0")
+        return await self._adjust(account, account_id, "sub", amount, ref, log, allow_negative)
+
+    async def set(self, account: Account, account_id: int, value: int, *, ref: str,
+                  log: dict[str, Any] | None = None) -> Adjustment:
+        """Override the balance to `value` ≥ 0: calls in flight and unsynced usage are charged on top."""
+        if value < 0:
+            raise ValueError("value must be ≥ 0")
+        return await self._adjust(account, account_id, "set", value, ref, log)
+
+    async def balance(self, account: Account, account_id: int) -> int:
+        """The live balance, loading it from SQL on first use."""
+        live = await self.store.live(account, [account_id])
+        if account_id in live:
+            return live[account_id]
+        return await self._load(account, account_id)
+
+    async def balances(self, account: Account, ids: list[int]) -> dict[int, int]:
+        """Live balances of those accounts that are loaded (one round trip; nothing is loaded)."""
+        return await self.store.live(account, ids)

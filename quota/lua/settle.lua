@@ -1,0 +1,28 @@
+-- Settle a hold at its actual cost: live balances move by (held - actual), the usage goes to the stream.
+-- Idempotent: a settled or released hold is left alone. A hold the sweeper released (lease expired)
+-- is charged in full.
+-- KEYS: 1 hold, 2 holds zset, 3 done marker, 4 user live, 5 key live, 6 user held, 7 key held, 8 stream
+-- ARGV: 1 hold id, 2 actual, 3 user id, 4 key id, 5 key limited, 6 channel id, 7 log json, 8 marker ttl s
+-- returns {1, user, key, entry id} | {0, state}
+local done = redis.call('GET', KEYS[3])
+if done then return {0, done} end
+local actual = tonumber(ARGV[2])
+local held = redis.call('HGET', KEYS[1], 'a')
+local delta = -actual
+if held then
+  held = tonumber(held)
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('DECRBY', KEYS[6], held)
+  if ARGV[5] == '1' then redis.call('DECRBY', KEYS[7], held) end
+  delta = held - actual
+end
+local user, key = '', ''
+if redis.call('EXISTS', KEYS[4]) == 1 then user = tostring(redis.call('INCRBY', KEYS[4], delta)) end
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[5]) == 1 then
+  key = tostring(redis.call('INCRBY', KEYS[5], delta))
+end
+local id = redis.call('XADD', KEYS[8], '*', 'k', 'use', 'u', ARGV[3], 't', ARGV[4], 'l', ARGV[5],
+  'c', ARGV[6], 'q', ARGV[2], 'r', ARGV[1], 'g', ARGV[7])
+redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[8])
+return {1, user, key, id}

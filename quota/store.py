@@ -1,0 +1,97 @@
+"""The atomic primitives of quota accounting, implemented by the Redis and the in-process store.
+
+Each method is one indivisible step (one Lua script on Redis). The invariant every step keeps, for each
+user and limited key:
+
+    live balance = durable balance (SQL) + sum of unsynced stream entries − sum of open holds
+
+`load` establishes it for an account that has no live balance yet; `reserve`, `settle`, `release` and
+`adjust` preserve it; the sync moves stream entries into SQL and advances the cursor.
+
+The *epoch* names one incarnation of the store (a random token, created when missing). A Redis that lost
+its data (FLUSHALL, restart without persistence) gets a new one. The sync applies a batch only if the
+epoch it was read under is still current, checked while it holds the SQL cursor row lock; an account is
+loaded without that lock only when SQL last synced from the current epoch. Together these keep a batch
+read before a loss from landing in SQL after an account was reloaded without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from quota.types import Account, AdjustMode, Entry
+
+
+class NeedsLoad(Exception):
+    """The live balance of `account` is not in the store yet; load it from SQL and retry."""
+
+    def __init__(self, account: Account, account_id: int) -> None:
+        super().__init__(f"{account} {account_id} has no live balance")
+        self.account = account
+        self.account_id = account_id
+
+
+class CursorMoved(Exception):
+    """The sync advanced while a balance was read from SQL; read it again."""
+
+
+class EpochChanged(Exception):
+    """SQL last synced from another incarnation of the store: load under the SQL cursor lock."""
+
+
+class QuotaStore(Protocol):
+    async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
+                      lease_ms: int) -> tuple[bool, str, int, int]:
+        """(ok, refused_account, user_balance, key_balance); raises NeedsLoad."""
+        ...
+
+    async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
+                     actual: int, log: dict[str, Any] | None) -> tuple[bool, int | None, int | None]:
+        """(applied, user_balance, key_balance); idempotent per hold id."""
+        ...
+
+    async def release(self, hold_id: str) -> bool:
+        """Return the whole hold; idempotent. False when already settled or released."""
+        ...
+
+    async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
+                     log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
+        """(status, before, after, delta): status 1 applied, 2 applied earlier (same ref), 0 refused
+        (subtract above balance). Raises NeedsLoad."""
+        ...
+
+    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
+        """Set the live balance from SQL + unsynced entries − holds unless present.
+        Raises CursorMoved (read SQL again) or EpochChanged (use `load_locked`)."""
+        ...
+
+    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
+                          ) -> tuple[int, str]:
+        """As `load`, for a caller holding the SQL cursor lock; returns (live, current epoch)."""
+        ...
+
+    async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
+        """Live balances of the accounts that have one."""
+        ...
+
+    async def renew(self, hold_id: str, lease_ms: int) -> bool: ...
+
+    async def sweep(self, limit: int = 100) -> int:
+        """Release holds whose lease passed (their worker died); returns how many."""
+        ...
+
+    async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
+        """(epoch, stream entries with id > `after`, oldest first)."""
+        ...
+
+    async def epoch(self) -> str | None:
+        """The current epoch (None when the store lost it and nobody made a new one yet)."""
+        ...
+
+    async def synced(self, cursor: str) -> None:
+        """The sync committed everything up to `cursor`: publish it and trim the stream."""
+        ...
+
+    async def pending(self) -> int:
+        """Entries in the stream (synced ones may linger until trimmed)."""
+        ...

@@ -1,0 +1,101 @@
+"""Moving settled usage and adjustments from the store's stream into SQL, exactly once.
+
+A `UsageSink` (models/quota.py) applies a batch in ONE SQL transaction: it locks the cursor row, checks
+that the store's epoch is still the one the batch was read under (else the store lost its data meanwhile
+and the batch is dropped — see quota/store.py), skips entries at or below the cursor (another sync worker
+got there first, or this one crashed after committing), inserts the log rows, applies the summed counter
+and balance deltas, and stores the new cursor and epoch. After the commit the store learns the cursor and
+trims the stream up to it. A crash before the commit replays the same entries; a crash after it finds them
+below the cursor. Any number of sync workers (one per node, or `tollway quota-sync`) may run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from quota.store import QuotaStore
+from quota.types import Entry
+
+log = logging.getLogger("tollway.quota.sync")
+
+
+class UsageSink(Protocol):
+    async def cursor(self) -> str:
+        """The id of the last stream entry applied to SQL."""
+        ...
+
+    async def apply(self, entries: list[Entry], epoch: str,
+                    epoch_is_current: Callable[[], Awaitable[bool]]) -> str | None:
+        """Apply the entries above the cursor in one transaction; returns the committed cursor, or None
+        when `epoch_is_current()` (asked under the cursor lock) says the batch is stale."""
+        ...
+
+
+class QuotaSync:
+    def __init__(self, store: QuotaStore, sink: UsageSink, *, interval: float = 1.0, batch: int = 2000
+                 ) -> None:
+        self.store = store
+        self.sink = sink
+        self.interval = interval
+        self.batch = batch
+        self._stop = asyncio.Event()
+
+    async def run_once(self) -> int:
+        """One batch; returns how many entries it read (0 when the stream is drained)."""
+        cursor = await self.sink.cursor()
+        epoch, entries = await self.store.read(cursor, self.batch)
+        if entries:
+
+            async def current() -> bool:
+                return await self.store.epoch() == epoch
+
+            applied = await self.sink.apply(entries, epoch, current)
+            if applied is None:
+                log.warning("the quota store lost its data since this batch was read; batch dropped")
+                return 0
+            cursor = applied
+        await self.store.synced(cursor)
+        return len(entries)
+
+    async def drain(self, max_batches: int = 1000) -> None:
+        """Sync until the stream is empty (shutdown, tests)."""
+        for _ in range(max_batches):
+            if await self.run_once() < self.batch:
+                return
+
+    def stop(self) -> None:
+        """Ask `run_forever` to return after the batch in progress (never cancel it mid-transaction:
+        a database driver interrupted mid-query may never answer the rollback)."""
+        self._stop.set()
+
+    async def run_forever(self) -> None:
+        self._stop.clear()
+        delay = self.interval
+        while not self._stop.is_set():
+            try:
+                read = await self.run_once()
+                delay = self.interval
+            except Exception:  # keep syncing after a database or Redis hiccup; nothing was applied
+                log.exception("quota sync failed; retrying")
+                read, delay = 0, min(max(delay * 2, self.interval), 30.0)
+            if read < self.batch:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+
+
+async def sweep_forever(store: QuotaStore, interval: float) -> None:
+    """Release the holds of workers that died between reserve and settle."""
+    while True:
+        try:
+            released = await store.sweep()
+            if released:
+                log.warning("released %d expired quota holds", released)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("quota sweep failed; retrying")
+        await asyncio.sleep(interval)

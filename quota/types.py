@@ -1,0 +1,98 @@
+"""Values the quota engine passes around, and its exceptions.
+
+    QuotaError
+     ├── InsufficientQuota      the hold does not fit the user's balance or the key's remaining quota
+     ├── SubtractTooLarge       an admin subtract above the live balance (nothing changed)
+     └── BalanceUnknown         the account does not exist in the durable store (cannot be loaded)
+
+`BackendUnavailable` (quota.backends.base) is raised when the store cannot be reached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Account = Literal["user", "key"]
+AdjustMode = Literal["add", "sub", "set"]
+
+
+class QuotaError(Exception):
+    pass
+
+
+class InsufficientQuota(QuotaError):
+    def __init__(self, account: Account, available: int) -> None:
+        super().__init__(f"insufficient {account} quota (available {available})")
+        self.account = account
+        self.available = available
+
+
+class SubtractTooLarge(QuotaError):
+    def __init__(self, available: int) -> None:
+        super().__init__(f"cannot subtract more than the live balance ({available})")
+        self.available = available
+
+
+class BalanceUnknown(QuotaError):
+    def __init__(self, account: Account, account_id: int) -> None:
+        super().__init__(f"no such {account}: {account_id}")
+        self.account = account
+        self.account_id = account_id
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A hold on a user's (and maybe a key's) balance; settle or release it exactly once."""
+
+    hold_id: str
+    user_id: int
+    key_id: int  # 0 = no key
+    key_limited: bool  # False for no key or an unlimited key: the key balance is neither checked nor held
+    amount: int
+    user_balance: int  # live balances right after the hold
+    key_balance: int  # -1 when not limited
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    applied: bool  # False when the reservation was already settled or released
+    user_balance: int | None = None  # live balance after it, None when not applied or not loaded
+    key_balance: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Adjustment:
+    applied: bool  # False when this idempotency key was applied before (then the first result is returned)
+    before: int
+    after: int
+    delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One durable record waiting in the stream for the sync.
+
+    kind "use": a settled call — user quota −amount, used_quota +amount, request_count +1; the key's
+    remain −amount (when limited) and used_quota +amount; the channel's used_quota +amount; maybe a log.
+    kind "adj": a credit/debit/override — the user's (or key's) balance +amount (signed); maybe a log.
+    """
+
+    id: str  # stream id "ms-seq", totally ordered
+    kind: Literal["use", "adj"]
+    user_id: int
+    key_id: int
+    key_limited: bool
+    channel_id: int
+    amount: int
+    ref: str  # hold id or idempotency key
+    log: dict[str, Any] | None = field(default=None)
+
+
+def stream_id(value: str) -> tuple[int, int]:
+    """Order of stream ids ("1700000000000-3")."""
+    ms, _, seq = value.partition("-")
+    return int(ms or 0), int(seq or 0)
+
+
+ZERO_ID = "0-0"

@@ -1,0 +1,1 @@
+"""Runnable jobs: the quota sync worker and the benchmarks."""

@@ -1,0 +1,67 @@
+"""The quota sync as its own process: `python -m scripts.quota_sync` (or `tollway quota-sync`).
+
+Moves settled usage and balance adjustments from Redis into SQL every QUOTA_SYNC_INTERVAL seconds,
+exactly once, alongside (or instead of, with QUOTA_SYNC_IN_SERVER=false) the sync inside `tollway serve`.
+Several may run at once; SIGTERM/SIGINT drain what is queued and exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from models.db import Database
+from models.quota import SqlQuotaSink
+from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.sync import QuotaSync
+from server.clock import Clock
+from server.config import Config, ConfigError, load
+
+log = logging.getLogger("tollway.quota_sync")
+
+
+async def run(config: Config, *, once: bool = False) -> None:
+    if not config.redis_url:
+        raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")
+    db = Database(config.database_url, pool_size=2)
+    backend = RedisBackend(config.redis_url, config.redis_prefix)
+    sync = QuotaSync(RedisQuotaStore(backend), SqlQuotaSink(db, Clock().now),
+                     interval=config.quota_sync_interval, batch=config.quota_sync_batch)
+    try:
+        await db.check()
+        await backend.ping()
+        if once:
+            await sync.drain()
+            return
+        task = asyncio.create_task(sync.run_forever(), name="quota-sync")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("quota sync running every %.2fs", config.quota_sync_interval)
+        await stop.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await sync.drain()
+    finally:
+        await backend.close()
+        await db.dispose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run(load(), once="--once" in args))
+    except ConfigError as exc:
+        print(f"tollway quota-sync: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Start and read load-worker processes (tests/quota/load_worker.py) for the invariant tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Worker:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.quota.load_worker", json.dumps(cfg)], cwd=ROOT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: list[dict[str, Any]] = []
+
+    def wait_ready(self) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, f"worker died: {self.proc.stderr.read() if self.proc.stderr else ''}"
+        assert json.loads(line) == {"ready": True}
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float = 120) -> list[dict[str, Any]]:
+        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode in (0, -signal.SIGKILL), err
+        self.lines += [json.loads(x) for x in out.splitlines() if x.strip()]
+        return self.lines
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+
+
+def start_all(cfgs: list[dict[str, Any]]) -> list[Worker]:
+    workers = [Worker(c) for c in cfgs]
+    for w in workers:
+        w.wait_ready()
+    for w in workers:
+        w.go()
+    return workers
+
+
+async def run_all(cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the workers to completion; all their output lines."""
+    def _run() -> list[dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
+        for w in start_all(cfgs):
+            lines += w.finish()
+        return lines
+
+    return await asyncio.to_thread(_run)
+
+
+def sync_process(env: dict[str, str]) -> subprocess.Popen[str]:
+    """`python -m scripts.quota_sync` with the given environment."""
+    return subprocess.Popen([sys.executable, "-m", "scripts.quota_sync"], cwd=ROOT, env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
