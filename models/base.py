@@ -1,13 +1,15 @@
 """Declarative base, portable column types and the constraint naming convention shared by every table.
 
 Types are chosen to behave the same on SQLite, MariaDB 10.11 and PostgreSQL 15: `Id` is BIGINT (INTEGER on
-SQLite so that it auto-increments), text without a length is TEXT, times are unix seconds in BIGINT.
+SQLite so that it auto-increments), text without a length is TEXT, times are unix seconds in BIGINT,
+`KeyString` compares byte for byte everywhere.
 Reserved words used as column names (`group`, `key`) are quoted by SQLAlchemy per dialect.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer, MetaData
+from sqlalchemy import BigInteger, Integer, MetaData, String
+from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase
 
 NAMING = {
@@ -19,6 +21,12 @@ NAMING = {
 }
 
 Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def KeyString(length: int) -> String:
+    """Text compared byte for byte on every database (MySQL's default collation ignores case and
+    accents; SQLite and PostgreSQL do not). Used for normalized lookup keys."""
+    return String(length).with_variant(mysql.VARCHAR(length, collation="utf8mb4_bin"), "mysql", "mariadb")
 
 
 class Base(DeclarativeBase):

@@ -7,7 +7,11 @@ produced the row, unique, so no entry can ever produce two rows.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id
@@ -42,3 +46,23 @@ class Log(Base):
     request_id: Mapped[str] = mapped_column(String(128), default="", index=True)
     other: Mapped[str] = mapped_column(Text, default="")
     ref: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+
+
+class LogRepository:
+    """Writes of log rows that are not balance changes (manage and system events).
+
+    Balance-changing logs (consume, top-up, manage add_quota) travel with their change through the quota
+    engine and are inserted by the sync, never here."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def add(self, *, type: int, user_id: int, username: str, content: str, created_at: int,
+                  other: dict[str, Any] | None = None, quota: int = 0) -> None:
+        self.s.add(Log(
+            type=type, user_id=user_id, username=username, content=content, created_at=created_at,
+            quota=quota, other=json.dumps(other, separators=(",", ":"), ensure_ascii=False) if other else "",
+            token_name="", model_name="", prompt_tokens=0, completion_tokens=0, use_time=0, is_stream=False,
+            channel=0, token_id=0, group="", ip="", request_id="",
+        ))
+        await self.s.flush()

@@ -6,20 +6,25 @@ mirror `migrations/versions/0001_foundation.py` exactly (a test compares them).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, Integer, String, Text
+from typing import Any
+
+from sqlalchemy import BigInteger, Index, Integer, String, Text, event
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id
+from models.base import Base, Id, KeyString
 
 
 class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
-    username: Mapped[str] = mapped_column(String(64), unique=True)
+    username: Mapped[str] = mapped_column(String(64))
+    # lookup keys, normalized by `models.users.keys_for`; unique on every database alike
+    username_key: Mapped[str] = mapped_column(KeyString(64), unique=True)
+    email_key: Mapped[str | None] = mapped_column(KeyString(128), unique=True, nullable=True)
     password: Mapped[str] = mapped_column(String(255))
     display_name: Mapped[str] = mapped_column(String(64), default="")
-    email: Mapped[str] = mapped_column(String(128), default="", index=True)
+    email: Mapped[str] = mapped_column(String(128), default="")
     role: Mapped[int] = mapped_column(Integer, default=1)
     status: Mapped[int] = mapped_column(Integer, default=1)
     group: Mapped[str] = mapped_column(String(64), default="default")
@@ -38,6 +43,21 @@ class User(Base):
     created_at: Mapped[int] = mapped_column(BigInteger, default=0)
     last_login_at: Mapped[int] = mapped_column(BigInteger, default=0)
     deleted_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+
+
+def username_key(username: str) -> str:
+    """Usernames are unique regardless of case: `Alice` and `alice` are one account, on every database."""
+    return username.casefold()
+
+
+def email_key(email: str) -> str | None:
+    return email.strip().lower() or None
+
+
+@event.listens_for(User, "before_insert")
+def _fill_keys(_mapper: Any, _conn: Any, user: User) -> None:
+    user.username_key = username_key(user.username)
+    user.email_key = email_key(user.email or "")
 
 
 class Option(Base):

@@ -1,5 +1,5 @@
-"""Queries on `users`. Balance changes are single conditional statements (`quota = quota + :n`), never
-read-modify-write."""
+"""Queries on `users`. The balance (`quota`) is written only at creation and by the quota sync
+(models/quota.py): every change of a live balance goes through the quota engine."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from models.tables import User
+from models.tables import User, email_key, username_key
 
 ROOT_ROLE = 100
-BALANCE_MAX = 2**63 - 1  # BIGINT: the largest balance every supported database can hold
 
 
 def _like_literal(keyword: str) -> str:
@@ -45,10 +44,12 @@ class UserRepository:
 
     async def by_login(self, name: str) -> User | None:
         """A live user whose username is `name`, else whose e-mail is `name` (case-insensitive)."""
-        user = await self.s.scalar(select(User).where(User.username == name, User.deleted_at.is_(None)))
+        user = await self.s.scalar(
+            select(User).where(User.username_key == username_key(name), User.deleted_at.is_(None))
+        )
         if user is None and name:
             user = await self.s.scalar(
-                select(User).where(func.lower(User.email) == name.lower(), User.deleted_at.is_(None))
+                select(User).where(User.email_key == email_key(name), User.deleted_at.is_(None))
                 .order_by(User.id).limit(1)
             )
         return user
@@ -59,13 +60,13 @@ class UserRepository:
         )
 
     async def username_taken(self, username: str, *, except_id: int | None = None) -> bool:
-        stmt = select(User.id).where(User.username == username)
+        stmt = select(User.id).where(User.username_key == username_key(username))
         if except_id is not None:
             stmt = stmt.where(User.id != except_id)
         return await self.s.scalar(stmt.limit(1)) is not None
 
     async def email_taken(self, email: str) -> bool:
-        stmt = select(User.id).where(func.lower(User.email) == email.lower()).limit(1)
+        stmt = select(User.id).where(User.email_key == email_key(email)).limit(1)
         return await self.s.scalar(stmt) is not None
 
     async def aff_code_taken(self, code: str) -> bool:
@@ -104,22 +105,11 @@ class UserRepository:
         return (await self.s.scalars(rows)).all(), total
 
     async def update_fields(self, user_id: int, **values: Any) -> None:
+        if "username" in values:
+            values["username_key"] = username_key(values["username"])
+        if "email" in values:
+            values["email_key"] = email_key(values["email"])
         await self.s.execute(update(User).where(User.id == user_id).values(**values))
-
-    async def add_quota(self, user_id: int, amount: int) -> bool:
-        """`quota += amount` only if it stays ≤ `BALANCE_MAX`; False when it would overflow."""
-        result = await self.s.execute(
-            update(User).where(User.id == user_id, User.quota <= BALANCE_MAX - amount)
-            .values(quota=User.quota + amount)
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
-
-    async def subtract_quota(self, user_id: int, amount: int) -> bool:
-        """`quota -= amount` only if it stays ≥ 0; False when the balance is too small."""
-        result = await self.s.execute(
-            update(User).where(User.id == user_id, User.quota >= amount).values(quota=User.quota - amount)
-        )
-        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def increment(self, user_id: int, **deltas: int) -> None:
         values = {name: getattr(User, name) + delta for name, delta in deltas.items()}

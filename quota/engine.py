@@ -29,6 +29,7 @@ from quota.types import (
     Account,
     Adjustment,
     AdjustMode,
+    BalanceOutOfRange,
     BalanceUnknown,
     InsufficientQuota,
     Reservation,
@@ -134,6 +135,8 @@ class QuotaEngine:
                 continue
             if status == 0:
                 raise SubtractTooLarge(before)
+            if status == 3:
+                raise BalanceOutOfRange(before)
             return Adjustment(status == 1, before, after, delta)
         raise CursorMoved()
 

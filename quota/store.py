@@ -57,7 +57,7 @@ class QuotaStore(Protocol):
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                      log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
         """(status, before, after, delta): status 1 applied, 2 applied earlier (same ref), 0 refused
-        (subtract above balance). Raises NeedsLoad."""
+        (subtract above balance), 3 refused (the balance would leave ±2^53). Raises NeedsLoad."""
         ...
 
     async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:

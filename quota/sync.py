@@ -87,15 +87,14 @@ class QuotaSync:
                     await asyncio.wait_for(self._stop.wait(), delay)
 
 
-async def sweep_forever(store: QuotaStore, interval: float) -> None:
-    """Release the holds of workers that died between reserve and settle."""
-    while True:
+async def sweep_forever(store: QuotaStore, interval: float, stop: asyncio.Event) -> None:
+    """Release the holds of workers that died between reserve and settle, until `stop` is set."""
+    while not stop.is_set():
         try:
             released = await store.sweep()
             if released:
                 log.warning("released %d expired quota holds", released)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             log.exception("quota sweep failed; retrying")
-        await asyncio.sleep(interval)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)

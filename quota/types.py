@@ -3,6 +3,7 @@
     QuotaError
      ├── InsufficientQuota      the hold does not fit the user's balance or the key's remaining quota
      ├── SubtractTooLarge       an admin subtract above the live balance (nothing changed)
+     ├── BalanceOutOfRange      the balance would leave ±2^53 (nothing changed)
      └── BalanceUnknown         the account does not exist in the durable store (cannot be loaded)
 
 `BackendUnavailable` (quota.backends.base) is raised when the store cannot be reached.
@@ -31,6 +32,12 @@ class InsufficientQuota(QuotaError):
 class SubtractTooLarge(QuotaError):
     def __init__(self, available: int) -> None:
         super().__init__(f"cannot subtract more than the live balance ({available})")
+        self.available = available
+
+
+class BalanceOutOfRange(QuotaError):
+    def __init__(self, available: int) -> None:
+        super().__init__("the balance would exceed the largest supported amount (2^53 - 1)")
         self.available = available
 
 

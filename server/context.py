@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -69,9 +68,11 @@ class Tasks:
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # a client library that swallows a cancellation must not hang the shutdown
+            _, stuck = await asyncio.wait(tasks, timeout=3.0)
+            for task in stuck:
+                log.warning("background task %s did not stop; abandoning it", task.get_name())
 
 
 @dataclass
@@ -118,7 +119,10 @@ class State:
         state.tasks.start("invalidation-listener", state._listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
-        state.tasks.start("quota-sweeper", sweep_forever(store, min(5.0, config.quota_hold_timeout / 4)))
+        sweeper_stop = asyncio.Event()
+        state.tasks.start("quota-sweeper",
+                          sweep_forever(store, min(5.0, config.quota_hold_timeout / 4), sweeper_stop),
+                          stop=sweeper_stop.set)
         return state
 
     async def _listen(self) -> None:

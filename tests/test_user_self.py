@@ -57,7 +57,8 @@ def fails(response: httpx.Response, status: int, mentions: str | None = None) ->
 
 
 async def stored(app: Running, user_id: int) -> User:
-    """The user row as SQL holds it now (deleted ones included)."""
+    """The user row as SQL holds it once the quota sync caught up (deleted ones included)."""
+    await app.state.quota_sync.drain()
     async with app.state.db.transaction() as tx:
         user = await UserRepository(tx).get(user_id, include_deleted=True)
     assert user is not None

@@ -1,5 +1,8 @@
 """The storage interface every engine strategy is written against.
 
+Rate limits are GCRA (generic cell rate algorithm) over one or more `Limit`s, each stored as a single
+value per key: its theoretical arrival time (TAT), in whole nanoseconds, that expires when the TAT passes.
+
 Exceptions:
 
     BackendUnavailable      the store cannot be reached (Redis down, timed out); callers answer 503
@@ -7,9 +10,15 @@ Exceptions:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+# A forced charge never pushes a TAT further than this ahead of now (or one period, if longer): the
+# arithmetic stays exact in a Lua double (2^53 ns ≈ 104 days) and a huge charge cannot lock a key for years.
+MAX_AHEAD_NS = 30 * 86_400 * 1_000_000_000
+# The longest `retry_after` reported (2^53 ns ≈ 104 days): only a cost above the count comes near it.
+MAX_WAIT_NS = 2**53
 
 
 class BackendUnavailable(RuntimeError):
@@ -17,12 +26,60 @@ class BackendUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class Limit:
+    """`count` units per `period` seconds on `key` (burst = `count`); this request takes `cost` units.
+
+    `count <= 0` means no limit: the limit is skipped. `cost == 0` is a peek: it is refused when not even
+    one unit is left, and charges nothing (a tokens-per-minute limit is checked before a call with a
+    peek and charged with the actual tokens afterwards).
+    """
+
+    key: str
+    count: int
+    period: float
+    cost: int = 1
+
+    def __post_init__(self) -> None:
+        if self.cost < 0:
+            raise ValueError(f"limit {self.key!r}: cost must be ≥ 0")
+        if self.count > 0 and not self.period > 0:
+            raise ValueError(f"limit {self.key!r}: period must be > 0")
+
+    @property
+    def active(self) -> bool:
+        return self.count > 0
+
+    @property
+    def interval_ns(self) -> int:
+        """The emission interval: one unit frees up every `period / count` (whole ns, at least 1)."""
+        return max(1, round(self.period * 1e9 / self.count))
+
+
+def active_limits(limits: Sequence[Limit]) -> list[Limit]:
+    """The limits that limit something, each key at most once (a key twice in one call is a bug)."""
+    active = [limit for limit in limits if limit.active]
+    keys = [limit.key for limit in active]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"gcra: a key appears twice in one call: {keys}")
+    return active
+
+
+@dataclass(frozen=True, slots=True)
 class RateResult:
-    """Outcome of one GCRA check: allowed or not, what is left of the burst, and when to retry."""
+    """Outcome of one GCRA check: allowed or not, what is left of the burst, and when to retry.
+
+    Over several limits: `remaining` is the minimum over them (after this request's charge when allowed,
+    what is free now when refused; `NO_LIMIT` when there was none), `retry_after` the longest wait among
+    the refusing limits and `refused_by` that limit's key.
+    """
 
     allowed: bool
     remaining: int
     retry_after: float  # seconds; 0 when allowed
+    refused_by: str | None = None
+
+
+NO_LIMIT = 2**63 - 1  # `remaining` when no limit applied
 
 
 class Backend(Protocol):
@@ -32,6 +89,17 @@ class Backend(Protocol):
 
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
         """Admit `cost` units against `limit` per `period` seconds (burst = `limit`)."""
+        ...
+
+    async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
+        """Check every limit, then charge all of them only if every one admits (one atomic step).
+
+        Limits with `count <= 0` are skipped; peeks (`cost == 0`) are checked and never charged.
+        """
+        ...
+
+    async def gcra_charge(self, *limits: Limit) -> None:
+        """Charge each limit its `cost` unconditionally, even past the limit (the key's expiry follows)."""
         ...
 
     async def incr(self, key: str, ttl: float) -> int:

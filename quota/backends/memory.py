@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
-from quota.backends.base import RateResult
+from quota.backends.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit, RateResult, active_limits
 
 
 class MemoryBackend:
@@ -31,21 +31,54 @@ class MemoryBackend:
         return None
 
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
-        # Whole nanoseconds: float seconds would make the last unit of a burst miss by one ulp.
         if limit < 1 or period <= 0:
             raise ValueError("gcra: limit must be ≥ 1 and period > 0")
+        return await self.gcra_many([Limit(key, limit, period, cost)])
+
+    async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
+        active = active_limits(limits)
+        if not active:
+            return RateResult(True, NO_LIMIT, 0.0)
+        return self._run_gcra(active, force=False)
+
+    async def gcra_charge(self, *limits: Limit) -> None:
+        active = [limit for limit in active_limits(limits) if limit.cost > 0]
+        if active:
+            self._run_gcra(active, force=True)
+
+    def _run_gcra(self, limits: list[Limit], *, force: bool) -> RateResult:
+        """The arithmetic of gcra_multi.lua, in whole nanoseconds (float seconds would make the last unit
+        of a burst miss by one ulp); no await inside, so it is atomic on the event loop."""
         now = round(self._clock() * 1e9)
-        interval = max(1, round(period * 1e9 / limit))
-        burst = limit * interval
-        stored = self._get(key)
-        tat = now if stored is None or stored < now else int(stored)
-        new_tat = tat + interval * cost
-        diff = now - (new_tat - burst)
-        if diff < 0:
-            remaining = max(0, (now - (tat - burst)) // interval)
-            return RateResult(False, remaining, -diff / 1e9)
-        self._values[key] = (new_tat, new_tat / 1e9)
-        return RateResult(True, diff // interval, 0.0)
+        after: list[int] = []
+        left: int | None = None
+        free: int | None = None
+        retry, refused_by = 0, None
+        for limit in limits:
+            interval = limit.interval_ns
+            burst = limit.count * interval
+            stored = self._get(limit.key)
+            ahead = 0 if stored is None else max(0, int(stored) - now)
+            free_i = max(0, (burst - ahead) // interval)
+            free = free_i if free is None else min(free, free_i)
+            wait = min(ahead + interval * max(1, limit.cost) - burst, MAX_WAIT_NS)
+            if not force and wait > 0:
+                if wait > retry:
+                    retry, refused_by = wait, limit.key
+                continue
+            charged = ahead + interval * limit.cost
+            if force:
+                charged = min(charged, max(burst, MAX_AHEAD_NS))
+            after.append(charged)
+            left_i = max(0, (burst - charged) // interval)
+            left = left_i if left is None else min(left, left_i)
+        if refused_by is not None:
+            return RateResult(False, free or 0, retry / 1e9, refused_by)
+        for limit, charged in zip(limits, after, strict=True):
+            if limit.cost > 0:
+                tat = now + charged
+                self._values[limit.key] = (tat, tat / 1e9)
+        return RateResult(True, left or 0, 0.0)
 
     async def incr(self, key: str, ttl: float) -> int:
         current = self._get(key)

@@ -17,6 +17,8 @@ from typing import Any
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, stream_id
 
+MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
+
 
 @dataclass
 class _Hold:
@@ -143,6 +145,8 @@ class MemoryQuotaStore:
         else:
             delta = value - self._held.get((account, account_id), 0) - live
         after = live + delta
+        if abs(after) > MAX_EXACT:
+            return 3, live, live, 0
         self._live[(account, account_id)] = after
         if log is not None:
             log = copy.deepcopy(log)

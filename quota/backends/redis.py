@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
@@ -16,7 +16,14 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from quota import lua
-from quota.backends.base import BackendUnavailable, RateResult
+from quota.backends.base import (
+    MAX_AHEAD_NS,
+    NO_LIMIT,
+    BackendUnavailable,
+    Limit,
+    RateResult,
+    active_limits,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -45,7 +52,7 @@ class RedisBackend:
             health_check_interval=30,
             max_connections=max_connections,
         )
-        self._gcra = self.client.register_script(lua.load("gcra"))
+        self._gcra = self.client.register_script(lua.load("gcra_multi"))
         self._incr = self.client.register_script(lua.load("incr_ttl"))
 
     def key(self, name: str) -> str:
@@ -55,13 +62,31 @@ class RedisBackend:
     async def ping(self) -> None:
         await self.client.ping()
 
-    @_guard
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
         if limit < 1 or period <= 0:
             raise ValueError("gcra: limit must be ≥ 1 and period > 0")
-        interval_us = max(1, round(period * 1_000_000 / limit))
-        allowed, remaining, retry_us = await self._gcra(keys=[self.key(key)], args=[interval_us, limit, cost])
-        return RateResult(bool(allowed), int(remaining), int(retry_us) / 1_000_000)
+        return await self.gcra_many([Limit(key, limit, period, cost)])
+
+    async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
+        active = active_limits(limits)
+        if not active:
+            return RateResult(True, NO_LIMIT, 0.0)
+        return await self._run_gcra(active, force=False)
+
+    async def gcra_charge(self, *limits: Limit) -> None:
+        active = [limit for limit in active_limits(limits) if limit.cost > 0]
+        if active:
+            await self._run_gcra(active, force=True)
+
+    @_guard
+    async def _run_gcra(self, limits: list[Limit], *, force: bool) -> RateResult:
+        args: list[int] = [int(force), MAX_AHEAD_NS]
+        for limit in limits:
+            args += [limit.interval_ns, limit.count, limit.cost]
+        allowed, remaining, retry_ns, refused = await self._gcra(keys=[self.key(lm.key) for lm in limits],
+                                                                 args=args)
+        refused_by = limits[int(refused) - 1].key if int(refused) > 0 else None
+        return RateResult(bool(allowed), int(remaining), int(retry_ns) / 1e9, refused_by)
 
     @_guard
     async def incr(self, key: str, ttl: float) -> int:

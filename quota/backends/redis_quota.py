@@ -89,7 +89,7 @@ class RedisQuotaStore:
         ])
         if int(res[0]) != 1:
             return False, None, None
-        return True, int(res[1]) if res[1] != "" else None, int(res[2]) if res[2] != "" else None
+        return True, int(res[2]) if res[1] else None, int(res[4]) if res[3] else None
 
     @_guard
     async def release(self, hold_id: str) -> bool:
@@ -133,9 +133,9 @@ class RedisQuotaStore:
         status = int(res[0])
         if status == -1:
             raise NeedsLoad(account, account_id)
-        if status == 0:
+        if status in (0, 3):
             live = int(res[1])
-            return 0, live, live, 0
+            return status, live, live, 0
         return status, int(res[1]), int(res[2]), int(res[3])
 
     async def _run_load(self, account: Account, account_id: int, durable: int, cursor: str, locked: bool,

@@ -9,7 +9,7 @@
 -- returns {1, live, epoch} | {-1} cursor moved (read SQL again) | {-2} epoch changed (load locked)
 local epoch = redis.call('GET', KEYS[5])
 local current = redis.call('GET', KEYS[1])
-if current then return {1, current, epoch or ''} end
+if current then return {1, tonumber(current), epoch or ''} end
 if ARGV[5] == '1' then
   if not epoch then
     epoch = ARGV[6]
@@ -38,4 +38,4 @@ for _, entry in ipairs(redis.call('XRANGE', KEYS[3], start, '+')) do
 end
 local value = tonumber(ARGV[1]) + pending - tonumber(redis.call('GET', KEYS[2]) or '0')
 redis.call('SET', KEYS[1], value)
-return {1, tostring(value), epoch}
+return {1, value, epoch}

@@ -2,17 +2,20 @@
 -- KEYS: 1 user live, 2 key live, 3 hold hash, 4 holds zset, 5 user held, 6 key held
 -- ARGV: 1 amount, 2 hold id, 3 lease ms, 4 user id, 5 key id, 6 key limited (1|0)
 -- returns {1, user, key} held | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
+-- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
 local user = redis.call('GET', KEYS[1])
 if not user then return {-1, 'user'} end
-local key = '-1'
+user = tonumber(user)
+local key = -1
 if limited then
   key = redis.call('GET', KEYS[2])
   if not key then return {-1, 'key'} end
+  key = tonumber(key)
 end
-if tonumber(user) < amount then return {0, 'user', user} end
-if limited and tonumber(key) < amount then return {0, 'key', key} end
+if user < amount then return {0, 'user', user} end
+if limited and key < amount then return {0, 'key', key} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + tonumber(ARGV[3])
@@ -24,4 +27,4 @@ if limited then
   key = redis.call('DECRBY', KEYS[2], amount)
   redis.call('INCRBY', KEYS[6], amount)
 end
-return {1, tostring(user), tostring(key)}
+return {1, user, key}

@@ -3,7 +3,7 @@
 -- is charged in full.
 -- KEYS: 1 hold, 2 holds zset, 3 done marker, 4 user live, 5 key live, 6 user held, 7 key held, 8 stream
 -- ARGV: 1 hold id, 2 actual, 3 user id, 4 key id, 5 key limited, 6 channel id, 7 log json, 8 marker ttl s
--- returns {1, user, key, entry id} | {0, state}
+-- returns {1, has user balance, user, has key balance, key, entry id} | {0, state}
 local done = redis.call('GET', KEYS[3])
 if done then return {0, done} end
 local actual = tonumber(ARGV[2])
@@ -17,12 +17,12 @@ if held then
   if ARGV[5] == '1' then redis.call('DECRBY', KEYS[7], held) end
   delta = held - actual
 end
-local user, key = '', ''
-if redis.call('EXISTS', KEYS[4]) == 1 then user = tostring(redis.call('INCRBY', KEYS[4], delta)) end
+local has_user, user, has_key, key = 0, 0, 0, 0
+if redis.call('EXISTS', KEYS[4]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[4], delta) end
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[5]) == 1 then
-  key = tostring(redis.call('INCRBY', KEYS[5], delta))
+  has_key, key = 1, redis.call('INCRBY', KEYS[5], delta)
 end
 local id = redis.call('XADD', KEYS[8], '*', 'k', 'use', 'u', ARGV[3], 't', ARGV[4], 'l', ARGV[5],
   'c', ARGV[6], 'q', ARGV[2], 'r', ARGV[1], 'g', ARGV[7])
 redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[8])
-return {1, user, key, id}
+return {1, has_user, user, has_key, key, id}

@@ -36,11 +36,14 @@ class UserDirectory:
         self.backend = backend
         self._states: LocalMemo[int, UserState | None] = LocalMemo(ttl)
         self._tokens: LocalMemo[str, int | None] = LocalMemo(ttl)
+        # bumped by every invalidation: a read that raced with one must not repopulate the memo
+        self._generation = 0
 
     async def state(self, user_id: int) -> UserState | None:
         hit, cached = self._states.get(user_id)
         if hit:
             return cached
+        generation = self._generation
         async with self.db.transaction() as tx:
             user = await UserRepository(tx).get(user_id, include_deleted=True)
         state = None if user is None else UserState(
@@ -48,16 +51,19 @@ class UserDirectory:
             status=user.status, group=user.group, token_digest=user.access_token,
             deleted=user.deleted_at is not None,
         )
-        self._states.put(user_id, state)
+        if generation == self._generation:
+            self._states.put(user_id, state)
         return state
 
     async def id_for_token(self, digest: str) -> int | None:
         hit, cached = self._tokens.get(digest)
         if hit:
             return cached
+        generation = self._generation
         async with self.db.transaction() as tx:
             user_id = await UserRepository(tx).id_by_token_digest(digest)
-        self._tokens.put(digest, user_id)
+        if generation == self._generation:
+            self._tokens.put(digest, user_id)
         return user_id
 
     async def invalidate(self, user_id: int) -> None:
@@ -66,5 +72,6 @@ class UserDirectory:
         await self.backend.publish(INVALIDATE_CHANNEL, f"user:{user_id}")
 
     def forget(self, user_id: int) -> None:
+        self._generation += 1
         self._states.drop(user_id)
         self._tokens.clear()

@@ -7,13 +7,16 @@ and invalidates the cached user on every worker, so it applies from the user's n
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from models.logs import LOG_MANAGE, LogRepository
 from models.tables import User
 from models.users import UserRepository
+from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
 from server.accounts.rules import (
     DISPLAY_NAME_MAX,
     check_password,
@@ -31,7 +34,7 @@ from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
 QUOTA_MODES = ("add", "subtract", "override")
-QUOTA_VALUE_MAX = 10**18  # below BIGINT's limit; larger amounts are a 400, not a database error
+QUOTA_VALUE_MAX = 10**15  # keeps balances far inside the ±2^53 that Lua's arithmetic handles exactly
 ID_MAX = 10**18 - 1  # the largest id a path accepts (18 digits)
 
 
@@ -55,7 +58,7 @@ async def get_self(state: State, principal: Principal) -> dict[str, Any]:
         user = await UserRepository(tx).get(principal.id)
     if user is None:
         raise NotFound("user not found")
-    return self_view(user)
+    return (await with_live_quota(state, [self_view(user)]))[0]
 
 
 async def update_self(state: State, principal: Principal, changes: dict[str, Any]) -> tuple[dict[str, Any],
@@ -96,6 +99,7 @@ async def update_self(state: State, principal: Principal, changes: dict[str, Any
             for name, value in values.items():
                 setattr(user, name, value)
         view = self_view(user)
+    view = (await with_live_quota(state, [view]))[0]
     rotated = None
     if password:
         if principal.via == "session" and principal.session_id and principal.session is not None:
@@ -127,7 +131,7 @@ async def list_users(state: State, page: Page, *, include_deleted: bool, keyword
         rows, total = await UserRepository(tx).page(
             offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword, group=group
         )
-    return page.payload(_views(rows), total)
+    return page.payload(await with_live_quota(state, _views(rows)), total)
 
 
 def _views(rows: Sequence[User]) -> list[dict[str, Any]]:
@@ -136,7 +140,8 @@ def _views(rows: Sequence[User]) -> list[dict[str, Any]]:
 
 async def get_user(state: State, actor: Principal, user_id: int) -> dict[str, Any]:
     async with state.db.transaction() as tx:
-        return user_view(await _target(UserRepository(tx), actor, user_id))
+        view = user_view(await _target(UserRepository(tx), actor, user_id))
+    return (await with_live_quota(state, [view]))[0]
 
 
 async def create_user(state: State, actor: Principal, username: str, password: str, display_name: str,
@@ -198,6 +203,7 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
             for name, value in values.items():
                 setattr(user, name, value)
         view = user_view(user)
+    view = (await with_live_quota(state, [view]))[0]
     if new_password:
         await _revoke(state, user_id)
     elif values:
@@ -208,15 +214,34 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
 async def delete_user(state: State, actor: Principal, user_id: int) -> None:
     async with state.db.transaction() as tx:
         target = await _target(UserRepository(tx), actor, user_id)
-    if target.role == Role.ROOT:
-        raise Forbidden("root cannot be deleted")
-    await _soft_delete(state, user_id)
+        if target.role == Role.ROOT:
+            raise Forbidden("root cannot be deleted")
+        await UserRepository(tx).update_fields(user_id, deleted_at=state.clock.now_s(), access_token=None)
+        await _manage_log(LogRepository(tx), state, actor, target,
+                          f"admin {actor.user.username} deleted user {target.username}")
+    await _revoke(state, user_id)
+
+
+def _admin_info(actor: Principal) -> dict[str, Any]:
+    return {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}}
+
+
+async def _manage_log(logs: LogRepository, state: State, actor: Principal, target: User, content: str
+                      ) -> None:
+    await logs.add(type=LOG_MANAGE, user_id=target.id, username=target.username, content=content,
+                   created_at=state.clock.now_s(), other=_admin_info(actor))
+
+
+MANAGE_TEXT = {"disable": "disabled", "enable": "enabled", "delete": "deleted",
+               "promote": "promoted to admin", "demote": "demoted to common user"}
 
 
 async def manage(state: State, actor: Principal, user_id: int, action: str, value: int | None,
                  mode: str | None) -> dict[str, Any]:
     if action not in MANAGE_ACTIONS:
         raise BadRequest(f"action: unknown action {action!r}")
+    if action == "add_quota":
+        return await _change_quota(state, actor, user_id, value, mode)
     revoke = False
     async with state.db.transaction() as tx:
         users = UserRepository(tx)
@@ -237,16 +262,17 @@ async def manage(state: State, actor: Principal, user_id: int, action: str, valu
             if user.role >= Role.ADMIN:
                 raise Conflict("the user is already an admin")
             await users.update_fields(user.id, role=Role.ADMIN)
-        elif action == "demote":
+        else:  # demote
             if user.role <= Role.COMMON:
                 raise Conflict("the user is already a common user")
             await users.update_fields(user.id, role=Role.COMMON)
             revoke = True
-        else:
-            await _change_quota(users, user.id, value, mode)
+        await _manage_log(LogRepository(tx), state, actor, user, f"admin {actor.user.username} "
+                          f"{MANAGE_TEXT[action]} user {user.username}")
         after = await users.get(user.id, include_deleted=True)
         assert after is not None
-        reply = {"role": after.role, "status": after.status, "quota": after.quota}
+        reply = {"role": after.role, "status": after.status,
+                 "quota": await _live_quota(state, after.id, after.quota)}
     if revoke:
         await _revoke(state, user_id)
     else:
@@ -254,21 +280,46 @@ async def manage(state: State, actor: Principal, user_id: int, action: str, valu
     return reply
 
 
-async def _change_quota(users: UserRepository, user_id: int, value: int | None, mode: str | None) -> None:
-    """One conditional statement on the SQL balance (routed through the quota engine once it exists)."""
+async def _change_quota(state: State, actor: Principal, user_id: int, value: int | None, mode: str | None
+                        ) -> dict[str, Any]:
+    """One atomic step on the live balance through the quota engine; the manage log travels with it."""
     if mode not in QUOTA_MODES:
         raise BadRequest("mode: must be add, subtract or override")
     if value is None:
         raise BadRequest("value: is required")
-    if mode == "override":
-        if value < 0:
-            raise BadRequest("value: must be at least 0")
-        await users.update_fields(user_id, quota=value)
-        return
-    if value <= 0:
+    if mode == "override" and value < 0:
+        raise BadRequest("value: must be at least 0")
+    if mode != "override" and value <= 0:
         raise BadRequest("value: must be greater than 0")
-    if mode == "add":
-        if not await users.add_quota(user_id, value):
-            raise Conflict("the balance would exceed the largest storable amount")
-    elif not await users.subtract_quota(user_id, value):
-        raise Conflict("cannot subtract more than the current balance")
+    async with state.db.transaction() as tx:
+        user = await _target(UserRepository(tx), actor, user_id)
+    log = {"type": LOG_MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
+           "content": f"admin {actor.user.username} quota {mode} {value}: balance {{before}} -> {{after}}",
+           "created_at": state.clock.now_s()}
+    ref = f"manage:{secrets.token_hex(12)}"
+    try:
+        if mode == "add":
+            adjusted = await state.quota.credit("user", user.id, value, ref=ref, log=log)
+        elif mode == "subtract":
+            adjusted = await state.quota.debit("user", user.id, value, ref=ref, log=log)
+        else:
+            adjusted = await state.quota.set("user", user.id, value, ref=ref, log=log)
+    except SubtractTooLarge:
+        raise Conflict("cannot subtract more than the current balance") from None
+    except BalanceOutOfRange:
+        raise Conflict("the balance would exceed the largest supported amount") from None
+    except BalanceUnknown:
+        raise NotFound("user not found") from None
+    return {"role": user.role, "status": user.status, "quota": adjusted.after}
+
+
+async def _live_quota(state: State, user_id: int, durable: int) -> int:
+    """The live balance when the engine has one, else the durable one (then nothing is pending)."""
+    return (await state.quota.balances("user", [user_id])).get(user_id, durable)
+
+
+async def with_live_quota(state: State, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    live = await state.quota.balances("user", [v["id"] for v in views])
+    for view in views:
+        view["quota"] = live.get(view["id"], view["quota"])
+    return views

@@ -109,7 +109,11 @@ async def register(state: State, username: str, password: str, email: str, aff_c
             if inviter is not None:
                 reward = int(o["QuotaForInviter"])
                 await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
-    except IntegrityError:
+    except IntegrityError:  # a concurrent registration won the race on a unique key
+        async with state.db.transaction() as tx:
+            if email and await UserRepository(tx).email_taken(email) and not await UserRepository(
+                    tx).username_taken(username):
+                raise Conflict("email is already used") from None
         raise Conflict("username is already taken") from None
     return user_id
 

@@ -6,6 +6,7 @@ Revises:
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql
 
 revision = "0001"
 down_revision = None
@@ -15,11 +16,17 @@ depends_on = None
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
+def KeyString(length: int) -> sa.String:
+    return sa.String(length).with_variant(mysql.VARCHAR(length, collation="utf8mb4_bin"), "mysql", "mariadb")
+
+
 def upgrade() -> None:
     op.create_table(
         "users",
         sa.Column("id", Id, primary_key=True, autoincrement=True),
         sa.Column("username", sa.String(64), nullable=False),
+        sa.Column("username_key", KeyString(64), nullable=False),
+        sa.Column("email_key", KeyString(128), nullable=True),
         sa.Column("password", sa.String(255), nullable=False),
         sa.Column("display_name", sa.String(64), nullable=False),
         sa.Column("email", sa.String(128), nullable=False),
@@ -42,11 +49,11 @@ def upgrade() -> None:
         sa.Column("last_login_at", sa.BigInteger(), nullable=False),
         sa.Column("deleted_at", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_users"),
-        sa.UniqueConstraint("username", name="uq_users_username"),
+        sa.UniqueConstraint("username_key", name="uq_users_username_key"),
+        sa.UniqueConstraint("email_key", name="uq_users_email_key"),
         sa.UniqueConstraint("aff_code", name="uq_users_aff_code"),
         sa.UniqueConstraint("access_token", name="uq_users_access_token"),
     )
-    op.create_index("ix_users_email", "users", ["email"])
     op.create_index("ix_users_deleted_at", "users", ["deleted_at"])
 
     op.create_table(

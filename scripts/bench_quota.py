@@ -1,0 +1,90 @@
+"""Benchmark: reserve + settle pairs per second from one process against a local Redis.
+
+    python -m scripts.bench_quota [--redis redis://127.0.0.1:6379/0] [--pairs 20000] [--concurrency 8]
+
+Each pair is the hot path's quota work for one model call: one Lua call to reserve, one to settle (which
+queues the usage for the SQL sync). The durable side is not on this path and is not measured here.
+Prints throughput and the latency of a pair (p50/p99), the median of `--runs` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import statistics
+import time
+
+from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.engine import QuotaEngine
+from quota.types import Account
+
+
+class _NoSql:
+    """Balances are preloaded into Redis, so the engine never asks SQL during the run."""
+
+    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
+        raise AssertionError("the benchmark must not load from SQL")
+
+    async def locked(self, account: Account, account_id: int, load: object) -> int | None:
+        raise AssertionError("the benchmark must not load from SQL")
+
+
+async def one_run(engine: QuotaEngine, pairs: int, concurrency: int, users: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    per_task = pairs // concurrency
+    log = {"type": 2, "model_name": "gemini-2.5-flash-preview-tts", "prompt_tokens": 10,
+           "completion_tokens": 500, "request_id": "bench"}
+
+    async def worker(n: int) -> None:
+        uid = 1 + n % users
+        for _ in range(per_task):
+            t0 = time.perf_counter()
+            r = await engine.reserve(uid, 3000, key_id=uid, key_limited=True)
+            await engine.settle(r, 2503, channel_id=1, log=log)
+            latencies.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return per_task * concurrency / (time.perf_counter() - start), latencies
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--pairs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    prefix = f"bench:{secrets.token_hex(3)}:"
+    backend = RedisBackend(args.redis, prefix)
+    store = RedisQuotaStore(backend)
+    engine = QuotaEngine(store, _NoSql())
+    try:
+        for uid in range(1, args.users + 1):  # live balances, as after the first call of each account
+            await backend.client.set(backend.key(f"q:u:{uid}"), 10**15)
+            await backend.client.set(backend.key(f"q:t:{uid}"), 10**15)
+        await one_run(engine, 2_000, args.concurrency, args.users)  # warm up: scripts loaded, pool filled
+        results = []
+        for _ in range(args.runs):
+            rate, lat = await one_run(engine, args.pairs, args.concurrency, args.users)
+            lat.sort()
+            results.append((rate, lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000))
+            await backend.client.delete(backend.key("q:stream"))  # keep the stream from growing
+        rate = statistics.median(r[0] for r in results)
+        p50 = statistics.median(r[1] for r in results)
+        p99 = statistics.median(r[2] for r in results)
+        print(f"reserve+settle pairs: {rate:,.0f}/s  p50 {p50:.3f} ms  p99 {p99:.3f} ms  "
+              f"(concurrency {args.concurrency}, {args.pairs} pairs × {args.runs} runs, median)")
+    finally:
+        keys = [k async for k in backend.client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await backend.client.delete(*keys)
+        await backend.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
