@@ -51,7 +51,7 @@ class Config:
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     global_rate_limit: RateLimit = field(default_factory=lambda: RateLimit(180, 180))
     critical_rate_limit: RateLimit = field(default_factory=lambda: RateLimit(20, 1200))
-    user_cache_seconds: float = 2.0
+    user_cache_seconds: float = 1.0
     log_level: str = "INFO"
     quota_sync_interval: float = 1.0
     quota_sync_in_server: bool = True
@@ -233,7 +233,7 @@ def from_env(env: Mapping[str, str]) -> Config:
             _int(env, "CRITICAL_RATE_LIMIT", 20, 0, 10**9),
             _int(env, "CRITICAL_RATE_LIMIT_DURATION", 1200, 0, 10**7),
         ),
-        user_cache_seconds=_float(env, "USER_CACHE_SECONDS", 2.0, 0.0, 10.0),
+        user_cache_seconds=_float(env, "USER_CACHE_SECONDS", 1.0, 0.0, 1.0),
         log_level=level,
         quota_sync_interval=_float(env, "QUOTA_SYNC_INTERVAL", 1.0, 0.01, 60.0),
         quota_sync_in_server=_bool(env, "QUOTA_SYNC_IN_SERVER", True),

@@ -131,8 +131,8 @@ class State:
             try:
                 if message == "options":
                     await self.options.reload()
-                elif message.startswith("user:"):
-                    self.users.forget(int(message[5:]))
+                else:
+                    self.users.on_message(message)
             except Exception:  # a failed reload must not stop the listener
                 log.exception("could not apply invalidation %r", message)
 

@@ -16,6 +16,7 @@ class MemoryBackend:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._values: dict[str, tuple[float, float]] = {}  # key -> (value, expires_at or inf)
+        self._texts: dict[str, tuple[str, float]] = {}  # key -> (text, expires_at)
         self._subscribers: dict[str, set[asyncio.Queue[tuple[str, str]]]] = {}
 
     def _get(self, key: str) -> float | None:
@@ -101,6 +102,17 @@ class MemoryBackend:
     async def delete(self, *keys: str) -> None:
         for key in keys:
             self._values.pop(key, None)
+            self._texts.pop(key, None)
+
+    async def get_text(self, key: str) -> str | None:
+        item = self._texts.get(key)
+        if item is None or item[1] <= self._clock():
+            self._texts.pop(key, None)
+            return None
+        return item[0]
+
+    async def set_text(self, key: str, value: str, ttl: float) -> None:
+        self._texts[key] = (value, self._clock() + ttl)
 
     async def publish(self, channel: str, message: str) -> None:
         for queue in self._subscribers.get(channel, ()):

@@ -108,6 +108,15 @@ class RedisBackend:
             await self.client.delete(*(self.key(k) for k in keys))
 
     @_guard
+    async def get_text(self, key: str) -> str | None:
+        value = await self.client.get(self.key(key))
+        return str(value) if value is not None else None
+
+    @_guard
+    async def set_text(self, key: str, value: str, ttl: float) -> None:
+        await self.client.set(self.key(key), value, px=max(1, int(ttl * 1000)))
+
+    @_guard
     async def publish(self, channel: str, message: str) -> None:
         await self.client.publish(self.key(channel), message)
 

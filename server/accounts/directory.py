@@ -1,17 +1,16 @@
-"""A user's current role, status and token digest, as every request needs them: read fresh from SQL at
-most every `USER_CACHE_SECONDS` per worker, and dropped everywhere the moment a user changes
-(`invalidate` broadcasts `user:<id>` on the invalidation channel)."""
+"""A user's current role, status and token digest, as every request needs them, without SQL on the hot
+path: a `RecordCache` (≤ USER_CACHE_SECONDS in process, a shared copy in Redis, SQL on a miss), dropped
+on every worker and node the moment a user changes (`invalidate`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from models.db import Database
 from models.users import UserRepository
 from quota.backends.base import Backend
-from quota.cache import LocalMemo
-
-INVALIDATE_CHANNEL = "invalidate"
+from quota.records import RecordCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,48 +29,43 @@ class UserState:
         return self.status == 1 and not self.deleted
 
 
+def _decode(data: dict[str, Any]) -> UserState:
+    return UserState(**data)
+
+
 class UserDirectory:
     def __init__(self, db: Database, backend: Backend, ttl: float) -> None:
         self.db = db
-        self.backend = backend
-        self._states: LocalMemo[int, UserState | None] = LocalMemo(ttl)
-        self._tokens: LocalMemo[str, int | None] = LocalMemo(ttl)
-        # bumped by every invalidation: a read that raced with one must not repopulate the memo
-        self._generation = 0
+        self.states: RecordCache[UserState] = RecordCache(backend, "user", encode=asdict, decode=_decode,
+                                                          memo_ttl=ttl)
+        self.tokens: RecordCache[int] = RecordCache(backend, "atok", encode=lambda i: {"id": i},
+                                                    decode=lambda d: int(d["id"]), memo_ttl=ttl)
 
     async def state(self, user_id: int) -> UserState | None:
-        hit, cached = self._states.get(user_id)
-        if hit:
-            return cached
-        generation = self._generation
-        async with self.db.transaction() as tx:
-            user = await UserRepository(tx).get(user_id, include_deleted=True)
-        state = None if user is None else UserState(
-            id=user.id, username=user.username, display_name=user.display_name, role=user.role,
-            status=user.status, group=user.group, token_digest=user.access_token,
-            deleted=user.deleted_at is not None,
-        )
-        if generation == self._generation:
-            self._states.put(user_id, state)
-        return state
+        async def load() -> UserState | None:
+            async with self.db.transaction() as tx:
+                user = await UserRepository(tx).get(user_id, include_deleted=True)
+            if user is None:
+                return None
+            return UserState(id=user.id, username=user.username, display_name=user.display_name,
+                             role=user.role, status=user.status, group=user.group,
+                             token_digest=user.access_token, deleted=user.deleted_at is not None)
+
+        return await self.states.get(user_id, load)
 
     async def id_for_token(self, digest: str) -> int | None:
-        hit, cached = self._tokens.get(digest)
-        if hit:
-            return cached
-        generation = self._generation
-        async with self.db.transaction() as tx:
-            user_id = await UserRepository(tx).id_by_token_digest(digest)
-        if generation == self._generation:
-            self._tokens.put(digest, user_id)
-        return user_id
+        async def load() -> int | None:
+            async with self.db.transaction() as tx:
+                return await UserRepository(tx).id_by_token_digest(digest)
 
-    async def invalidate(self, user_id: int) -> None:
-        """Call after the change is committed: drops the record here and on every other worker."""
-        self.forget(user_id)
-        await self.backend.publish(INVALIDATE_CHANNEL, f"user:{user_id}")
+        return await self.tokens.get(digest, load)
 
-    def forget(self, user_id: int) -> None:
-        self._generation += 1
-        self._states.drop(user_id)
-        self._tokens.clear()
+    async def invalidate(self, user_id: int, *token_digests: str | None) -> None:
+        """Call after the change is committed: every worker and node sees it from the next request."""
+        await self.states.invalidate(user_id)
+        for digest in token_digests:
+            if digest:
+                await self.tokens.invalidate(digest)
+
+    def on_message(self, message: str) -> bool:
+        return self.states.on_message(message) or self.tokens.on_message(message)

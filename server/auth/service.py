@@ -121,8 +121,9 @@ async def register(state: State, username: str, password: str, email: str, aff_c
 async def new_access_token(state: State, user_id: int) -> str:
     """A fresh token, shown once; only its HMAC digest is stored and the previous token dies at once."""
     token = secrets.token_urlsafe(24)
+    digest = state.box.digest(token)
     async with state.db.transaction() as tx:
-        await UserRepository(tx).update_fields(user_id, access_token=state.box.digest(token))
-    await state.users.invalidate(user_id)
+        await UserRepository(tx).update_fields(user_id, access_token=digest)
+    await state.users.invalidate(user_id, digest)  # (the old digest fails the state check from now on)
     return token
 

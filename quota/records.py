@@ -1,0 +1,79 @@
+"""Records every request needs (users, API keys), shared by all workers without asking SQL each time.
+
+Three layers: an in-process memo (≤ `memo_ttl`, 1 s by default) → a copy in the backend (Redis; its
+lifetime bounds a lost invalidation) → the loader (SQL), called only on a miss. A change calls
+`invalidate`, which deletes the shared copy, drops the memo here and broadcasts `rec:<namespace>:<id>`
+so that every other worker drops its memo at once. Absent records are cached too (briefly), so that a
+flood of unknown API keys does not reach SQL; creating a record must invalidate its id.
+
+A read that raced with an invalidation never puts its (possibly stale) result back: every invalidation
+bumps a generation, and a result is memoized only if the generation did not move while it was loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+from quota.backends.base import Backend
+from quota.cache import LocalMemo
+
+T = TypeVar("T")
+CHANNEL = "invalidate"
+_ABSENT = "null"
+
+
+class RecordCache(Generic[T]):
+    def __init__(self, backend: Backend, namespace: str, *, encode: Callable[[T], dict[str, Any]],
+                 decode: Callable[[dict[str, Any]], T], memo_ttl: float = 1.0, shared_ttl: float = 300.0,
+                 absent_ttl: float = 30.0) -> None:
+        self.backend = backend
+        self.namespace = namespace
+        self.encode = encode
+        self.decode = decode
+        self.shared_ttl = shared_ttl
+        self.absent_ttl = absent_ttl
+        self._memo: LocalMemo[str, T | None] = LocalMemo(memo_ttl)
+        self._generation = 0
+
+    def _key(self, record_id: str) -> str:
+        return f"rec:{self.namespace}:{record_id}"
+
+    async def get(self, record_id: str | int, loader: Callable[[], Awaitable[T | None]]) -> T | None:
+        rid = str(record_id)
+        hit, value = self._memo.get(rid)
+        if hit:
+            return value
+        generation = self._generation
+        shared = await self.backend.get_text(self._key(rid))
+        if shared is not None:
+            value = None if shared == _ABSENT else self.decode(json.loads(shared))
+        else:
+            value = await loader()
+            text = _ABSENT if value is None else json.dumps(self.encode(value), separators=(",", ":"))
+            if generation == self._generation:
+                await self.backend.set_text(self._key(rid), text,
+                                            self.absent_ttl if value is None else self.shared_ttl)
+        if generation == self._generation:
+            self._memo.put(rid, value)
+        return value
+
+    async def invalidate(self, record_id: str | int) -> None:
+        """After a committed change: no worker or node serves the old record from the next request on."""
+        rid = str(record_id)
+        self.forget(rid)
+        await self.backend.delete(self._key(rid))
+        await self.backend.publish(CHANNEL, f"{self._key(rid)}")
+
+    def forget(self, record_id: str) -> None:
+        self._generation += 1
+        self._memo.drop(record_id)
+
+    def on_message(self, message: str) -> bool:
+        """Apply a broadcast; True when it was for this cache."""
+        prefix = f"rec:{self.namespace}:"
+        if not message.startswith(prefix):
+            return False
+        self.forget(message[len(prefix):])
+        return True
