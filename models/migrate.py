@@ -7,6 +7,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -18,16 +19,36 @@ def alembic_config() -> AlembicConfig:
     return cfg
 
 
+LOCK_NAME = "tollway_migrate"
+LOCK_KEY = 7_273_100_411  # PostgreSQL advisory lock id for the same purpose
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    """Bring the schema to `revision`; idempotent."""
+    """Bring the schema to `revision`; idempotent, and safe when several nodes start at once: the first
+    takes a database-wide lock and migrates, the others wait for it and then find nothing to do.
+    (SQLite needs no lock: its migration transaction starts with BEGIN IMMEDIATE.)"""
     cfg = alembic_config()
 
     def _run(connection: Any) -> None:
         cfg.attributes["connection"] = connection
         command.upgrade(cfg, revision)
 
-    async with engine.begin() as conn:
-        await conn.run_sync(_run)
+    dialect = engine.dialect.name
+    async with engine.connect() as lock_conn:
+        if dialect in ("mysql", "mariadb"):
+            await lock_conn.execute(text("SELECT GET_LOCK(:name, 300)"), {"name": LOCK_NAME})
+        elif dialect == "postgresql":
+            await lock_conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": LOCK_KEY})
+        await lock_conn.commit()
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_run)
+        finally:
+            if dialect in ("mysql", "mariadb"):
+                await lock_conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": LOCK_NAME})
+            elif dialect == "postgresql":
+                await lock_conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
+            await lock_conn.commit()
 
 
 async def current(engine: AsyncEngine) -> str | None:

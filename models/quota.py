@@ -10,11 +10,13 @@ consistent snapshot on every database.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base
@@ -25,6 +27,7 @@ from models.logs import LOG_CONSUME, Log
 from models.tables import User
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
+log = logging.getLogger("tollway.quota.sink")
 LOG_FIELDS = ("type", "content", "username", "token_name", "model_name", "prompt_tokens",
               "completion_tokens", "use_time", "is_stream", "group", "ip", "request_id", "created_at")
 
@@ -85,6 +88,7 @@ class SqlQuotaSink:
             fresh = [e for e in entries if stream_id(e.id) > floor]
             if not fresh:
                 return current
+            fresh = await self._drop_applied(tx, fresh)
             now = int(self._now())
             users: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])  # quota, used, requests
             keys: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # remain, used
@@ -132,12 +136,27 @@ class SqlQuotaSink:
                         used_quota=channels_t.c.used_quota + bindparam("du")),
                     [{"cid": i, "du": d} for i, d in sorted(channels.items())],
                 )
-            last = fresh[-1].id
+            last = entries[-1].id if not fresh else fresh[-1].id
             await tx.execute(
                 update(QuotaCursor).where(QuotaCursor.id == 1).values(last_id=last, epoch=epoch,
                                                                       updated_at=now)
             )
         return last
+
+
+    @staticmethod
+    async def _drop_applied(tx: AsyncSession, entries: list[Entry]) -> list[Entry]:
+        """The second net under the cursor: an entry whose reference already has its log row was applied
+        before (a hold settled twice across a Redis loss, say) and must not be applied again — nor stall
+        the sync on the unique index."""
+        refs = [e.ref for e in entries if e.log is not None]
+        if not refs:
+            return entries
+        applied = set((await tx.scalars(select(Log.ref).where(Log.ref.in_(refs)))).all())
+        if not applied:
+            return entries
+        log.warning("skipping %d quota entries whose references were applied already", len(applied))
+        return [e for e in entries if e.log is None or e.ref not in applied]
 
 
 class SqlBalanceSource:

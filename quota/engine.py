@@ -13,8 +13,9 @@ The protocol, for each user and each limited API key:
 * release   returns the hold
 * credit / debit / set
             change the live balance once per idempotency key and queue the same change for SQL; `set`
-            (an admin override to X) becomes the delta X − holds − live, so usage still waiting to be
-            synced and calls in flight are charged on top of X, never lost
+            (an admin override to X) becomes the delta X − holds − live: the balance is X as of that
+            moment (usage settled before it, synced or not, is absorbed, and stays in the logs and
+            counters); calls in flight when it ran are charged on top of X
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class QuotaEngine:
 
     async def set(self, account: Account, account_id: int, value: int, *, ref: str,
                   log: dict[str, Any] | None = None) -> Adjustment:
-        """Override the balance to `value` ≥ 0: calls in flight and unsynced usage are charged on top."""
+        """Override the balance to `value` ≥ 0 as of now; calls in flight are charged on top of it."""
         if value < 0:
             raise ValueError("value must be ≥ 0")
         return await self._adjust(account, account_id, "set", value, ref, log)

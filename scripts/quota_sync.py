@@ -8,13 +8,13 @@ Several may run at once; SIGTERM/SIGINT drain what is queued and exit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
 
-from models.db import Database
+from models.db import Database, DatabaseUnavailable
 from models.quota import SqlQuotaSink
+from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.sync import QuotaSync
@@ -33,7 +33,10 @@ async def run(config: Config, *, once: bool = False) -> None:
                      interval=config.quota_sync_interval, batch=config.quota_sync_batch)
     try:
         await db.check()
-        await backend.ping()
+        try:
+            await backend.ping()
+        except BackendUnavailable:
+            raise ConfigError("REDIS_URL: cannot connect to Redis (is it running?)") from None
         if once:
             await sync.drain()
             return
@@ -44,9 +47,8 @@ async def run(config: Config, *, once: bool = False) -> None:
             loop.add_signal_handler(sig, stop.set)
         log.info("quota sync running every %.2fs", config.quota_sync_interval)
         await stop.wait()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        sync.stop()  # finish the batch in progress; never cancel a transaction mid-flight
+        await task
         await sync.drain()
     finally:
         await backend.close()
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run(load(), once="--once" in args))
-    except ConfigError as exc:
+    except (ConfigError, DatabaseUnavailable) as exc:
         print(f"tollway quota-sync: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -142,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         elif args.command == "quota-sync":
             from scripts.quota_sync import run
 
-            asyncio.run(run(config, once=args.once))
+            try:
+                asyncio.run(run(config, once=args.once))
+            except (ConfigError, DatabaseUnavailable) as exc:
+                _fail(str(exc), 2)
         elif args.command == "migrate":
             asyncio.run(_migrate(config))
             print("database is up to date")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 from models.db import Database
 from models.quota import SqlBalanceSource, SqlQuotaSink
+from models.sessions import SessionRepository
 from quota.backends.base import Backend
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
@@ -102,7 +104,7 @@ class State:
         if config.redis_url:
             redis_backend = RedisBackend(config.redis_url, config.redis_prefix)
             backend, sessions = redis_backend, RedisSessionStore(redis_backend)
-            store = RedisQuotaStore(redis_backend)
+            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
             backend, sessions, store = MemoryBackend(), SqlSessionStore(db, clock), MemoryQuotaStore()
         box = SecretBox(config.secret_key)
@@ -120,6 +122,9 @@ class State:
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
         sweeper_stop = asyncio.Event()
+        if not config.redis_url:
+            purge_stop = asyncio.Event()
+            state.tasks.start("session-purge", state._purge_sessions(purge_stop), stop=purge_stop.set)
         state.tasks.start("quota-sweeper",
                           sweep_forever(store, min(5.0, config.quota_hold_timeout / 4), sweeper_stop),
                           stop=sweeper_stop.set)
@@ -135,6 +140,19 @@ class State:
                     self.users.on_message(message)
             except Exception:  # a failed reload must not stop the listener
                 log.exception("could not apply invalidation %r", message)
+
+    async def _purge_sessions(self, stop: asyncio.Event, every: float = 3600.0) -> None:
+        """Delete expired SQL sessions (Redis expires its own)."""
+        while not stop.is_set():
+            try:
+                async with self.db.transaction() as tx:
+                    removed = await SessionRepository(tx).purge_expired(self.clock.now_s())
+                if removed:
+                    log.info("purged %d expired sessions", removed)
+            except Exception:
+                log.exception("session purge failed; retrying later")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
 
     async def close(self) -> None:
         await self.tasks.drain()

@@ -32,6 +32,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from quota.backends.base import BackendUnavailable
+from quota.store import CursorMoved
 from server.web.request_id import request_id_from
 
 log = logging.getLogger("tollway.errors")
@@ -161,8 +162,8 @@ def to_tollway_error(exc: BaseException) -> TollwayError:
         mapped = _from_sanic(exc)
         if mapped is not None:
             return mapped
-    unavailable = (BackendUnavailable | RedisError | OperationalError | PoolTimeout | ConnectionError
-                   | TimeoutError)
+    unavailable = (BackendUnavailable | CursorMoved | RedisError | OperationalError | PoolTimeout
+                   | ConnectionError | TimeoutError)
     if isinstance(exc, unavailable) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
         return ServiceUnavailable()
     return TollwayError()

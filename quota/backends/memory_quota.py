@@ -17,6 +17,8 @@ from typing import Any
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, stream_id
 
+MARKER_TTL_MS = 3_600_000  # as quota/backends/redis_quota.py
+IDEMPOTENCY_TTL_MS = 7 * 86_400_000
 MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
 
 
@@ -35,8 +37,9 @@ class MemoryQuotaStore:
         self._live: dict[tuple[Account, int], int] = {}
         self._held: dict[tuple[Account, int], int] = {}
         self._holds: dict[str, _Hold] = {}
-        self._done: set[str] = set()
-        self._adjusted: dict[str, tuple[int, int, int]] = {}
+        # settled/released markers and adjustment results, kept as long as on Redis (1 day / 7 days)
+        self._done: dict[str, int] = {}
+        self._adjusted: dict[str, tuple[int, tuple[int, int, int]]] = {}
         self._stream: list[Entry] = []
         self._last_id = (0, 0)
         self._cursor: str | None = None
@@ -95,7 +98,7 @@ class MemoryQuotaStore:
         key = self._add("key", key_id, delta) if key_limited else None
         self._stream.append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual,
                                   hold_id, copy.deepcopy(log)))
-        self._done.add(hold_id)
+        self._done[hold_id] = self._now() + MARKER_TTL_MS
         return True, user, key
 
     def _release(self, hold_id: str, swept: bool) -> bool:
@@ -104,14 +107,14 @@ class MemoryQuotaStore:
         hold = self._holds.get(hold_id)
         if hold is None or (swept and hold.expires_ms > self._now()):
             if hold is None and not swept:
-                self._done.add(hold_id)
+                self._done[hold_id] = self._now() + MARKER_TTL_MS
             return False
         self._drop_hold(hold_id)
         self._add("user", hold.user_id, hold.amount)
         if hold.limited:
             self._add("key", hold.key_id, hold.amount)
         if not swept:
-            self._done.add(hold_id)
+            self._done[hold_id] = self._now() + MARKER_TTL_MS
         return True
 
     async def release(self, hold_id: str) -> bool:
@@ -126,13 +129,15 @@ class MemoryQuotaStore:
 
     async def sweep(self, limit: int = 100) -> int:
         now = self._now()
+        self._done = {h: t for h, t in self._done.items() if t > now}
+        self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}
         expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
         return sum(self._release(h, swept=True) for h in expired)
 
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                      log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
         if ref in self._adjusted:
-            return (2, *self._adjusted[ref])
+            return (2, *self._adjusted[ref][1])
         live = self._live.get((account, account_id))
         if live is None:
             raise NeedsLoad(account, account_id)
@@ -155,7 +160,7 @@ class MemoryQuotaStore:
                     log[name] = text.replace("{before}", str(live)).replace("{after}", str(after))
         user_id, key_id = (account_id, 0) if account == "user" else (0, account_id)
         self._stream.append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, log))
-        self._adjusted[ref] = (live, after, delta)
+        self._adjusted[ref] = (self._now() + IDEMPOTENCY_TTL_MS, (live, after, delta))
         return 1, live, after, delta
 
     async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:

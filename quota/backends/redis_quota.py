@@ -6,7 +6,7 @@ Key layout under the backend's prefix (`{id}` = user or key id, `{h}` = hold id)
     q:uh:{id} q:th:{id}    sum of open holds on it
     q:h:{h}                open hold (hash: user, key, limited, amount, lease end)
     q:holds                open holds by lease end (zset), for the sweeper
-    q:d:{h}                settled / released marker (1 day) — what makes settle and release idempotent
+    q:d:{h}                settled / released marker (1 h, ≥ 2 leases) — makes settle and release idempotent
     q:i:{ref}              result of an adjustment with idempotency key `ref` (7 days)
     q:stream               settled usage and adjustments waiting for the SQL sync
     q:cursor               last stream id the sync committed to SQL
@@ -26,7 +26,7 @@ from quota.backends.redis import RedisBackend, _guard
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry
 
-MARKER_TTL = 86_400
+MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
 IDEMPOTENCY_TTL = 7 * 86_400
 
 
@@ -35,7 +35,8 @@ def _field(account: Account) -> str:
 
 
 class RedisQuotaStore:
-    def __init__(self, backend: RedisBackend) -> None:
+    def __init__(self, backend: RedisBackend, *, marker_ttl: int = MARKER_TTL) -> None:
+        self.marker_ttl = marker_ttl
         self.r = backend.client
         self.k = backend.key
         register = self.r.register_script
@@ -85,7 +86,7 @@ class RedisQuotaStore:
         keys = [*self._hold_keys(hold_id, user_id, key_id), self.stream]
         res = await self._settle(keys=keys, args=[
             hold_id, actual, user_id, key_id, 1 if key_limited else 0, channel_id,
-            json.dumps(log, separators=(",", ":")) if log is not None else "", MARKER_TTL,
+            json.dumps(log, separators=(",", ":")) if log is not None else "", self.marker_ttl,
         ])
         if int(res[0]) != 1:
             return False, None, None
@@ -99,7 +100,7 @@ class RedisQuotaStore:
 
     async def _release_hold(self, hold_id: str, user_id: int, key_id: int, how: str) -> int:
         return int(await self._release(keys=self._hold_keys(hold_id, user_id, key_id),
-                                       args=[hold_id, how, MARKER_TTL]))
+                                       args=[hold_id, how, self.marker_ttl]))
 
     @_guard
     async def renew(self, hold_id: str, lease_ms: int) -> bool:

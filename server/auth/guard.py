@@ -16,6 +16,7 @@ from typing import Any
 from sanic import Request
 from sanic.response import BaseHTTPResponse
 
+from quota.backends.base import Limit
 from server.auth.identity import authenticate, check_user_header
 from server.auth.sessions import COOKIE, SESSION_TTL
 from server.context import State
@@ -38,15 +39,16 @@ async def resolve_client_ip(request: Request, state: State) -> None:
 async def limit_rate(request: Request, state: State) -> None:
     if not request.path.startswith("/api"):
         return
-    limits = [("api", state.config.global_rate_limit)]
+    configured = [("api", state.config.global_rate_limit)]
     if request.route is not None and getattr(request.route.ctx, "critical", False):
-        limits.append(("critical", state.config.critical_rate_limit))
-    for name, limit in limits:
-        if not limit.enabled:
-            continue
-        result = await state.backend.gcra(f"rl:{name}:{request.ctx.client_ip}", limit.count, limit.period)
-        if not result.allowed:
-            raise RateLimited(retry_after=result.retry_after)
+        configured.append(("critical", state.config.critical_rate_limit))
+    limits = [Limit(f"rl:{name}:{request.ctx.client_ip}", rate.count, rate.period)
+              for name, rate in configured if rate.enabled]
+    if not limits:
+        return
+    result = await state.backend.gcra_many(limits)  # both or neither are charged
+    if not result.allowed:
+        raise RateLimited(retry_after=result.retry_after)
 
 
 async def check_access(request: Request, state: State) -> None:

@@ -218,3 +218,16 @@ async def test_losing_the_store_reloads_from_sql_and_loses_only_unsynced_usage(q
     await quota_env.sync.drain()
     assert (await quota_env.user_row(uid)).quota == 890
     assert await quota_env.consumed(uid) == (110, 2)
+
+
+async def test_a_settlement_repeated_after_a_store_loss_is_applied_to_sql_once(quota_env: QuotaEnv) -> None:
+    uid = await quota_env.add_user(1000)
+    r = await quota_env.engine.reserve(uid, 100)
+    await quota_env.engine.settle(r, 60, log=consume_log())
+    await quota_env.sync.drain()
+    await quota_env.forget_live_state()  # the settled marker is gone with the store
+    assert (await quota_env.engine.settle(r, 60, log=consume_log())).applied
+    await quota_env.sync.drain()  # must neither stall on the unique log reference nor charge twice
+    assert await quota_env.store.pending() <= 1
+    assert (await quota_env.user_row(uid)).quota == 940
+    assert await quota_env.consumed(uid) == (60, 1)
