@@ -12,7 +12,10 @@ Services raise these; handlers never build error responses themselves.
      ├── PayloadTooLarge       413
      ├── RateLimited           429  `retry_after` seconds → `Retry-After`
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed
-     └── ServiceUnavailable    503  the database or Redis is unreachable right now
+     ├── ServiceUnavailable    503  the database or Redis is unreachable right now
+     └── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
+
+Sanic's own 405 keeps its `Allow` header; a request line or headers over the limit is a 413 that says so.
 
 `/api` routes answer the envelope `{"success": false, "message": …}`. The model-call routes (later) map
 the same tree to the OpenAI and Google error objects.

@@ -429,6 +429,21 @@ async def test_the_critical_limit_applies_to_critical_routes_only(embedded_stack
         await exhaust(api, 3, "/api/setup")
 
 
+async def test_a_request_refused_by_one_limit_is_charged_to_neither(embedded_stack: Stack,
+                                                                     tmp_path: Path) -> None:
+    config = make_config(embedded_stack.database_url, tmp_path, global_rate_limit=RateLimit(5, 60),
+                         critical_rate_limit=RateLimit(2, 600))
+    async with serve(config) as running:
+        api = running.client()
+        for _ in range(2):
+            envelope_error(await api.post("/api/user/login", json={"username": "x", "password": "y"}), 401)
+        for _ in range(3):  # refused by the critical limit, so not counted against the global one
+            assert_rate_limited(await api.post("/api/user/login", json={"username": "x", "password": "y"}),
+                                300)
+        await exhaust(api, 3)  # 2 logins + 3 = the global budget of 5
+        assert_rate_limited(await api.get("/api/status"), 12)
+
+
 async def test_disabled_limits_never_refuse(embedded_app: Running) -> None:
     api = embedded_app.client()
     await exhaust(api, 30)

@@ -95,9 +95,11 @@ class MemoryBackend:
         return int(value) if value is not None else 0
 
     async def ttl(self, key: str) -> float:
-        if self._get(key) is None:
-            return 0.0
-        return max(0.0, self._values[key][1] - self._clock())
+        if self._get(key) is not None:
+            return max(0.0, self._values[key][1] - self._clock())
+        if await self.get_text(key) is not None:  # one key space, as in Redis
+            return max(0.0, self._texts[key][1] - self._clock())
+        return 0.0
 
     async def delete(self, *keys: str) -> None:
         for key in keys:
@@ -112,6 +114,7 @@ class MemoryBackend:
         return item[0]
 
     async def set_text(self, key: str, value: str, ttl: float) -> None:
+        self._values.pop(key, None)  # one key space, as in Redis: SET replaces whatever was there
         self._texts[key] = (value, self._clock() + ttl)
 
     async def publish(self, channel: str, message: str) -> None:

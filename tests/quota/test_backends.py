@@ -7,7 +7,8 @@ it names to become due.
 
 Covered: GCRA (burst of `limit`, refusal with `retry_after` ≈ period/limit, `remaining` counting down,
 the `cost` argument, independent keys, replenishment), counters with a time to live (expiry set only on
-creation, `ttl`, `get_int`, `delete`) and publish/subscribe.
+creation, `ttl`, `get_int`, `delete`), text values with a time to live, and publish/subscribe. GCRA over
+several limits at once (`gcra_many`, `gcra_charge`) has its own two-backend suite in test_ratelimit.py.
 """
 
 from __future__ import annotations
@@ -204,12 +205,12 @@ async def test_incr_sets_the_expiry_on_creation_only(subject: Subject) -> None:
     b = subject.backend
     assert await b.ttl("c") == 0
     await b.incr("c", 60)
-    assert 59 < await b.ttl("c") <= 60
+    assert 59 < await b.ttl("c") <= 60 + EPS
     await subject.wait(0.5)
     await b.incr("c", 3600)  # an existing counter keeps its first expiry
     assert 58 < await b.ttl("c") < 60
     await b.incr("d", 3600)
-    assert 3599 < await b.ttl("d") <= 3600
+    assert 3599 < await b.ttl("d") <= 3600 + EPS
 
 
 async def test_counter_expires_and_starts_again(subject: Subject) -> None:
@@ -220,7 +221,7 @@ async def test_counter_expires_and_starts_again(subject: Subject) -> None:
     assert await b.get_int("c") == 0
     assert await b.ttl("c") == 0
     assert await b.incr("c", 60) == 1
-    assert 59 < await b.ttl("c") <= 60
+    assert 59 < await b.ttl("c") <= 60 + EPS
 
 
 async def test_delete_removes_counters(subject: Subject) -> None:
@@ -242,6 +243,31 @@ async def test_delete_resets_a_rate_limit(subject: Subject) -> None:
     assert not (await b.gcra("k", 1, 60)).allowed
     await b.delete("k")
     assert (await b.gcra("k", 1, 60)).allowed
+
+
+async def test_text_values_round_trip_and_expire(subject: Subject) -> None:
+    b = subject.backend
+    assert await b.get_text("t") is None
+    await b.set_text("t", "hello · wörld", 60)
+    assert await b.get_text("t") == "hello · wörld"
+    assert 59 < await b.ttl("t") <= 60 + EPS
+    await b.set_text("t", "replaced", 0.3)  # a set replaces the value and its expiry
+    assert await b.get_text("t") == "replaced"
+    assert 0 < await b.ttl("t") <= 0.3 + EPS
+    await subject.wait(0.5)
+    assert await b.get_text("t") is None
+    assert await b.ttl("t") == 0
+    await b.set_text("u", "x", 60)
+    await b.delete("u")
+    assert await b.get_text("u") is None
+
+
+async def test_a_text_replaces_a_counter_of_the_same_key(subject: Subject) -> None:
+    b = subject.backend
+    await b.incr("k", 60)
+    await b.set_text("k", "text", 30)
+    assert await b.get_text("k") == "text"
+    assert 29 < await b.ttl("k") <= 30 + EPS
 
 
 async def test_ping(subject: Subject) -> None:
