@@ -70,6 +70,10 @@ class RecordCache(Generic[T]):
         self._generation += 1
         self._memo.drop(record_id)
 
+    def forget_all(self) -> None:
+        self._generation += 1
+        self._memo.clear()
+
     def on_message(self, message: str) -> bool:
         """Apply a broadcast; True when it was for this cache."""
         prefix = f"rec:{self.namespace}:"

@@ -16,7 +16,7 @@ from typing import Any
 from models.db import Database
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
-from quota.backends.base import Backend
+from quota.backends.base import SUBSCRIBED, Backend
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
@@ -134,7 +134,10 @@ class State:
         """Apply invalidations broadcast by any worker (this one included)."""
         async for _channel, message in self.backend.subscribe(INVALIDATE_CHANNEL):
             try:
-                if message == "options":
+                if message == SUBSCRIBED:  # (re)subscribed: whatever was broadcast meanwhile is lost
+                    await self.options.reload()
+                    self.users.forget_all()
+                elif message == "options":
                     await self.options.reload()
                 else:
                     self.users.on_message(message)

@@ -337,3 +337,16 @@ async def test_a_change_reaches_another_worker_within_a_second(stack: Stack, tmp
         async with asyncio.timeout(1.0):
             while (await listing(api))["RetryTimes"] != "9":
                 await asyncio.sleep(0.02)
+
+
+async def test_a_change_writes_a_system_log_naming_the_key_never_the_value(app: Running) -> None:
+    from models.logs import Log
+
+    root = await root_api(app)
+    assert (await put(root, "SMTPToken", "s3cret-token-value")).status_code == 200
+    assert (await put(root, "SystemName", "Gateway")).status_code == 200
+    async with app.state.db.transaction() as tx:
+        rows = (await tx.scalars(select(Log).where(Log.type == 4).order_by(Log.id))).all()
+    assert [r.content for r in rows] == ["option SMTPToken updated by root",
+                                         "option SystemName updated by root"]
+    assert all("s3cret" not in (r.content + r.other) for r in rows)

@@ -21,6 +21,10 @@ MAX_AHEAD_NS = 30 * 86_400 * 1_000_000_000
 MAX_WAIT_NS = 2**53
 
 
+# yielded by `subscribe` after each (re)subscription: messages may have been missed before it
+SUBSCRIBED = "\x00subscribed"
+
+
 class BackendUnavailable(RuntimeError):
     """The shared store did not answer in time; nothing was changed that the caller can rely on."""
 
@@ -123,7 +127,8 @@ class Backend(Protocol):
         ...
 
     def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:
-        """Yield `(channel, message)` until cancelled."""
+        """Yield `(channel, message)` until cancelled; `("", SUBSCRIBED)` after every (re)subscription,
+        so that the subscriber can reload what it may have missed while it was not listening."""
         ...
 
     async def close(self) -> None: ...

@@ -9,7 +9,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from quota.backends.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit, RateResult, active_limits
+from quota.backends.base import (
+    MAX_AHEAD_NS,
+    MAX_WAIT_NS,
+    NO_LIMIT,
+    SUBSCRIBED,
+    Limit,
+    RateResult,
+    active_limits,
+)
 
 
 class MemoryBackend:
@@ -126,6 +134,7 @@ class MemoryBackend:
         for channel in channels:
             self._subscribers.setdefault(channel, set()).add(queue)
         try:
+            yield "", SUBSCRIBED
             while True:
                 yield await queue.get()
         finally:

@@ -19,6 +19,7 @@ from quota import lua
 from quota.backends.base import (
     MAX_AHEAD_NS,
     NO_LIMIT,
+    SUBSCRIBED,
     BackendUnavailable,
     Limit,
     RateResult,
@@ -127,6 +128,7 @@ class RedisBackend:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(*names)
+                yield "", SUBSCRIBED
                 while True:
                     msg: Any = await pubsub.get_message(timeout=1.0)
                     if msg is not None and msg.get("type") == "message":

@@ -67,5 +67,9 @@ class UserDirectory:
             if digest:
                 await self.tokens.invalidate(digest)
 
+    def forget_all(self) -> None:
+        self.states.forget_all()
+        self.tokens.forget_all()
+
     def on_message(self, message: str) -> bool:
         return self.states.on_message(message) or self.tokens.on_message(message)

@@ -10,7 +10,7 @@ from server.system import service
 from server.web.access import Access, route
 from server.web.body import Fields
 from server.web.envelope import ok
-from server.web.state import state_of
+from server.web.state import principal_of, state_of
 
 bp = Blueprint("system")
 
@@ -51,5 +51,6 @@ async def put_option(request: Request) -> HTTPResponse:
     key = f.string("key", required=True, min_len=1)
     if "value" not in f.data or not isinstance(f.data["value"], str | int | float | bool):
         raise BadRequest("value: must be a string, number or boolean")
-    await service.update_option(state_of(request), key, f.data["value"])
+    actor = principal_of(request)
+    await service.update_option(state_of(request), actor.id, actor.user.username, key, f.data["value"])
     return ok()

@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from models.logs import LOG_SYSTEM, LogRepository
 from models.system import OptionRepository, SetupRepository
 from models.tables import User
 from models.users import UserRepository
@@ -87,8 +88,13 @@ async def run_setup(state: State, username: str, password: str, confirm: str, se
     await state.options.changed()
 
 
-async def update_option(state: State, key: str, value: Any) -> None:
+async def update_option(state: State, actor_id: int, actor_name: str, key: str, value: Any) -> None:
+    """Validate and store; a system log (type 4) names the key and the admin, never the value."""
     try:
         await state.options.put(key, value)
     except OptionError as exc:
         raise BadRequest(str(exc)) from None
+    async with state.db.transaction() as tx:
+        await LogRepository(tx).add(type=LOG_SYSTEM, user_id=actor_id, username=actor_name,
+                                    content=f"option {key} updated by {actor_name}",
+                                    created_at=state.clock.now_s())

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio as aioredis
 
-from quota.backends.base import Backend, BackendUnavailable
+from quota.backends.base import SUBSCRIBED, Backend, BackendUnavailable
 from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
 from tests.services import REDIS_URL
@@ -277,14 +277,19 @@ async def test_ping(subject: Subject) -> None:
 # ---- publish / subscribe -----------------------------------------------------------------------------
 
 class Listener:
-    """Collects what a subscription yields, in a background task."""
+    """Collects the messages a subscription yields, in a background task (the SUBSCRIBED markers are
+    counted apart)."""
 
     def __init__(self, backend: Backend, *channels: str) -> None:
         self.received: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.subscriptions = 0
         self._task = asyncio.get_running_loop().create_task(self._run(backend, channels))
 
     async def _run(self, backend: Backend, channels: tuple[str, ...]) -> None:
         async for item in backend.subscribe(*channels):
+            if item == ("", SUBSCRIBED):
+                self.subscriptions += 1
+                continue
             await self.received.put(item)
 
     async def next(self, timeout: float = 5.0) -> tuple[str, str]:
@@ -416,3 +421,13 @@ async def test_redis_unreachable_raises_backend_unavailable() -> None:
                 await backend.publish("c", "m")
     finally:
         await backend.close()
+
+
+async def test_a_subscription_announces_itself_before_any_message(subject: Subject) -> None:
+    """Subscribers reload what they may have missed when they hear SUBSCRIBED (see server.context)."""
+    listener = Listener(subject.backend, "news")
+    try:
+        await until_subscribed(subject.backend, listener, "news")
+        assert listener.subscriptions == 1
+    finally:
+        await listener.stop()
