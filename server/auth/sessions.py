@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from models.db import Database
 from models.sessions import SessionRepository
-from quota.backends.redis import RedisBackend
+from quota.backends.redis import RedisBackend, guarded
 from server.clock import Clock
 from server.crypto import sha256_hex
 
@@ -41,11 +41,14 @@ class RedisSessionStore:
     def __init__(self, backend: RedisBackend) -> None:
         self.r = backend.client
         self.key = backend.key
+        self.timeout = backend.timeout
 
+    @guarded
     async def get(self, raw_id: str) -> dict[str, Any] | None:
         value = await self.r.get(self.key(f"session:{sha256_hex(raw_id)}"))
         return json.loads(value) if value else None
 
+    @guarded
     async def save(self, raw_id: str, data: dict[str, Any], ttl: int = SESSION_TTL) -> None:
         sid = sha256_hex(raw_id)
         async with self.r.pipeline(transaction=True) as pipe:
@@ -57,9 +60,11 @@ class RedisSessionStore:
                 pipe.expire(index, SESSION_TTL)
             await pipe.execute()
 
+    @guarded
     async def delete(self, raw_id: str) -> None:
         await self.r.delete(self.key(f"session:{sha256_hex(raw_id)}"))
 
+    @guarded
     async def revoke_user(self, user_id: int, keep_raw_id: str | None = None) -> None:
         index = self.key(f"session:user:{user_id}")
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
