@@ -29,6 +29,7 @@ from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStor
 from server.clock import Clock
 from server.config import Config
 from server.crypto import Passwords, SecretBox
+from server.relay.channel_table import CHANNELS_MESSAGE, ChannelTable
 from server.system.options import Options
 
 log = logging.getLogger("tollway")
@@ -90,6 +91,7 @@ class State:
     users: UserDirectory
     quota: QuotaEngine
     quota_sync: QuotaSync
+    channels: ChannelTable
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
     setup_done: bool = False  # once true, never reverts
@@ -115,9 +117,11 @@ class State:
             quota=QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout),
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
+            channels=ChannelTable(db, backend, box, clock.now_s),
             started_at=clock.now_s(),
         )
         await state.options.reload()
+        await state.channels.reload()
         state.tasks.start("invalidation-listener", state._listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
@@ -136,9 +140,12 @@ class State:
             try:
                 if message == SUBSCRIBED:  # (re)subscribed: whatever was broadcast meanwhile is lost
                     await self.options.reload()
+                    await self.channels.reload()
                     self.users.forget_all()
                 elif message == "options":
                     await self.options.reload()
+                elif message == CHANNELS_MESSAGE:
+                    await self.channels.reload()
                 else:
                     self.users.on_message(message)
             except Exception:  # a failed reload must not stop the listener

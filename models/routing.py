@@ -1,0 +1,88 @@
+"""What channel selection reads from SQL (off the hot path: at start and after a broadcast change), and
+the two writes the gateway itself makes to channels: an automatic status change of a channel or of one
+key of a multi-key channel.
+
+Channel JSON columns written here follow new-api: `other_info` = `{status_reason, status_time}`;
+`channel_info` = `{is_multi_key, multi_key_size, multi_key_status_list: {index: status}, multi_key_mode,
+multi_key_polling_index, multi_key_disabled_reason: {index: str}, multi_key_disabled_time: {index: int}}`
+(indexes as strings, only keys whose status is not 1 listed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from models.abilities import Ability
+from models.channels import Channel
+
+AUTO_DISABLED = 3
+
+
+def load_json(text: str | None) -> dict[str, Any]:
+    """A JSON-object column; empty or damaged text reads as {}."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def dump_json(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+async def load_routing(tx: AsyncSession) -> tuple[list[Channel], list[Ability]]:
+    channels = list((await tx.scalars(select(Channel).order_by(Channel.id))).all())
+    abilities = list((await tx.scalars(select(Ability))).all())
+    return channels, abilities
+
+
+async def auto_disable_channel(tx: AsyncSession, channel_id: int, reason: str, now: int) -> bool:
+    """Status 1 → 3 with its reason; False when the channel was not enabled (nothing changed)."""
+    other = await tx.scalar(select(Channel.other_info).where(Channel.id == channel_id, Channel.status == 1)
+                            .with_for_update())
+    if other is None:
+        return False
+    info = load_json(other)
+    info.update(status_reason=reason[:255], status_time=now)
+    result = await tx.execute(update(Channel).where(Channel.id == channel_id, Channel.status == 1)
+                              .values(status=AUTO_DISABLED, other_info=dump_json(info)))
+    await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def auto_disable_key(tx: AsyncSession, channel_id: int, index: int, reason: str, now: int
+                           ) -> tuple[bool, bool]:
+    """Key `index` of a multi-key channel → 3. Returns (changed, channel now has no enabled key); with
+    none left the channel itself gets status 3 "all keys are disabled"."""
+    row = (await tx.execute(select(Channel.channel_info, Channel.status, Channel.other_info)
+                            .where(Channel.id == channel_id).with_for_update())).first()
+    if row is None:
+        return False, False
+    info = load_json(row[0])
+    size = int(info.get("multi_key_size") or 0)
+    statuses: dict[str, int] = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
+    if not 0 <= index < size or statuses.get(str(index), 1) != 1:
+        return False, False
+    statuses[str(index)] = AUTO_DISABLED
+    reasons = dict(info.get("multi_key_disabled_reason") or {})
+    times = dict(info.get("multi_key_disabled_time") or {})
+    reasons[str(index)] = reason[:255]
+    times[str(index)] = now
+    info.update(multi_key_status_list=statuses, multi_key_disabled_reason=reasons,
+                multi_key_disabled_time=times)
+    none_left = all(statuses.get(str(i), 1) != 1 for i in range(size))
+    values: dict[str, Any] = {"channel_info": dump_json(info)}
+    if none_left and row[1] == 1:
+        other = load_json(row[2])
+        other.update(status_reason="all keys are disabled", status_time=now)
+        values.update(status=AUTO_DISABLED, other_info=dump_json(other))
+        await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
+    await tx.execute(update(Channel).where(Channel.id == channel_id).values(**values))
+    return True, none_left

@@ -1,0 +1,208 @@
+"""The routing table of one worker: every channel and its abilities, held in memory so that picking a
+channel for a model call reads no SQL.
+
+It is loaded at start and reloaded whenever any worker broadcasts `channels` on the invalidation channel
+(every admin change and every automatic disable does, right after its commit), and after every Redis
+(re)subscription, since a broadcast may have been missed. The worker that makes a change reloads before it
+answers, so its own next request already routes by it (gateway.md §8: "no periodic sync").
+
+Selection (gateway.md §8): candidates = enabled abilities for (group, model) on channels of the served
+types, minus the channels already tried in this request; the highest priority tier among them; a weighted
+pick among its weight > 0 channels (uniform when every weight is 0, so weight-0 channels serve only after
+their tier's weighted ones failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+
+from models.db import Database
+from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
+from quota.backends.base import Backend
+from server.crypto import SecretBox
+
+log = logging.getLogger("tollway.relay.channels")
+CHANNELS_MESSAGE = "channels"
+INVALIDATE_CHANNEL = "invalidate"
+
+
+@dataclass(slots=True)
+class RoutedChannel:
+    id: int
+    type: int
+    name: str
+    status: int
+    base_url: str
+    keys: list[str]
+    key_status: list[int]  # 1 enabled, 2 manually disabled, 3 auto disabled; per key
+    multi_key: bool
+    multi_key_mode: str  # random | polling
+    model_mapping: dict[str, Any]
+    status_code_mapping: dict[str, Any]
+    header_override: dict[str, Any]
+    auto_ban: bool
+    created_time: int
+
+    def enabled_keys(self) -> list[int]:
+        return [i for i, s in enumerate(self.key_status) if s == 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    channel_id: int
+    priority: int
+    weight: int
+    enabled: bool
+
+
+@dataclass
+class _Snapshot:
+    channels: dict[int, RoutedChannel] = field(default_factory=dict)
+    routes: dict[tuple[str, str], list[Route]] = field(default_factory=dict)
+
+
+class ChannelTable:
+    def __init__(self, db: Database, backend: Backend, box: SecretBox, clock_s: Any) -> None:
+        self.db = db
+        self.backend = backend
+        self.box = box
+        self._now = clock_s
+        self._snap = _Snapshot()
+        self._lock = asyncio.Lock()
+
+    # ---- loading ------------------------------------------------------------------------------------
+
+    async def reload(self) -> None:
+        async with self._lock:
+            async with self.db.transaction() as tx:
+                rows, abilities = await load_routing(tx)
+            snap = _Snapshot()
+            for row in rows:
+                snap.channels[row.id] = self._routed(row)
+            for ab in abilities:
+                channel = snap.channels.get(ab.channel_id)
+                if channel is None:
+                    continue
+                snap.routes.setdefault((ab.group, ab.model), []).append(
+                    Route(ab.channel_id, int(ab.priority or 0), int(ab.weight or 0), bool(ab.enabled)))
+            self._snap = snap
+
+    def _routed(self, row: Any) -> RoutedChannel:
+        try:
+            text = self.box.decrypt(row.key_encrypted) if row.key_encrypted else ""
+        except (ValueError, InvalidTag):  # encrypted under another SECRET_KEY: unusable, never routed
+            log.error("channel %s: its key cannot be decrypted with this SECRET_KEY", row.id)
+            text = ""
+        keys = [k.strip() for k in text.split("\n") if k.strip()]
+        info = load_json(row.channel_info)
+        multi = bool(info.get("is_multi_key")) and len(keys) > 1
+        statuses = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
+        key_status = [statuses.get(str(i), 1) for i in range(len(keys))] if multi else [1] * min(len(keys), 1)
+        return RoutedChannel(
+            id=row.id, type=int(row.type), name=row.name, status=int(row.status),
+            base_url=(row.base_url or "").rstrip("/"), keys=keys if multi else keys[:1],
+            key_status=key_status, multi_key=multi,
+            multi_key_mode=str(info.get("multi_key_mode") or "random"),
+            model_mapping=load_json(row.model_mapping),
+            status_code_mapping=load_json(row.status_code_mapping),
+            header_override=load_json(row.header_override), auto_ban=int(row.auto_ban or 0) == 1,
+            created_time=int(row.created_time or 0),
+        )
+
+    async def changed(self) -> None:
+        """After a committed channel change: reload here, then tell every other worker and node."""
+        await self.reload()
+        await self.backend.publish(INVALIDATE_CHANNEL, CHANNELS_MESSAGE)
+
+    # ---- reading ------------------------------------------------------------------------------------
+
+    def get(self, channel_id: int) -> RoutedChannel | None:
+        return self._snap.channels.get(channel_id)
+
+    def name(self, channel_id: int) -> str:
+        channel = self._snap.channels.get(channel_id)
+        return channel.name if channel is not None else ""
+
+    def offered(self, group: str, model: str, types: Collection[int]) -> bool:
+        """An ability (any status) for (group, model) on a channel of a served type."""
+        snap = self._snap
+        return any((c := snap.channels.get(r.channel_id)) is not None and c.type in types
+                   for r in snap.routes.get((group, model), ()))
+
+    def serving(self, group: str, model: str, types: Collection[int], exclude: Collection[int] = ()
+                ) -> list[tuple[RoutedChannel, Route]]:
+        snap = self._snap
+        out = []
+        for r in snap.routes.get((group, model), ()):
+            if not r.enabled or r.channel_id in exclude:
+                continue
+            c = snap.channels.get(r.channel_id)
+            if c is None or c.status != 1 or c.type not in types or not c.enabled_keys():
+                continue
+            out.append((c, r))
+        return out
+
+    def pick(self, group: str, model: str, types: Collection[int], exclude: Collection[int] = (),
+             rng: random.Random | None = None) -> RoutedChannel | None:
+        candidates = self.serving(group, model, types, exclude)
+        if not candidates:
+            return None
+        top = max(r.priority for _, r in candidates)
+        tier = [(c, r) for c, r in candidates if r.priority == top]
+        weighted = [(c, r) for c, r in tier if r.weight > 0]
+        choose = rng or random
+        if not weighted:
+            return choose.choice(tier)[0]
+        total = sum(r.weight for _, r in weighted)
+        point = choose.uniform(0, total)
+        for c, r in weighted:
+            point -= r.weight
+            if point <= 0:
+                return c
+        return weighted[-1][0]
+
+    def models(self, groups: Collection[str], types: Collection[int]) -> dict[str, list[RoutedChannel]]:
+        """Model → the enabled channels serving it in any of `groups` (for the model lists)."""
+        snap = self._snap
+        out: dict[str, list[RoutedChannel]] = {}
+        for (group, model), routes in snap.routes.items():
+            if group not in groups:
+                continue
+            for r in routes:
+                c = snap.channels.get(r.channel_id)
+                if r.enabled and c is not None and c.status == 1 and c.type in types:
+                    out.setdefault(model, []).append(c)
+        return out
+
+    def enabled_models(self) -> list[str]:
+        snap = self._snap
+        return sorted({m for (_g, m), routes in snap.routes.items()
+                       if any(r.enabled and (c := snap.channels.get(r.channel_id)) is not None
+                              and c.status == 1 for r in routes)})
+
+    # ---- automatic disable --------------------------------------------------------------------------
+
+    async def auto_disable(self, channel: RoutedChannel, key_index: int | None, reason: str) -> None:
+        """Take the channel (or one key of a multi-key channel) out of routing here at once, then persist
+        the status with its reason and tell every worker and node."""
+        now = int(self._now())
+        if channel.multi_key and key_index is not None:
+            if 0 <= key_index < len(channel.key_status):
+                channel.key_status[key_index] = 3
+            async with self.db.transaction() as tx:
+                changed, _ = await auto_disable_key(tx, channel.id, key_index, reason, now)
+        else:
+            channel.status = 3
+            async with self.db.transaction() as tx:
+                changed = await auto_disable_channel(tx, channel.id, reason, now)
+        if changed:
+            log.warning("channel %d%s auto-disabled: %s", channel.id,
+                        f" key #{key_index}" if channel.multi_key and key_index is not None else "", reason)
+            await self.changed()
