@@ -57,6 +57,9 @@ class Config:
     quota_sync_in_server: bool = True
     quota_hold_timeout: float = 600.0
     quota_sync_batch: int = 2000
+    upstream_timeout: float = 300.0
+    stream_idle_timeout: float = 120.0
+    upstream_transport: str = "httpx"
 
     @property
     def embedded(self) -> bool:
@@ -212,6 +215,10 @@ def from_env(env: Mapping[str, str]) -> Config:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
 
+    transport = env.get("UPSTREAM_TRANSPORT", "httpx").strip().lower() or "httpx"
+    if transport not in ("httpx", "aiohttp"):
+        raise ConfigError("UPSTREAM_TRANSPORT: expected httpx or aiohttp")
+
     return Config(
         database_url=database_url,
         log_database_url=log_database_url,
@@ -239,6 +246,9 @@ def from_env(env: Mapping[str, str]) -> Config:
         quota_sync_in_server=_bool(env, "QUOTA_SYNC_IN_SERVER", True),
         quota_hold_timeout=_float(env, "QUOTA_HOLD_TIMEOUT", 600.0, 1.0, 86_400.0),
         quota_sync_batch=_int(env, "QUOTA_SYNC_BATCH", 2000, 1, 100_000),
+        upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),
+        stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
+        upstream_transport=transport,
     )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -182,8 +183,12 @@ def envelope_error(err: TollwayError, request_id: str | None) -> HTTPResponse:
     return json(body, status=err.status, headers=headers)
 
 
-def register(app: Sanic[Any, Any]) -> None:
-    """Install the single exception handler of the app."""
+ErrorShape = Callable[[TollwayError, str], HTTPResponse]
+
+
+def register(app: Sanic[Any, Any], shape_for: Callable[[Request], ErrorShape | None] | None = None) -> None:
+    """Install the single exception handler of the app. `shape_for` picks another wire shape by route
+    family (the model-call routes answer OpenAI or Google error objects); None keeps the envelope."""
 
     @app.exception(Exception)
     async def handle(request: Request, exc: Exception) -> HTTPResponse:
@@ -197,4 +202,7 @@ def register(app: Sanic[Any, Any]) -> None:
                 log.exception("unhandled error (request id %s)", request_id, exc_info=exc)
             else:
                 log.warning("%s (request id %s): %s", type(exc).__name__, request_id, str(exc)[:200])
+        shape = shape_for(request) if shape_for is not None else None
+        if shape is not None:
+            return shape(err, request_id)
         return envelope_error(err, request_id)

@@ -3,6 +3,7 @@ worker as soon as one of them changes a value (broadcast `options` on the invali
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -28,6 +29,11 @@ class Options:
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
+
+    @property
+    def current(self) -> Mapping[str, Any]:
+        """Every typed value (a snapshot replaced whole on reload, never mutated)."""
+        return self._values
 
     def text(self, key: str) -> str:
         """The string form as `GET /api/option/` shows it."""

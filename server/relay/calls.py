@@ -1,0 +1,234 @@
+"""The three model calls end to end: Gemini generateContent (plain and streaming, G1), OpenAI
+moderations (G2), and the two model lists (gateway.md §3–§5).
+
+Streaming: auth, validation, reservation and channel selection finish before the first byte; the 200 goes
+out only after an upstream 2xx. With `?alt=sse` the upstream bytes are written as they arrive; without it
+the events are re-assembled into Google's JSON-array form. A failure after the first byte ends the stream
+with an error event; the call is then settled on what was delivered (last `usageMetadata` seen, else the
+prompt estimate), also when the client went away (the settlement runs as an owned task that outlives the
+cancelled request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+from sanic import Request
+from sanic.response import HTTPResponse, raw
+from sanic.response import json as json_response
+
+from server.context import State
+from server.relay import service
+from server.relay.bodies import parse_generate, parse_moderation
+from server.relay.caller import authenticate
+from server.relay.channel_table import RoutedChannel
+from server.relay.errors import GatewayError, google_error_payload
+from server.relay.estimate import count_all
+from server.relay.upstream import GEMINI, OPENAI, gemini_request, openai_request
+from server.relay.usage import SseSplitter, Usage, usage_of_body, usage_of_event
+
+log = logging.getLogger("tollway.relay")
+GEMINI_TYPES = frozenset({GEMINI})
+OPENAI_TYPES = frozenset({OPENAI})
+METHODS = ("generateContent", "streamGenerateContent")
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "te",
+              "trailer", "upgrade", "proxy-authenticate", "proxy-authorization"}
+
+
+def parse_target(target: str) -> tuple[str, str]:
+    """`{model}:{method}` (one path segment, `%3A` = `:`, a leading `models/` stripped once)."""
+    target = unquote(target)
+    if target.startswith("models/"):
+        target = target[len("models/"):]
+    model, sep, method = target.rpartition(":")
+    if not sep or method not in METHODS:
+        raise GatewayError(404, "not_found", f"unknown method {method or target!r}")
+    if not model or "/" in model:
+        raise GatewayError(400, "invalid_request", "model: must not be empty")
+    return model, method
+
+
+def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP
+               and k.lower() not in ("content-type", "date", "server", "x-request-id")}
+    headers["X-Request-Id"] = request_id
+    return headers
+
+
+# ---- G1 ----------------------------------------------------------------------------------------------
+
+async def generate(state: State, request: Request, target: str) -> HTTPResponse | None:
+    model, method = parse_target(target)
+    caller = await authenticate(state, request, gemini=True)
+    policy = await service.rate_limit(state, caller)
+    body = request.body
+    parsed = parse_generate(body)
+    prompt = count_all(parsed.texts)
+    completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else 0)
+    ticket = await service.admit(state, request, caller, policy, model=model, types=GEMINI_TYPES,
+                                 wants_audio=parsed.wants_audio, prompt_tokens=prompt,
+                                 completion_tokens=completion)
+    stream = method == "streamGenerateContent"
+
+    def build(channel: RoutedChannel, key: str, upstream_model: str) -> httpx.Request:
+        return gemini_request(state.http, channel, key, upstream_model, body, stream=stream)
+
+    try:
+        success = await service.call_upstream(state, ticket, build, stream=stream)
+    except BaseException:
+        await service.release(state, ticket)
+        raise
+    if not stream:
+        assert success.body is not None
+        usage = usage_of_body(success.body) or Usage(prompt, 0)
+        await service.settle(state, ticket, success, usage, stream=False)
+        return raw(success.body, status=success.response.status_code,
+                   content_type=success.response.headers.get("content-type", "application/json"),
+                   headers=_passthrough_headers(success.response, ticket.request_id))
+    sse = request.args.get("alt") == "sse"
+    await _stream(state, request, ticket, success, prompt, sse)
+    return None
+
+
+async def _stream(state: State, request: Request, ticket: service.Ticket, success: service.Success,
+                  prompt: int, sse: bool) -> None:
+    upstream = success.response
+    usage: Usage | None = None
+    interrupted = False
+    first_byte_ms: int | None = None
+    splitter = SseSplitter()
+    renew_at = time.monotonic() + 60
+    idle = state.config.stream_idle_timeout
+    delivered = 0
+    try:
+        headers = _passthrough_headers(upstream, ticket.request_id)
+        content_type = "text/event-stream" if sse else "application/json"
+        headers["Cache-Control"] = "no-cache"
+        response = await request.respond(status=upstream.status_code, headers=headers,
+                                         content_type=content_type)
+        if not sse:
+            await response.send(b"[")
+        chunks = upstream.aiter_raw()
+        failure: tuple[int, str] | None = None
+        while True:
+            try:
+                async with asyncio.timeout(idle):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                failure = (504, "the upstream stream was idle for too long")
+                break
+            except httpx.TransportError:
+                failure = (503, "the upstream stream was interrupted")
+                break
+            if first_byte_ms is None:
+                first_byte_ms = int((time.monotonic() - ticket.started) * 1000)
+            events = splitter.feed(chunk)
+            if sse:
+                await response.send(chunk)
+            for event in events:
+                data = SseSplitter.data_of(event)
+                usage = usage_of_event(data) or usage
+                if not sse and data:
+                    await response.send((b",\r\n" if delivered else b"") + data)
+                delivered += 1
+            if time.monotonic() >= renew_at:
+                renew_at = time.monotonic() + 60
+                await state.quota.renew(ticket.reservation)
+        if failure is None:
+            for event in splitter.rest():
+                data = SseSplitter.data_of(event)
+                usage = usage_of_event(data) or usage
+                if not sse and data:
+                    await response.send((b",\r\n" if delivered else b"") + data)
+                delivered += 1
+        if failure is not None:
+            interrupted = True
+            payload = google_error_payload(failure[0], failure[1], ticket.request_id)
+            if sse:
+                await response.send(b"data: " + payload + b"\r\n\r\n")
+            else:
+                await response.send((b",\r\n" if delivered else b"") + payload)
+        if not sse:
+            await response.send(b"]")
+        await response.eof()
+    except BaseException:
+        interrupted = True
+        raise
+    finally:
+        await upstream.aclose()
+        settled = service.settle(state, ticket, success, usage or Usage(prompt, 0), stream=True,
+                                 interrupted=interrupted, first_byte_ms=first_byte_ms)
+        task = service.in_background(state, f"settle-{ticket.reservation.hold_id}", settled)
+        await asyncio.shield(task)
+
+
+# ---- G2 ----------------------------------------------------------------------------------------------
+
+async def moderate(state: State, request: Request) -> HTTPResponse:
+    caller = await authenticate(state, request, gemini=False)
+    policy = await service.rate_limit(state, caller)
+    parsed = parse_moderation(request.body)
+    prompt = count_all(parsed.texts)
+    ticket = await service.admit(state, request, caller, policy, model=parsed.model, types=OPENAI_TYPES,
+                                 wants_audio=False, prompt_tokens=prompt, completion_tokens=0)
+    original = request.body
+
+    def build(channel: RoutedChannel, key: str, upstream_model: str) -> httpx.Request:
+        body = original
+        if upstream_model != parsed.model:
+            data: dict[str, Any] = dict(parsed.data)
+            data["model"] = upstream_model
+            body = json.dumps(data, ensure_ascii=False).encode()
+        return openai_request(state.http, channel, key, "/v1/moderations", body)
+
+    try:
+        success = await service.call_upstream(state, ticket, build)
+    except BaseException:
+        await service.release(state, ticket)
+        raise
+    assert success.body is not None
+    await service.settle(state, ticket, success, Usage(prompt, 0), stream=False)
+    return raw(success.body, status=success.response.status_code,
+               content_type=success.response.headers.get("content-type", "application/json"),
+               headers=_passthrough_headers(success.response, ticket.request_id))
+
+
+# ---- model lists ---------------------------------------------------------------------------------------
+
+def _list_groups(state: State, caller: Any) -> list[str]:
+    if caller.group != "auto":
+        return [caller.group]
+    groups = state.options["AutoGroups"]
+    return [str(g) for g in groups] if isinstance(groups, list) else []
+
+
+async def openai_models(state: State, request: Request) -> HTTPResponse:
+    caller = await authenticate(state, request, gemini=False)
+    served = state.channels.models(_list_groups(state, caller), GEMINI_TYPES | OPENAI_TYPES)
+    data = []
+    for model in sorted(served):
+        if caller.key.model_limits_enabled and model not in caller.key.model_limits:
+            continue
+        channels = served[model]
+        earliest = min(channels, key=lambda c: (c.created_time, c.id))
+        owner = {OPENAI: "openai", GEMINI: "google"}.get(earliest.type, "custom")
+        data.append({"id": model, "object": "model", "created": earliest.created_time, "owned_by": owner})
+    return json_response({"object": "list", "data": data}, headers={"X-Request-Id": request.ctx.request_id})
+
+
+async def gemini_models(state: State, request: Request) -> HTTPResponse:
+    caller = await authenticate(state, request, gemini=True)
+    served = state.channels.models(_list_groups(state, caller), GEMINI_TYPES)
+    models = [{"name": f"models/{m}", "displayName": m,
+               "supportedGenerationMethods": ["generateContent", "streamGenerateContent"]}
+              for m in sorted(served)
+              if not caller.key.model_limits_enabled or m in caller.key.model_limits]
+    return json_response({"models": models}, headers={"X-Request-Id": request.ctx.request_id})

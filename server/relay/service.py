@@ -1,0 +1,249 @@
+"""The model-call pipeline (gateway.md §6 order, §8 selection, §9 billing):
+
+    authenticate (rows 1–5) → rate limit (6) → body (7) → admit: model limits (8), ability (9),
+    modality (10), price (11), reservation (12) → attempts over channels (13) → settle | release
+
+One reservation covers every attempt. A success settles the actual cost from the upstream's usage and
+queues exactly one consume log with the counters; any failure releases the whole hold. With Redis
+configured nothing here touches SQL: keys and users come from the shared caches, channels from the
+in-memory routing table, balances and the usage queue from the quota engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from sanic import Request
+
+from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
+from quota.types import InsufficientQuota, Reservation
+from server.context import State
+from server.relay.caller import AUTO_GROUP, Caller, exhausted, group_usable
+from server.relay.channel_table import RoutedChannel
+from server.relay.errors import GatewayError, UpstreamPassthrough, upstream_message
+from server.relay.pricing import Price, price_of
+from server.relay.upstream import choose_key, judge, keyword_disables, map_model, mapped_status
+from server.relay.usage import Usage
+
+log = logging.getLogger("tollway.relay")
+
+Build = Callable[[RoutedChannel, str, str], httpx.Request]  # (channel, key, upstream model) → request
+
+
+def speech_capable(options: Any, model: str) -> bool:
+    overrides = options["ModelCapabilities"]
+    entry = overrides.get(model) if isinstance(overrides, dict) else None
+    if isinstance(entry, dict) and isinstance(entry.get("speech_output"), bool):
+        return bool(entry["speech_output"])
+    return model in ("gemini-2.5-flash-preview-tts", "gemini-2.5-pro-preview-tts") or "-tts" in model
+
+
+@dataclass
+class Ticket:
+    """One admitted call: who, what, where it may be routed, its price and its hold."""
+
+    caller: Caller
+    model: str
+    group: str
+    types: frozenset[int]
+    price: Price
+    policy: UserPolicy
+    reservation: Reservation
+    request_id: str
+    path: str
+    started: float = field(default_factory=time.monotonic)
+    tried: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Success:
+    channel: RoutedChannel
+    key_index: int
+    upstream_model: str
+    response: httpx.Response  # streamed: the body is not read yet unless `body` is set
+    body: bytes | None
+
+
+async def rate_limit(state: State, caller: Caller) -> UserPolicy:
+    """Row 6: the per-user model request limit (new-api's ModelRequestRateLimit options)."""
+    group = caller.user.group if caller.group == AUTO_GROUP else caller.group
+    policy = user_policy(state.options.current, group)
+    if policy.limited:
+        result = await ModelRateLimiter(state.backend).admit(
+            user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0, user_policy=policy)
+        if not result.allowed:
+            retry = max(1, int(result.retry_after + 0.999))
+            raise GatewayError(429, "rate_limit_exceeded", "too many requests, please retry later",
+                               headers={"Retry-After": str(retry)})
+    return policy
+
+
+def resolve_group(state: State, caller: Caller, model: str, types: frozenset[int]) -> str:
+    if caller.group != AUTO_GROUP:
+        return caller.group
+    groups = state.options["AutoGroups"]
+    for group in groups if isinstance(groups, list) else []:
+        if group_usable(state.options, caller.user, group) and state.channels.serving(group, model, types):
+            return str(group)
+    raise GatewayError(503, "channel_unavailable", f"no channel is available for model {model}")
+
+
+async def admit(state: State, request: Request, caller: Caller, policy: UserPolicy, *, model: str,
+                types: frozenset[int], wants_audio: bool, prompt_tokens: int, completion_tokens: int
+                ) -> Ticket:
+    """Rows 8–12; on success the hold is taken and must be settled or released."""
+    key = caller.key
+    if key.model_limits_enabled and model not in key.model_limits:
+        raise GatewayError(403, "model_not_allowed", f"this API key may not use model {model}")
+    group = resolve_group(state, caller, model, types)
+    if not state.channels.offered(group, model, types):
+        raise GatewayError(404, "model_not_found", f"model {model} is not offered in group {group}")
+    if wants_audio and not speech_capable(state.options, model):
+        raise GatewayError(400, "unsupported_modality", f"model {model} does not support speech output")
+    price = price_of(state.options.current, model, group)
+    if price is None:
+        raise GatewayError(400, "model_price_error", f"model {model} has no price set")
+    amount = price.cost(max(prompt_tokens, int(state.options["PreConsumedQuota"])), completion_tokens,
+                        float(state.options["QuotaPerUnit"]))
+    limited = not key.unlimited_quota
+    try:
+        reservation = await state.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited)
+    except InsufficientQuota as short:
+        if short.account == "key" and short.available <= 0:
+            raise await exhausted(state, key) from None
+        raise GatewayError(429, "insufficient_quota", "insufficient quota for this request",
+                           headers={"x-should-retry": "false"}) from None
+    if limited and (reservation.key_balance < 0 or (amount == 0 and reservation.key_balance <= 0)):
+        await state.quota.release(reservation)
+        raise await exhausted(state, key)
+    state.keys.touch(key.id)
+    return Ticket(caller, model, group, types, price, policy, reservation, request.ctx.request_id,
+                  request.path)
+
+
+async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: bool = False) -> Success:
+    """Attempts over the channels (§8). Raises the §6 row-13 errors or passes a non-retried 4xx through."""
+    options = state.options.current
+    attempts = 1 + int(options["RetryTimes"])
+    last_timeout = False
+    client: httpx.AsyncClient = state.http
+    for _ in range(attempts):
+        channel = state.channels.pick(ticket.group, ticket.model, ticket.types, ticket.tried)
+        if channel is None:
+            break
+        ticket.tried.append(channel.id)
+        key_index = await choose_key(channel, state.backend)
+        upstream_model = map_model(channel.model_mapping, ticket.model)
+        request = build(channel, channel.keys[key_index], upstream_model)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            last_timeout = isinstance(exc, httpx.TimeoutException)
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning("channel %d failed (request id %s): %s", channel.id, ticket.request_id, reason[:200])
+            if keyword_disables(options, reason):
+                await _disable(state, channel, key_index, reason)
+            continue
+        status = response.status_code
+        if 200 <= status < 300:
+            if stream:
+                return Success(channel, key_index, upstream_model, response, None)
+            try:
+                body = await response.aread()
+            except httpx.TransportError as exc:
+                last_timeout = isinstance(exc, httpx.TimeoutException)
+                log.warning("channel %d dropped its reply (request id %s)", channel.id, ticket.request_id)
+                continue
+            finally:
+                await response.aclose()
+            return Success(channel, key_index, upstream_model, response, body)
+        try:
+            body = await response.aread()
+        except httpx.TransportError:
+            body = b""
+        finally:
+            await response.aclose()
+        message = upstream_message(body)
+        verdict = judge(options, status, body, message)
+        last_timeout = status in (408, 504)
+        log.warning("channel %d answered %d (request id %s)", channel.id, status, ticket.request_id)
+        if verdict.disable:
+            await _disable(state, channel, key_index, f"status code {verdict.status}: {message}")
+        if not verdict.retry:
+            raise UpstreamPassthrough(mapped_status(channel, status), body,
+                                      response.headers.get("content-type", "application/json"), message)
+    if not ticket.tried:
+        raise GatewayError(503, "channel_unavailable", f"no channel is available for model {ticket.model}")
+    if last_timeout:
+        raise GatewayError(504, "upstream_timeout", "the upstream provider timed out")
+    raise GatewayError(503, "upstream_failed", "every upstream channel failed for this request")
+
+
+async def _disable(state: State, channel: RoutedChannel, key_index: int, reason: str) -> None:
+    if not state.options["AutomaticDisableChannelEnabled"] or not channel.auto_ban:
+        return
+    try:
+        await state.channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255])
+    except Exception:  # a failed side effect never fails the request
+        log.exception("could not auto-disable channel %d", channel.id)
+
+
+async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *, stream: bool,
+                 interrupted: bool = False, first_byte_ms: int | None = None) -> int:
+    """Charge the actual cost (one consume log with the counters, exactly once); returns the cost."""
+    caller, price = ticket.caller, ticket.price
+    cost = price.cost(usage.prompt, usage.completion, float(state.options["QuotaPerUnit"]))
+    now = state.clock.now_s()
+    entry: dict[str, Any] | None = None
+    if state.options["LogConsumeEnabled"]:
+        other: dict[str, Any] = {
+            **price.other(), "channels_tried": list(ticket.tried),
+            "audio_output_tokens": usage.audio_output, "text_output_tokens": usage.text_output,
+            "stream_interrupted": interrupted, "is_model_mapped": success.upstream_model != ticket.model,
+            "upstream_model_name": success.upstream_model, "request_path": ticket.path,
+            "admin_info": {"use_channel": list(ticket.tried)},
+        }
+        if first_byte_ms is not None:
+            other["frt"] = first_byte_ms
+        entry = {
+            "type": 2, "created_at": now, "username": caller.user.username, "token_name": caller.key.name,
+            "model_name": ticket.model, "prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+            "use_time": int(time.monotonic() - ticket.started), "is_stream": stream, "group": ticket.group,
+            "request_id": ticket.request_id, "quota": cost, "other": other,
+            "content": f"{ticket.model}: {usage.prompt} prompt + {usage.completion} completion tokens",
+        }
+    settled = await state.quota.settle(ticket.reservation, cost, channel_id=success.channel.id, log=entry)
+    key = caller.key
+    if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
+        try:
+            await state.keys.mark_status(key, 4)
+        except Exception:
+            log.exception("could not mark key %d exhausted", key.id)
+    if ticket.policy.limited:
+        try:
+            await ModelRateLimiter(state.backend).record(
+                user_id=caller.user.id, key_id=key.id, key_tpm=0, tokens=usage.prompt + usage.completion,
+                success=True, user_policy=ticket.policy)
+        except Exception:
+            log.exception("could not record the rate-limit charge")
+    return cost
+
+
+async def release(state: State, ticket: Ticket) -> None:
+    try:
+        await state.quota.release(ticket.reservation)
+    except Exception:  # the sweeper releases it after the lease
+        log.exception("could not release hold %s", ticket.reservation.hold_id)
+
+
+def in_background(state: State, name: str, coro: Any) -> asyncio.Task[Any]:
+    """Run `coro` to its end even if the request is cancelled (client gone); the app drains it."""
+    task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro, name=name)
+    state.tasks.adopt(task)
+    return task

@@ -1,0 +1,146 @@
+"""Calls to upstream providers: one pooled HTTP client per worker, the request each channel type expects,
+and the judgement of an answer (success, retry elsewhere, pass through, auto-disable).
+
+    Gemini (24)  POST {base}/v1beta/models/{model}:generateContent      x-goog-api-key
+                 POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse
+    OpenAI (1)   POST {base}/v1/moderations                             Authorization: Bearer
+
+Only the channel's key and `header_override` (never replacing the auth header) go upstream; the caller's
+credentials and query string never do.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from quota.backends.base import Backend
+from server.relay.channel_table import RoutedChannel
+from server.system.option_registry import parse_status_ranges
+
+GEMINI, OPENAI = 24, 1
+DEFAULT_BASE = {GEMINI: "https://generativelanguage.googleapis.com", OPENAI: "https://api.openai.com"}
+AUTH_HEADERS = {"authorization", "x-goog-api-key", "api-key"}
+
+
+def make_client(timeout: float, *, transport: str = "httpx", max_connections: int = 1000
+                ) -> httpx.AsyncClient:
+    """The worker's shared client: keep-alive pooling and explicit timeouts (connect 10 s, then
+    `timeout` for each read, write and pool wait). `transport="aiohttp"` uses httpx-aiohttp's transport."""
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                          keepalive_expiry=60.0)
+    timeouts = httpx.Timeout(timeout, connect=min(10.0, timeout))
+    if transport == "aiohttp":
+        from httpx_aiohttp import AiohttpTransport  # optional dependency (extra "aiohttp")
+
+        return httpx.AsyncClient(transport=AiohttpTransport(), timeout=timeouts, limits=limits,
+                                 trust_env=False, follow_redirects=False)
+    return httpx.AsyncClient(timeout=timeouts, limits=limits, trust_env=False, follow_redirects=False)
+
+
+async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
+    """Index of the key to use: the only one, or among the enabled keys at random / by a shared counter."""
+    enabled = channel.enabled_keys()
+    if not channel.multi_key or len(enabled) == 1:
+        return enabled[0]
+    if channel.multi_key_mode == "polling":
+        n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
+        return enabled[(n - 1) % len(enabled)]
+    return random.choice(enabled)
+
+
+def _headers(channel: RoutedChannel, auth: dict[str, str], accept: str) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": accept}
+    for name, value in channel.header_override.items():
+        if isinstance(value, str) and name.lower() not in AUTH_HEADERS:
+            headers[name] = value
+    headers.update(auth)
+    return headers
+
+
+def gemini_request(client: httpx.AsyncClient, channel: RoutedChannel, key: str, upstream_model: str,
+                   body: bytes, *, stream: bool) -> httpx.Request:
+    base = channel.base_url or DEFAULT_BASE[GEMINI]
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    url = f"{base}/v1beta/models/{upstream_model}:{method}"
+    accept = "text/event-stream" if stream else "application/json"
+    return client.build_request("POST", url, content=body,
+                                headers=_headers(channel, {"x-goog-api-key": key}, accept))
+
+
+def openai_request(client: httpx.AsyncClient, channel: RoutedChannel, key: str, path: str, body: bytes
+                   ) -> httpx.Request:
+    base = channel.base_url or DEFAULT_BASE[OPENAI]
+    return client.build_request("POST", f"{base}{path}", content=body,
+                                headers=_headers(channel, {"Authorization": f"Bearer {key}"},
+                                                 "application/json"))
+
+
+def map_model(mapping: Mapping[str, Any], model: str) -> str:
+    """Follow `model_mapping` from the requested name (chains followed; a cycle stops where it closes)."""
+    seen = {model}
+    current = model
+    while isinstance(mapping.get(current), str) and mapping[current] and mapping[current] not in seen:
+        current = mapping[current]
+        seen.add(current)
+    return current
+
+
+def mapped_status(channel: RoutedChannel, status: int) -> int:
+    """`status_code_mapping` rewrites only what the caller sees."""
+    value = channel.status_code_mapping.get(str(status))
+    try:
+        mapped = int(value) if value is not None else status
+    except (TypeError, ValueError):
+        return status
+    return mapped if 100 <= mapped <= 599 else status
+
+
+def in_ranges(status: int, spec: str) -> bool:
+    try:
+        return any(lo <= status <= hi for lo, hi in parse_status_ranges(spec))
+    except ValueError:
+        return False
+
+
+def is_key_invalid(status: int, body: bytes) -> bool:
+    """A Gemini 400 whose ErrorInfo reason is API_KEY_INVALID is a bad channel key (counts as 401)."""
+    if status != 400 or b"API_KEY_INVALID" not in body:
+        return False
+    try:
+        details = json.loads(body)["error"]["details"]
+        return any(isinstance(d, dict) and d.get("reason") == "API_KEY_INVALID" for d in details)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    retry: bool  # try another channel
+    disable: bool  # take the channel (or key) out of routing
+    status: int  # effective upstream status (API_KEY_INVALID → 401)
+
+
+def judge(options: Mapping[str, Any], status: int, body: bytes, message: str) -> Verdict:
+    """What a failed upstream answer means (contract decision 6)."""
+    effective = 401 if is_key_invalid(status, body) else status
+    retry = in_ranges(effective, str(options.get("AutomaticRetryStatusCodes", "")))
+    keyword = retry and _keyword_hit(options, message)
+    disable = in_ranges(effective, str(options.get("AutomaticDisableStatusCodes", ""))) or keyword
+    return Verdict(retry or disable, disable, effective)
+
+
+def _keyword_hit(options: Mapping[str, Any], message: str) -> bool:
+    lowered = message.lower()
+    words = str(options.get("AutomaticDisableKeywords", "")).splitlines()
+    return any(w.strip() and w.strip().lower() in lowered for w in words)
+
+
+def keyword_disables(options: Mapping[str, Any], message: str) -> bool:
+    """A connection-level failure disables only by keyword."""
+    return _keyword_hit(options, message)
