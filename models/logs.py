@@ -1,16 +1,35 @@
 """The `logs` table (management.md E.1): consume, top-up, manage, system, error and refund records.
 
 Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe)
-and by services for system events. `ref` is internal: the hold id or idempotency key of the entry that
-produced the row, unique, so no entry can ever produce two rows.
+and by services for system events (`LogRepository`). `ref` is internal: the hold id or idempotency key of
+the entry that produced the row, unique, so no entry can ever produce two rows; it is never shown.
+
+`LogQuery` reads them (E.2): exact filters (case-sensitive on every database), keyword search (exact names
+or a case-insensitive literal substring of `content`), the `{quota, rpm, tpm}` statistics and the batched
+delete. Log queries join no other table (`LOG_DATABASE_URL` may put logs in a database of their own).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Index,
+    Integer,
+    String,
+    Text,
+    and_,
+    delete,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -66,3 +85,118 @@ class LogRepository:
             channel=0, token_id=0, group="", ip="", request_id="",
         ))
         await self.s.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class LogFilter:
+    """The exact filters of `GET /api/log/` (E.2); a zero or empty value does not filter.
+
+    `user_id` restricts to one user's rows (the `/self` routes); `start` and `end` are inclusive."""
+
+    user_id: int | None = None
+    type: int = 0
+    start: int = 0
+    end: int = 0
+    username: str = ""
+    token_name: str = ""
+    model_name: str = ""
+    channel: int = 0
+    group: str = ""
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LogStat:
+    quota: int
+    rpm: int
+    tpm: int
+
+
+def like_literal(keyword: str) -> str:
+    """A LIKE pattern that contains `keyword` literally (`%`, `_` and `\\` escaped with `\\`)."""
+    escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+class LogQuery:
+    """Reads (and the batched delete) of log rows; newest first everywhere (`created_at`, then `id`)."""
+
+    NAME_COLUMNS = ("username", "token_name", "model_name")
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    def _exact(self, column: Any, value: str) -> ColumnElement[bool]:
+        """`column = value`, case-sensitive on every database. On MariaDB the plain comparison (which its
+        default collation makes case-insensitive) stays so the index narrows, the binary one decides."""
+        if self.s.get_bind().dialect.name in ("mysql", "mariadb"):
+            return and_(column == value, column.collate("utf8mb4_bin") == value)
+        return column == value  # type: ignore[no-any-return]
+
+    def _contains(self, column: Any, keyword: str) -> ColumnElement[bool]:
+        """`keyword` is a substring of `column`, ignoring case; both sides are lowered by the database
+        itself, so they are folded the same way (SQLite folds ASCII only)."""
+        return func.lower(column).like(func.lower(like_literal(keyword)), escape="\\")
+
+    def conditions(self, f: LogFilter, *, window: bool = True) -> list[ColumnElement[bool]]:
+        conds: list[ColumnElement[bool]] = []
+        if f.user_id is not None:
+            conds.append(Log.user_id == f.user_id)
+        if f.type:
+            conds.append(Log.type == f.type)
+        if window and f.start:
+            conds.append(Log.created_at >= f.start)
+        if window and f.end:
+            conds.append(Log.created_at <= f.end)
+        for name in ("username", "token_name", "model_name", "group", "request_id"):
+            value = getattr(f, name)
+            if value:
+                conds.append(self._exact(getattr(Log, name), value))
+        if f.channel:
+            conds.append(Log.channel == f.channel)
+        return conds
+
+    def keyword(self, keyword: str, *, user_id: int | None = None,
+                names: Sequence[str] = NAME_COLUMNS) -> list[ColumnElement[bool]]:
+        """Rows (of `user_id`, when given) where one of `names` equals `keyword` or `content` contains it;
+        an empty keyword matches every row."""
+        conds: list[ColumnElement[bool]] = []
+        if user_id is not None:
+            conds.append(Log.user_id == user_id)
+        if keyword:
+            conds.append(or_(*(self._exact(getattr(Log, n), keyword) for n in names),
+                             self._contains(Log.content, keyword)))
+        return conds
+
+    async def page(self, conds: list[ColumnElement[bool]], *, offset: int, limit: int
+                   ) -> tuple[Sequence[Log], int]:
+        count = select(func.count()).select_from(Log).where(*conds)
+        total = int(await self.s.scalar(count) or 0)
+        if total == 0 or offset >= total:
+            return [], total
+        rows = (select(Log).where(*conds).order_by(Log.created_at.desc(), Log.id.desc())
+                .offset(offset).limit(limit))
+        return (await self.s.scalars(rows)).all(), total
+
+    async def stat(self, f: LogFilter, since: int) -> LogStat:
+        """`quota`: the sum over matching consume rows in the filter's window; `rpm` and `tpm`: the count
+        and the tokens of matching consume rows created at `since` or later (the window ignored)."""
+        consume = replace(f, type=LOG_CONSUME)
+        quota = await self.s.scalar(
+            select(func.coalesce(func.sum(Log.quota), 0)).where(*self.conditions(consume)))
+        recent = (await self.s.execute(
+            select(func.count(), func.coalesce(func.sum(Log.prompt_tokens + Log.completion_tokens), 0))
+            .where(*self.conditions(consume, window=False), Log.created_at >= since)
+        )).one()
+        return LogStat(quota=int(quota or 0), rpm=int(recent[0] or 0), tpm=int(recent[1] or 0))
+
+    async def delete_batch(self, before: int, limit: int) -> tuple[int, int]:
+        """Delete up to `limit` rows created before `before`; returns (rows found, rows deleted)."""
+        ids = (await self.s.scalars(select(Log.id).where(Log.created_at < before).limit(limit))).all()
+        if not ids:
+            return 0, 0
+        result = await self.s.execute(
+            delete(Log).where(Log.id.in_(ids), Log.created_at < before)
+            .execution_options(synchronize_session=False))
+        return len(ids), int(result.rowcount)  # type: ignore[attr-defined]
+

@@ -12,12 +12,17 @@ from server import errors
 from server.accounts.routes import bp as accounts_bp
 from server.auth.guard import PIPELINE, finish
 from server.auth.routes import bp as auth_bp
+from server.channels.routes import bp as channels_bp
 from server.clock import Clock
 from server.config import Config
 from server.context import State
+from server.keys.routes import bp as keys_bp
+from server.logs.routes import bp as logs_bp
+from server.relay.errors import shape_for
+from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
 
-BLUEPRINTS = (system_bp, auth_bp, accounts_bp)
+BLUEPRINTS = (system_bp, auth_bp, accounts_bp, channels_bp, logs_bp, keys_bp, relay_bp)
 APP_NAME = "tollway"
 
 
@@ -38,7 +43,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
 
     for bp in BLUEPRINTS:
         app.blueprint(bp)
-    errors.register(app)
+    errors.register(app, shape_for)
 
     @app.before_server_start
     async def open_state(app: Sanic[Any, Any]) -> None:

@@ -59,7 +59,7 @@ class Config:
     quota_sync_batch: int = 2000
     upstream_timeout: float = 300.0
     stream_idle_timeout: float = 120.0
-    upstream_transport: str = "httpx"
+    upstream_transport: str = "aiohttp"
 
     @property
     def embedded(self) -> bool:
@@ -215,7 +215,7 @@ def from_env(env: Mapping[str, str]) -> Config:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
 
-    transport = env.get("UPSTREAM_TRANSPORT", "httpx").strip().lower() or "httpx"
+    transport = env.get("UPSTREAM_TRANSPORT", "aiohttp").strip().lower() or "aiohttp"
     if transport not in ("httpx", "aiohttp"):
         raise ConfigError("UPSTREAM_TRANSPORT: expected httpx or aiohttp")
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from models.db import Database
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
@@ -29,7 +31,9 @@ from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStor
 from server.clock import Clock
 from server.config import Config
 from server.crypto import Passwords, SecretBox
+from server.keys.directory import KeyDirectory
 from server.relay.channel_table import CHANNELS_MESSAGE, ChannelTable
+from server.relay.upstream import make_client
 from server.system.options import Options
 
 log = logging.getLogger("tollway")
@@ -57,6 +61,12 @@ class Tasks:
         self._stoppers.pop(name, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", name, exc_info=task.exception())
+
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """Own a short task started elsewhere (e.g. a settlement that must outlive its request)."""
+        name = f"{task.get_name()}#{id(task)}"
+        self._tasks[name] = task
+        task.add_done_callback(lambda t: self._done(name, t))
 
     @property
     def names(self) -> list[str]:
@@ -89,9 +99,11 @@ class State:
     passwords: Passwords
     options: Options
     users: UserDirectory
+    keys: KeyDirectory
     quota: QuotaEngine
     quota_sync: QuotaSync
     channels: ChannelTable
+    http: httpx.AsyncClient
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
     setup_done: bool = False  # once true, never reverts
@@ -114,10 +126,12 @@ class State:
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
             passwords=Passwords(), options=Options(db, backend, box),
             users=UserDirectory(db, backend, config.user_cache_seconds),
+            keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
             quota=QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout),
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s),
+            http=make_client(config.upstream_timeout, transport=config.upstream_transport),
             started_at=clock.now_s(),
         )
         await state.options.reload()
@@ -132,6 +146,8 @@ class State:
         state.tasks.start("quota-sweeper",
                           sweep_forever(store, min(5.0, config.quota_hold_timeout / 4), sweeper_stop),
                           stop=sweeper_stop.set)
+        keys_stop = asyncio.Event()
+        state.tasks.start("key-access-flush", state.keys.flush_forever(keys_stop), stop=keys_stop.set)
         return state
 
     async def _listen(self) -> None:
@@ -142,12 +158,13 @@ class State:
                     await self.options.reload()
                     await self.channels.reload()
                     self.users.forget_all()
+                    self.keys.forget_all()
                 elif message == "options":
                     await self.options.reload()
                 elif message == CHANNELS_MESSAGE:
                     await self.channels.reload()
                 else:
-                    self.users.on_message(message)
+                    self.users.on_message(message) or self.keys.on_message(message)
             except Exception:  # a failed reload must not stop the listener
                 log.exception("could not apply invalidation %r", message)
 
@@ -171,5 +188,6 @@ class State:
                 await self.quota_sync.drain()
             except Exception:
                 log.exception("final quota sync failed; the entries stay queued in Redis")
+        await self.http.aclose()
         await self.backend.close()
         await self.db.dispose()

@@ -21,6 +21,7 @@ from models.db import Database
 from models.migrate import upgrade
 from models.quota import QuotaCursor
 from models.schema import metadata
+from tests.fakes.fixtures import gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
 from tests.harness import Running, make_config, serve
 from tests.services import (
     REDIS_URL,
