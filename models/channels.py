@@ -6,9 +6,31 @@ the whole key text for exact search. `used_quota` is advanced by the quota sync.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Float, Integer, String, Text
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Float,
+    Integer,
+    String,
+    Text,
+    delete,
+    distinct,
+    false,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+)
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from models.abilities import Ability
 from models.base import Base, Id
 
 
@@ -46,3 +68,167 @@ class Channel(Base):
     response_time: Mapped[int] = mapped_column(Integer, default=0)
     other_info: Mapped[str] = mapped_column(Text, default="")
     channel_info: Mapped[str] = mapped_column(Text, default="")
+
+
+# ---- lists and abilities ------------------------------------------------------------------------------
+
+def split_list(text: str | None) -> list[str]:
+    """A comma list as stored in `models` and `group`: items trimmed, empties dropped, first occurrence
+    kept."""
+    out: list[str] = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if item and item not in out:
+            out.append(item)
+    return out
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def has_enabled_key(channel_info: str | None) -> bool:
+    """A single-key channel always has its key; a multi-key one needs a key whose status is 1."""
+    info = _json_object(channel_info)
+    if not info.get("is_multi_key"):
+        return True
+    size = int(info.get("multi_key_size") or 0)
+    statuses = {str(k): v for k, v in (info.get("multi_key_status_list") or {}).items()}
+    return any(int(statuses.get(str(i), 1)) == 1 for i in range(size))
+
+
+def ability_rows(channel: Channel) -> list[dict[str, Any]]:
+    """One row per (group × model) of the channel (gateway.md §8); no group means `default`."""
+    enabled = channel.status == 1 and has_enabled_key(channel.channel_info)
+    return [{"group": group, "model": model, "channel_id": channel.id, "enabled": enabled,
+             "priority": channel.priority or 0, "weight": channel.weight or 0, "tag": channel.tag or ""}
+            for group in (split_list(channel.group) or ["default"]) for model in split_list(channel.models)]
+
+
+def _escape_like(text: str) -> str:
+    """`text` lower-cased with the LIKE wildcards `%`, `_` and the escape `\\` escaped by `\\`."""
+    return text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _like_literal(keyword: str) -> str:
+    """A LIKE pattern matching `keyword` literally anywhere (lower-cased)."""
+    return f"%{_escape_like(keyword)}%"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelFilter:
+    """What the list and search routes narrow by; every condition is ANDed.
+
+    `keyword` matches the id (when it is a number), a case-insensitive substring of `name` or `base_url`,
+    or — through `key_digest` — the whole key text. `group` is one item of the group list and `model` a
+    substring of one item of the model list (both case-insensitive). `statuses` empty = any status."""
+
+    keyword: str = ""
+    key_digest: str = ""
+    group: str = ""
+    model: str = ""
+    statuses: tuple[int, ...] = ()
+    type: int | None = None
+
+
+class ChannelRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def get(self, channel_id: int) -> Channel | None:
+        return await self.s.get(Channel, channel_id)
+
+    async def get_for_update(self, channel_id: int) -> Channel | None:
+        return await self.s.scalar(select(Channel).where(Channel.id == channel_id).with_for_update())
+
+    async def add(self, channel: Channel) -> int:
+        """Insert the channel and its abilities."""
+        self.s.add(channel)
+        await self.s.flush()
+        await self.replace_abilities(channel)
+        return channel.id
+
+    async def save(self, channel: Channel) -> None:
+        """Write the changed attributes of a loaded channel and rebuild its abilities."""
+        await self.s.flush()
+        await self.replace_abilities(channel)
+
+    async def replace_abilities(self, channel: Channel) -> None:
+        await self.s.execute(delete(Ability).where(Ability.channel_id == channel.id))
+        rows = ability_rows(channel)
+        if rows:
+            await self.s.execute(insert(Ability), rows)
+
+    async def delete(self, channel_id: int) -> bool:
+        """The channel and its abilities; False when there was no such channel."""
+        await self.s.execute(delete(Ability).where(Ability.channel_id == channel_id))
+        result = await self.s.execute(delete(Channel).where(Channel.id == channel_id))
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    # ---- lists --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _conditions(f: ChannelFilter, *, with_type: bool = True) -> list[ColumnElement[bool]]:
+        conds: list[ColumnElement[bool]] = []
+        if f.statuses:
+            conds.append(Channel.status.in_(f.statuses))
+        if with_type and f.type is not None:
+            conds.append(Channel.type == f.type)
+        if f.keyword:
+            pattern = _like_literal(f.keyword)
+            any_of: list[ColumnElement[bool]] = [func.lower(Channel.name).like(pattern, escape="\\"),
+                                                 func.lower(Channel.base_url).like(pattern, escape="\\")]
+            if f.keyword.isascii() and f.keyword.isdigit() and len(f.keyword) < 18:
+                any_of.append(Channel.id == int(f.keyword))
+            if f.key_digest:
+                any_of.append(Channel.key_digest == f.key_digest)
+            conds.append(or_(*any_of))
+        if f.group:
+            if "," in f.group:
+                conds.append(false())
+            item = f"%,{_escape_like(f.group)},%"
+            conds.append(func.lower(literal(",") + Channel.group + literal(",")).like(item, escape="\\"))
+        if f.model:
+            if "," in f.model:  # no single item can contain it
+                conds.append(false())
+            else:
+                conds.append(func.lower(Channel.models).like(_like_literal(f.model), escape="\\"))
+        return conds
+
+    @staticmethod
+    def _order(id_sort: bool) -> list[Any]:
+        return [Channel.id.desc()] if id_sort else [Channel.priority.desc(), Channel.id.desc()]
+
+    async def page(self, f: ChannelFilter, *, offset: int, limit: int, id_sort: bool
+                   ) -> tuple[Sequence[Channel], int]:
+        conds = self._conditions(f)
+        total = int(await self.s.scalar(select(func.count()).select_from(Channel).where(*conds)) or 0)
+        rows = (await self.s.scalars(select(Channel).where(*conds).order_by(*self._order(id_sort))
+                                     .offset(offset).limit(limit))).all()
+        return rows, total
+
+    async def tag_page(self, f: ChannelFilter, *, offset: int, limit: int, id_sort: bool
+                       ) -> tuple[Sequence[Channel], int]:
+        """Pages over the distinct non-empty tags (in tag order) of the matching channels: the channels of
+        the page's tags, and the number of tags."""
+        conds = [*self._conditions(f), Channel.tag != ""]
+        total = int(await self.s.scalar(select(func.count(distinct(Channel.tag))).where(*conds)) or 0)
+        tags = list((await self.s.scalars(select(Channel.tag).where(*conds).group_by(Channel.tag)
+                                          .order_by(Channel.tag).offset(offset).limit(limit))).all())
+        if not tags:
+            return [], total
+        rows = (await self.s.scalars(select(Channel).where(*conds, Channel.tag.in_(tags))
+                                     .order_by(Channel.tag, *self._order(id_sort)))).all()
+        return rows, total
+
+    async def type_counts(self, f: ChannelFilter) -> dict[int, int]:
+        """Matching channels per type, the `type` filter aside."""
+        conds = self._conditions(f, with_type=False)
+        rows = await self.s.execute(select(Channel.type, func.count()).where(*conds).group_by(Channel.type))
+        return {int(t): int(n) for t, n in rows.all()}

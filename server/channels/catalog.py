@@ -1,0 +1,96 @@
+"""What Tollway knows without asking anyone: the channel types (new-api numbers) and the built-in model
+catalog with each model's capabilities.
+
+- `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400);
+  `SERVED_TYPES`: the ones the gateway calls (1 OpenAI for moderation, 24 Gemini for generateContent —
+  gateway.md §8). Channels of the other types are stored and listed but never selected.
+- `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities (gateway.md §3):
+  `speech_output` for the Gemini TTS models (and inferred for any name containing `-tts`), `moderation`
+  for the OpenAI moderation models.
+- `capabilities(model, overrides)`: the capabilities of any model name, with the option
+  `ModelCapabilities` (`{"<model>": {"speech_output": bool, …}}`) applied on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+OPENAI, AZURE, CUSTOM, ANTHROPIC, OPENROUTER, GEMINI = 1, 3, 8, 14, 20, 24
+MOONSHOT, SILICONFLOW, DEEPSEEK = 25, 40, 43
+
+CHANNEL_TYPES: dict[int, str] = {
+    1: "OpenAI", 2: "Midjourney", 3: "Azure", 4: "Ollama", 5: "MidjourneyPlus", 6: "OpenAIMax",
+    7: "OhMyGPT", 8: "Custom", 9: "AILS", 10: "AIProxy", 11: "PaLM", 12: "API2GPT", 13: "AIGC2D",
+    14: "Anthropic", 15: "Baidu", 16: "Zhipu", 17: "Ali", 18: "Xunfei", 19: "360", 20: "OpenRouter",
+    21: "AIProxyLibrary", 22: "FastGPT", 23: "Tencent", 24: "Gemini", 25: "Moonshot", 26: "ZhipuV4",
+    27: "Perplexity", 31: "LingYiWanWu", 33: "AWS", 34: "Cohere", 35: "MiniMax", 36: "SunoAPI",
+    37: "Dify", 38: "Jina", 39: "Cloudflare", 40: "SiliconFlow", 41: "VertexAI", 42: "Mistral",
+    43: "DeepSeek", 44: "MokaAI", 45: "VolcEngine", 46: "BaiduV2", 47: "Xinference", 48: "xAI",
+    49: "Coze", 50: "Kling", 51: "Jimeng", 52: "Vidu", 53: "Submodel", 54: "DoubaoVideo", 55: "Sora",
+    56: "Replicate", 57: "Codex",
+}
+SERVED_TYPES = frozenset({OPENAI, GEMINI})
+
+SPEECH_OUTPUT = "speech_output"
+MODERATION = "moderation"
+CAPABILITIES = (SPEECH_OUTPUT, MODERATION)
+CATALOG_CREATED = 1626777600  # the fixed `created` new-api answers for its built-in models
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogModel:
+    id: str
+    owned_by: str
+    capabilities: frozenset[str] = frozenset()
+
+
+def _google(name: str, *caps: str) -> CatalogModel:
+    return CatalogModel(name, "google", frozenset(caps))
+
+
+def _openai(name: str, *caps: str) -> CatalogModel:
+    return CatalogModel(name, "openai", frozenset(caps))
+
+
+CATALOG: tuple[CatalogModel, ...] = (
+    _google("gemini-2.5-pro"),
+    _google("gemini-2.5-flash"),
+    _google("gemini-2.5-flash-lite"),
+    _google("gemini-2.5-flash-preview-tts", SPEECH_OUTPUT),
+    _google("gemini-2.5-pro-preview-tts", SPEECH_OUTPUT),
+    _google("gemini-2.0-flash"),
+    _google("gemini-2.0-flash-lite"),
+    _google("gemini-1.5-pro"),
+    _google("gemini-1.5-flash"),
+    _openai("omni-moderation-latest", MODERATION),
+    _openai("omni-moderation-2024-09-26", MODERATION),
+    _openai("text-moderation-latest", MODERATION),
+    _openai("text-moderation-stable", MODERATION),
+)
+_BY_ID = {m.id: m for m in CATALOG}
+
+
+def type_name(channel_type: int) -> str:
+    return CHANNEL_TYPES.get(channel_type, "Unknown")
+
+
+def capabilities(model: str, overrides: Mapping[str, Any]) -> dict[str, bool]:
+    """`{capability: bool}` for `model`: the catalog's (a name containing `-tts` is inferred to speak),
+    then the booleans of `overrides[model]` (the option `ModelCapabilities`) on top."""
+    entry = _BY_ID.get(model)
+    caps = entry.capabilities if entry is not None else frozenset()
+    out = {name: name in caps for name in CAPABILITIES}
+    if "-tts" in model.lower():
+        out[SPEECH_OUTPUT] = True
+    override = overrides.get(model)
+    if isinstance(override, Mapping):
+        out.update({str(k): v for k, v in override.items() if isinstance(v, bool)})
+    return out
+
+
+def catalog_models() -> list[dict[str, Any]]:
+    """`GET /api/channel/models`: the built-in catalog as OpenAI-style model objects."""
+    return [{"id": m.id, "object": "model", "created": CATALOG_CREATED, "owned_by": m.owned_by}
+            for m in CATALOG]

@@ -1,0 +1,229 @@
+"""The rules a channel's fields obey (management.md C.1, C.3; gateway.md §8), checked before anything is
+stored. Every refusal is a `BadRequest` whose message starts with the field's name.
+
+`clean_fields` turns the fields a request carried (absent = not in the dict, `None` = JSON null) into
+column values. On update `""` or `null` clears an optional field (to its default); `name`, `type`,
+`group` and `status` cannot be emptied. Keys are handled by `key_lines` (one per line, trimmed, empties
+dropped) and never pass through here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from server.channels.catalog import CHANNEL_TYPES
+from server.errors import BadRequest
+
+NAME_MAX = 100
+SHORT_TEXT_MAX = 255  # base_url, test_model, openai_organization, remark, each model
+TAG_MAX = 64  # the `tag` columns of channels and abilities
+GROUP_ITEM_MAX = 64  # the `group` column of abilities
+TEXT_MAX_BYTES = 65535  # a TEXT column on MySQL/MariaDB
+KEY_MAX_BYTES = 48000  # encrypted and base64-encoded, it still fits a TEXT column
+WEIGHT_MAX = 2**31 - 1
+STATUS_ENABLED, STATUS_MANUAL, STATUS_AUTO = 1, 2, 3
+JSON_FIELDS = ("model_mapping", "status_code_mapping", "setting", "param_override", "header_override",
+               "settings")
+TEXT_FIELDS = ("name", "base_url", "models", "group", "test_model", "openai_organization", "other", "tag",
+               "remark", *JSON_FIELDS)
+INT_FIELDS = ("type", "status", "priority", "weight", "auto_ban")
+DEFAULTS: dict[str, Any] = {
+    "status": STATUS_ENABLED, "models": "", "group": "default", "priority": 0, "weight": 0, "base_url": "",
+    "test_model": "", "openai_organization": "", "other": "", "tag": "", "remark": "", "auto_ban": 1,
+    **{name: "" for name in JSON_FIELDS},
+}
+REQUIRED = ("name", "type")  # on create
+NOT_EMPTY = ("name", "type", "group", "status")  # on update
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in text)
+
+
+def _text(name: str, value: str, max_chars: int | None = None) -> str:
+    if max_chars is not None and len(value) > max_chars:
+        raise BadRequest(f"{name}: must be at most {max_chars} characters")
+    if len(value.encode()) > TEXT_MAX_BYTES:
+        raise BadRequest(f"{name}: must be at most {TEXT_MAX_BYTES} bytes")
+    return value
+
+
+def _name(value: str) -> str:
+    if not 1 <= len(value) <= NAME_MAX:
+        raise BadRequest(f"name: must be 1–{NAME_MAX} characters")
+    if _has_control(value):
+        raise BadRequest("name: must not contain control characters")
+    return value
+
+
+def _type(value: int) -> int:
+    if value not in CHANNEL_TYPES:
+        raise BadRequest(f"type: unknown channel type {value}")
+    return value
+
+
+def _status(value: int) -> int:
+    if value == STATUS_AUTO:
+        raise BadRequest("status: 3 (automatically disabled) is set only by the system; use 1 or 2")
+    if value not in (STATUS_ENABLED, STATUS_MANUAL):
+        raise BadRequest("status: must be 1 (enabled) or 2 (disabled)")
+    return value
+
+
+def _weight(value: int) -> int:
+    if not 0 <= value <= WEIGHT_MAX:
+        raise BadRequest(f"weight: must be 0–{WEIGHT_MAX}")
+    return value
+
+
+def _auto_ban(value: int) -> int:
+    if value not in (0, 1):
+        raise BadRequest("auto_ban: must be 0 or 1")
+    return value
+
+
+def _comma_list(name: str, value: str, item_max: int) -> str:
+    items: list[str] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item or item in items:
+            continue
+        if len(item) > item_max:
+            raise BadRequest(f"{name}: each entry must be at most {item_max} characters")
+        if _has_control(item):
+            raise BadRequest(f"{name}: entries must not contain control characters")
+        items.append(item)
+    return _text(name, ",".join(items))
+
+
+def _base_url(value: str) -> str:
+    if value == "":
+        return value
+    _text("base_url", value, SHORT_TEXT_MAX)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise BadRequest("base_url: must be an http(s) URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or _has_control(value) or " " in value:
+        raise BadRequest("base_url: must be an http(s) URL")
+    return value
+
+
+def _json_object(name: str, value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        raise BadRequest(f"{name}: must be a JSON object or empty") from None
+    if not isinstance(parsed, dict):
+        raise BadRequest(f"{name}: must be a JSON object or empty")
+    return parsed
+
+
+def check_model_mapping(mapping: dict[str, Any]) -> None:
+    """Values are model names; following the mapping from any name must end (no cycle)."""
+    for source, target in mapping.items():
+        if not isinstance(target, str) or not target.strip():
+            raise BadRequest(f"model_mapping: the value for {source!r} must be a non-empty string")
+    for start in mapping:
+        seen = {start}
+        current = mapping[start]
+        while current in mapping:
+            if current in seen:
+                raise BadRequest(f"model_mapping: following {start!r} loops back to {current!r}")
+            seen.add(current)
+            current = mapping[current]
+
+
+def _status_code(text: Any) -> bool:
+    return isinstance(text, str) and len(text) == 3 and text.isascii() and text.isdigit() \
+        and 100 <= int(text) <= 599
+
+
+def _json_field(name: str, value: str) -> str:
+    if value == "":
+        return value
+    _text(name, value)
+    parsed = _json_object(name, value)
+    if name == "model_mapping":
+        check_model_mapping(parsed)
+    elif name == "status_code_mapping":
+        for source, target in parsed.items():
+            if not _status_code(source) or not _status_code(target):
+                raise BadRequest(f"status_code_mapping: {source!r}: keys and values must be HTTP status "
+                                 'codes written as 3-digit strings, e.g. {"404":"500"}')
+    elif name == "header_override":
+        for header, header_value in parsed.items():
+            if not header or not isinstance(header_value, str) or _has_control(header + header_value):
+                raise BadRequest(f"header_override: {header!r}: headers must be names with string values")
+    return value
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": _name,
+    "type": _type,
+    "status": _status,
+    "priority": lambda v: v,
+    "weight": _weight,
+    "auto_ban": _auto_ban,
+    "models": lambda v: _comma_list("models", v, SHORT_TEXT_MAX),
+    "group": lambda v: _comma_list("group", v, GROUP_ITEM_MAX),
+    "base_url": _base_url,
+    "test_model": lambda v: _text("test_model", v, SHORT_TEXT_MAX),
+    "openai_organization": lambda v: _text("openai_organization", v, SHORT_TEXT_MAX),
+    "other": lambda v: _text("other", v),
+    "tag": lambda v: _text("tag", v, TAG_MAX),
+    "remark": lambda v: _text("remark", v, SHORT_TEXT_MAX),
+    **{name: (lambda n: lambda v: _json_field(n, v))(name) for name in JSON_FIELDS},
+}
+
+
+def clean_fields(raw: dict[str, Any], *, creating: bool) -> dict[str, Any]:
+    """Column values for the fields in `raw` (text already trimmed by the handler).
+
+    Creating: `name` and `type` are required, absent or empty fields take their defaults (`group`
+    "default"). Updating: only the fields present change; `""`/`null` resets an optional one to its
+    default."""
+    out: dict[str, Any] = {}
+    for name in (*TEXT_FIELDS, *INT_FIELDS):
+        if name not in raw:
+            continue
+        value = raw[name]
+        if value is None or value == "":
+            if name in REQUIRED and creating:
+                raise BadRequest(f"{name}: is required")
+            if name in NOT_EMPTY and not creating:
+                raise BadRequest(f"{name}: cannot be empty")
+            out[name] = DEFAULTS[name]
+            continue
+        out[name] = _CHECKS[name](value)
+        if name == "group" and out[name] == "":  # nothing but commas and blanks
+            if not creating:
+                raise BadRequest("group: cannot be empty")
+            out[name] = DEFAULTS["group"]
+    if creating:
+        for name in REQUIRED:
+            if name not in out:
+                raise BadRequest(f"{name}: is required")
+        out = {**DEFAULTS, **out}
+    return out
+
+
+def key_lines(text: str | None) -> list[str]:
+    """The keys of a key text: one per line, each trimmed, empty lines dropped (order kept)."""
+    return [line.strip() for line in (text or "").split("\n") if line.strip()]
+
+
+def unique(keys: list[str]) -> list[str]:
+    return list(dict.fromkeys(keys))
+
+
+def key_text(keys: list[str]) -> str:
+    """How keys are stored (encrypted) and digested: joined by newlines; refused when too long."""
+    text = "\n".join(keys)
+    if len(text.encode()) > KEY_MAX_BYTES:
+        raise BadRequest(f"key: must be at most {KEY_MAX_BYTES} bytes in all")
+    return text

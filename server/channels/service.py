@@ -1,0 +1,250 @@
+"""The rules of the channel routes (management.md C.1–C.3): create (single, batch, multi-key), partial
+update, read, list, search, delete, and the model catalog.
+
+Keys are encrypted with `state.box` and digested for the exact-key search; no reply ever carries them.
+Each change writes the channel and rebuilds its abilities in one transaction, then — committed —
+`state.channels.changed()` reloads this worker's routing table and tells every other worker and node, so
+the change routes before the reply leaves (gateway.md §8: "no periodic sync").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from sqlalchemy.exc import IntegrityError
+
+from models.channels import Channel, ChannelFilter, ChannelRepository
+from models.routing import dump_json, load_json
+from server.channels.catalog import capabilities, catalog_models
+from server.channels.rules import (
+    NAME_MAX,
+    STATUS_AUTO,
+    STATUS_ENABLED,
+    clean_fields,
+    key_lines,
+    key_text,
+    unique,
+)
+from server.channels.views import channel_view
+from server.context import State
+from server.errors import BadRequest, Conflict, NotFound
+from server.web.pagination import Page
+
+MODES = ("single", "batch", "multi_to_single")
+MULTI_KEY_MODES = ("random", "polling")
+KEY_MODES = ("replace", "append")
+BATCH_MAX = 1000
+ALL_KEYS_DISABLED = "all keys are disabled"
+STATUS_REASONS = {1: "manually enabled", 2: "manually disabled"}
+# MariaDB compares the abilities' primary key without case or accents: `GPT-4o` and `gpt-4o` are one row.
+COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
+             "accents); keep one")
+
+
+def multi_key_info(size: int, mode: str) -> dict[str, Any]:
+    """`channel_info` of a new multi-key channel: every key enabled (only non-1 statuses are listed)."""
+    return {"is_multi_key": True, "multi_key_size": size, "multi_key_status_list": {}, "multi_key_mode": mode,
+            "multi_key_polling_index": 0, "multi_key_disabled_reason": {}, "multi_key_disabled_time": {}}
+
+
+def single_key_info() -> dict[str, Any]:
+    return {**multi_key_info(0, "random"), "is_multi_key": False}
+
+
+def _multi_key_mode(value: str | None) -> str | None:
+    if value in (None, ""):
+        return None
+    if value not in MULTI_KEY_MODES:
+        raise BadRequest("multi_key_mode: must be random or polling")
+    return value
+
+
+def _status_info(reason: str, now: int, previous: str | None = None) -> str:
+    info = load_json(previous)
+    info.update(status_reason=reason, status_time=now)
+    return dump_json(info)
+
+
+# ---- create -----------------------------------------------------------------------------------------
+
+async def create_channels(state: State, *, mode: str, multi_key_mode: str | None, name_from_key: bool,
+                          fields: dict[str, Any]) -> list[int]:
+    """`POST /api/channel/` → the new ids, in key order for a batch."""
+    if mode not in MODES:
+        raise BadRequest("mode: must be single, batch or multi_to_single")
+    key_mode = _multi_key_mode(multi_key_mode) or "random"
+    values = clean_fields(fields, creating=True)
+    keys = key_lines(fields.get("key"))
+    if not keys:
+        raise BadRequest("key: is required")
+    now = state.clock.now_s()
+    values["created_time"] = now
+    values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
+                            if values["status"] != STATUS_ENABLED else "")
+    drafts: list[tuple[dict[str, Any], list[str], dict[str, Any]]] = []  # (values, keys, channel_info)
+    if mode == "single":
+        if len(keys) > 1:
+            raise BadRequest("key: mode single takes one key; use batch or multi_to_single for several")
+        drafts.append((values, keys, single_key_info()))
+    elif mode == "batch":
+        keys = unique(keys)
+        if len(keys) > BATCH_MAX:
+            raise BadRequest(f"key: at most {BATCH_MAX} keys in one batch")
+        for key in keys:
+            name = f"{values['name']}_{key[:8]}" if name_from_key else values["name"]
+            if len(name) > NAME_MAX:
+                raise BadRequest(f"name: with the key prefix the name must be at most {NAME_MAX} characters")
+            drafts.append(({**values, "name": name}, [key], single_key_info()))
+    else:
+        keys = unique(keys)
+        drafts.append((values, keys, multi_key_info(len(keys), key_mode)))
+    rows = [Channel(**draft, key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text),
+                    channel_info=dump_json(info))
+            for draft, keys_of, info in drafts for text in (key_text(keys_of),)]
+    try:
+        async with state.db.transaction() as tx:
+            repo = ChannelRepository(tx)
+            ids = [await repo.add(row) for row in rows]
+    except IntegrityError:
+        raise BadRequest(COLLIDING) from None
+    await state.channels.changed()
+    return ids
+
+
+# ---- update -----------------------------------------------------------------------------------------
+
+async def update_channel(state: State, channel_id: int, fields: dict[str, Any], *, key_mode: str | None,
+                         multi_key_mode: str | None) -> dict[str, Any]:
+    """`PUT /api/channel/`: only the fields present change; abilities follow → the channel."""
+    if key_mode not in (None, "", *KEY_MODES):
+        raise BadRequest("key_mode: must be replace or append")
+    new_mode = _multi_key_mode(multi_key_mode)
+    values = clean_fields(fields, creating=False)
+    new_keys = key_lines(fields.get("key"))
+    now = state.clock.now_s()
+    try:
+        async with state.db.transaction() as tx:
+            repo = ChannelRepository(tx)
+            channel = await repo.get_for_update(channel_id)
+            if channel is None:
+                raise NotFound("channel not found")
+            info = load_json(channel.channel_info)
+            multi = bool(info.get("is_multi_key"))
+            keys_changed = bool(new_keys) and multi
+            if new_keys:
+                if multi:
+                    keys = _merged_keys(state, channel, info, new_keys, append=key_mode == "append")
+                elif len(new_keys) > 1:
+                    raise BadRequest("key: this channel takes one key (it is not a multi-key channel)")
+                else:
+                    keys = new_keys
+                text = key_text(keys)
+                values.update(key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text))
+            if multi and new_mode is not None:
+                info["multi_key_mode"] = new_mode
+            if multi and (keys_changed or new_mode is not None):
+                values["channel_info"] = dump_json(info)
+            if "status" in values and values["status"] != channel.status:
+                values["other_info"] = _status_info(STATUS_REASONS[values["status"]], now, channel.other_info)
+            elif (keys_changed and channel.status == STATUS_AUTO
+                  and load_json(channel.other_info).get("status_reason") == ALL_KEYS_DISABLED):
+                values["status"] = STATUS_ENABLED  # enabled keys again: the channel serves again
+                values["other_info"] = _status_info("keys available again", now, channel.other_info)
+            for name, value in values.items():
+                setattr(channel, name, value)
+            await repo.save(channel)
+            view = channel_view(channel)
+    except IntegrityError:
+        raise BadRequest(COLLIDING) from None
+    await state.channels.changed()
+    return view
+
+
+def _merged_keys(state: State, channel: Channel, info: dict[str, Any], new_keys: list[str], *,
+                 append: bool) -> list[str]:
+    """The keys of a multi-key channel after `replace` (statuses reset) or `append` (existing keys keep
+    their statuses, new ones are enabled); updates `info` to match."""
+    if not append:
+        keys = unique(new_keys)
+        info.update(multi_key_size=len(keys), multi_key_status_list={}, multi_key_disabled_reason={},
+                    multi_key_disabled_time={}, multi_key_polling_index=0)
+        return keys
+    try:
+        current = key_lines(state.box.decrypt(channel.key_encrypted)) if channel.key_encrypted else []
+    except (ValueError, InvalidTag):
+        raise Conflict("key: the stored keys cannot be decrypted with this SECRET_KEY; replace them "
+                       "instead (key_mode replace)") from None
+    keys = current + [k for k in unique(new_keys) if k not in current]
+    info["multi_key_size"] = len(keys)
+    return keys
+
+
+# ---- read and delete --------------------------------------------------------------------------------
+
+async def get_channel(state: State, channel_id: int) -> dict[str, Any]:
+    async with state.db.transaction() as tx:
+        channel = await ChannelRepository(tx).get(channel_id)
+    if channel is None:
+        raise NotFound("channel not found")
+    return channel_view(channel)
+
+
+def status_filter(raw: str) -> tuple[int, ...]:
+    """`enabled`/`1` → enabled channels, `disabled`/`0` → manually or automatically disabled, else all."""
+    value = raw.strip().lower()
+    if value in ("enabled", "1"):
+        return (1,)
+    if value in ("disabled", "0"):
+        return (2, 3)
+    return ()
+
+
+def search_filter(state: State, *, keyword: str = "", group: str = "", model: str = "",
+                  statuses: tuple[int, ...] = (), channel_type: int | None = None) -> ChannelFilter:
+    """The filter of a search; a keyword that could be a whole key is also matched by its digest."""
+    keys = key_lines(keyword)
+    digest = state.box.digest("\n".join(keys)) if keys else ""
+    return ChannelFilter(keyword=keyword, key_digest=digest, group=group, model=model, statuses=statuses,
+                         type=channel_type)
+
+
+async def list_channels(state: State, page: Page, flt: ChannelFilter, *, id_sort: bool, tag_mode: bool,
+                        type_counts: bool) -> dict[str, Any]:
+    """A page of channels (or, in tag mode, of tags with their channels) → the page payload, with
+    `type_counts` when asked."""
+    async with state.db.transaction() as tx:
+        repo = ChannelRepository(tx)
+        if tag_mode:
+            rows, total = await repo.tag_page(flt, offset=page.offset, limit=page.size, id_sort=id_sort)
+        else:
+            rows, total = await repo.page(flt, offset=page.offset, limit=page.size, id_sort=id_sort)
+        counts = await repo.type_counts(flt) if type_counts else None
+    payload = page.payload([channel_view(c) for c in rows], total)
+    if counts is not None:
+        payload["type_counts"] = {str(t): n for t, n in sorted(counts.items())}
+    return payload
+
+
+async def delete_channel(state: State, channel_id: int) -> None:
+    async with state.db.transaction() as tx:
+        deleted = await ChannelRepository(tx).delete(channel_id)
+    if not deleted:
+        raise NotFound("channel not found")
+    await state.channels.changed()
+
+
+# ---- catalog ----------------------------------------------------------------------------------------
+
+def models_catalog() -> list[dict[str, Any]]:
+    return catalog_models()
+
+
+def enabled_models(state: State) -> list[str]:
+    return state.channels.enabled_models()
+
+
+def model_capabilities(state: State, model: str) -> dict[str, bool]:
+    """The capabilities of `model` with the option `ModelCapabilities` applied."""
+    overrides = state.options["ModelCapabilities"]
+    return capabilities(model, overrides if isinstance(overrides, dict) else {})

@@ -1,0 +1,40 @@
+"""How a channel is shown (management.md C.1): every column but the key (`key` is always `""`; the keys
+are read back only through the root "get key" route), `channel_info` as an object of its read-only
+multi-key fields, `other_info` as its JSON text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.channels import Channel
+from models.routing import load_json
+
+
+def channel_info_view(text: str | None) -> dict[str, Any]:
+    info = load_json(text)
+    statuses = info.get("multi_key_status_list") or {}
+    return {
+        "is_multi_key": bool(info.get("is_multi_key")),
+        "multi_key_size": int(info.get("multi_key_size") or 0),
+        "multi_key_status_list": {str(k): int(v) for k, v in statuses.items()}
+        if isinstance(statuses, dict) else {},
+        "multi_key_mode": str(info.get("multi_key_mode") or "random"),
+        "multi_key_polling_index": int(info.get("multi_key_polling_index") or 0),
+    }
+
+
+def channel_view(channel: Channel) -> dict[str, Any]:
+    return {
+        "id": channel.id, "type": channel.type, "name": channel.name, "key": "", "status": channel.status,
+        "models": channel.models, "group": channel.group, "priority": channel.priority,
+        "weight": channel.weight, "base_url": channel.base_url, "test_model": channel.test_model,
+        "openai_organization": channel.openai_organization, "other": channel.other, "tag": channel.tag,
+        "remark": channel.remark, "model_mapping": channel.model_mapping,
+        "status_code_mapping": channel.status_code_mapping, "setting": channel.setting,
+        "param_override": channel.param_override, "header_override": channel.header_override,
+        "settings": channel.settings, "auto_ban": channel.auto_ban, "balance": float(channel.balance or 0),
+        "balance_updated_time": channel.balance_updated_time, "used_quota": channel.used_quota,
+        "created_time": channel.created_time, "test_time": channel.test_time,
+        "response_time": channel.response_time, "other_info": channel.other_info,
+        "channel_info": channel_info_view(channel.channel_info),
+    }
