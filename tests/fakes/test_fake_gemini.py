@@ -173,15 +173,15 @@ async def test_valid_keys(gemini_fake: FakeGemini) -> None:
 async def test_the_google_genai_sdk_talks_to_it(gemini_fake: FakeGemini) -> None:
     gemini_fake.valid_keys = {"good"}
     options = types.HttpOptions(base_url=gemini_fake.url, api_version="v1beta")
-    client = genai.Client(api_key="good", http_options=options)
-    config = types.GenerateContentConfig(response_modalities=["AUDIO"])
-    reply = await client.aio.models.generate_content(model=TTS, contents="read this", config=config)
-    assert reply.usage_metadata is not None and reply.usage_metadata.candidates_token_count == 500
-    stream = await client.aio.models.generate_content_stream(model="gemini-2.5-flash", contents="hi")
-    assert "".join([chunk.text or "" async for chunk in stream]) == gemini_fake.text_reply
-    assert gemini_fake.last.query == {"alt": "sse"}
-    names = [model.name async for model in await client.aio.models.list(config={"page_size": 2})]
-    assert names == [f"models/{m}" for m in gemini_fake.models]
-    with pytest.raises(genai_errors.ClientError, match="API_KEY_INVALID"):
-        await genai.Client(api_key="bad", http_options=options).aio.models.generate_content(
-            model=TTS, contents="x")
+    async with genai.Client(api_key="good", http_options=options).aio as client:
+        config = types.GenerateContentConfig(response_modalities=["AUDIO"])
+        reply = await client.models.generate_content(model=TTS, contents="read this", config=config)
+        assert reply.usage_metadata is not None and reply.usage_metadata.candidates_token_count == 500
+        stream = await client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi")
+        assert "".join([chunk.text or "" async for chunk in stream]) == gemini_fake.text_reply
+        assert gemini_fake.last.query == {"alt": "sse"}
+        names = [model.name async for model in await client.models.list(config={"page_size": 2})]
+        assert names == [f"models/{m}" for m in gemini_fake.models]
+    async with genai.Client(api_key="bad", http_options=options).aio as bad:
+        with pytest.raises(genai_errors.ClientError, match="API_KEY_INVALID"):
+            await bad.models.generate_content(model=TTS, contents="x")
