@@ -83,7 +83,8 @@ def split_list(text: str | None) -> list[str]:
     return out
 
 
-def _json_object(text: str | None) -> dict[str, Any]:
+def load_json(text: str | None) -> dict[str, Any]:
+    """A JSON-object column; empty or damaged text reads as {}."""
     if not text:
         return {}
     try:
@@ -95,7 +96,7 @@ def _json_object(text: str | None) -> dict[str, Any]:
 
 def has_enabled_key(channel_info: str | None) -> bool:
     """A single-key channel always has its key; a multi-key one needs a key whose status is 1."""
-    info = _json_object(channel_info)
+    info = load_json(channel_info)
     if not info.get("is_multi_key"):
         return True
     size = int(info.get("multi_key_size") or 0)

@@ -17,20 +17,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from models.abilities import Ability
-from models.channels import Channel
+from models.channels import Channel, load_json
 
 AUTO_DISABLED = 3
-
-
-def load_json(text: str | None) -> dict[str, Any]:
-    """A JSON-object column; empty or damaged text reads as {}."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+__all__ = ["auto_disable_channel", "auto_disable_key", "dump_json", "load_json", "load_routing"]
 
 
 def dump_json(value: dict[str, Any]) -> str:
