@@ -9,13 +9,13 @@ import base64
 import json
 from typing import Any
 
-import httpx
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
 from tests.fakes import FakeGemini
+from tests.fakes.fixtures import client_for
 from tests.fakes.gemini import AUDIO_MIME, pcm_audio, prompt_tokens
 
 TTS = "gemini-2.5-flash-preview-tts"
@@ -36,7 +36,7 @@ def audio_of(chunk: dict[str, Any]) -> bytes:
 
 
 async def test_generate_audio(gemini_fake: FakeGemini) -> None:
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         response = await client.post(GENERATE.replace(":", "%3A"), json=audio_body(),
                                      headers={"x-goog-api-key": "k"})
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
@@ -59,7 +59,7 @@ async def test_audio_tokens_and_prompt_count_follow_the_request(gemini_fake: Fak
     body = {"contents": [{"parts": [{"text": "one two"}, {"text": " three "}]},
                          {"parts": [{"text": "four"}]}],
             "generationConfig": {"responseModalities": ["audio"]}}
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         reply = (await client.post(GENERATE, json=body)).json()
     assert reply["usageMetadata"]["promptTokenCount"] == 4 == prompt_tokens(body)
     assert reply["usageMetadata"]["candidatesTokenCount"] == 7 and len(audio_of(reply)) == 7 * 48 * 2
@@ -67,7 +67,7 @@ async def test_audio_tokens_and_prompt_count_follow_the_request(gemini_fake: Fak
 
 
 async def test_generate_text_when_audio_is_not_asked(gemini_fake: FakeGemini) -> None:
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         body = (await client.post("/v1beta/models/gemini-2.5-flash:generateContent",
                                   json={"contents": [{"parts": [{"text": "hi"}]}]})).json()
     assert body["candidates"][0]["content"]["parts"] == [{"text": "Hello from the fake Gemini."}]
@@ -78,7 +78,7 @@ async def test_generate_text_when_audio_is_not_asked(gemini_fake: FakeGemini) ->
 
 async def test_stream_sse(gemini_fake: FakeGemini) -> None:
     gemini_fake.audio_tokens = 30
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         response = await client.post(f"{STREAM}?alt=sse", json=audio_body())
     assert response.headers["content-type"] == "text/event-stream"
     raw_events = response.text.split("\r\n\r\n")
@@ -97,7 +97,7 @@ async def test_stream_sse(gemini_fake: FakeGemini) -> None:
 
 async def test_stream_without_sse_is_a_json_array(gemini_fake: FakeGemini) -> None:
     gemini_fake.stream_chunks = 4
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         response = await client.post(STREAM, json={"contents": [{"parts": [{"text": "hi"}]}]})
     assert response.text.startswith("[{") and ",\r\n{" in response.text and response.text.endswith("}]")
     chunks = response.json()
@@ -108,7 +108,7 @@ async def test_stream_without_sse_is_a_json_array(gemini_fake: FakeGemini) -> No
 
 async def test_bad_generate_requests(gemini_fake: FakeGemini) -> None:
     gemini_fake.strict_models = True
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         not_json = await client.post(GENERATE, content=b"{")
         no_contents = await client.post(GENERATE, json={"contents": []})
         unknown_model = await client.post("/v1beta/models/nope:generateContent", json=audio_body())
@@ -117,7 +117,7 @@ async def test_bad_generate_requests(gemini_fake: FakeGemini) -> None:
 
 
 async def test_models_pages(gemini_fake: FakeGemini) -> None:
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         first = (await client.get("/v1beta/models")).json()
         second = (await client.get("/v1beta/models", params={"pageToken": first["nextPageToken"]})).json()
         whole = (await client.get("/v1beta/models", params={"pageSize": 10})).json()
@@ -136,7 +136,7 @@ async def test_models_pages(gemini_fake: FakeGemini) -> None:
 
 
 async def test_unknown_path_is_a_google_404(gemini_fake: FakeGemini) -> None:
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         response = await client.post("/v1beta/files", json={})
     assert response.status_code == 404
     assert response.json() == {"error": {"code": 404, "message": "Method not found.", "status": "NOT_FOUND"}}
@@ -147,7 +147,7 @@ async def test_unknown_path_is_a_google_404(gemini_fake: FakeGemini) -> None:
     ("403", 403, "PERMISSION_DENIED"), ("429", 429, "RESOURCE_EXHAUSTED"), ("500", 500, "INTERNAL")])
 async def test_error_bodies(gemini_fake: FakeGemini, mode: str, code: int, status: str) -> None:
     gemini_fake.fail(mode, times=1)
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         response = await client.post(GENERATE, json=audio_body())
     error = response.json()["error"]
     assert (response.status_code, error["code"], error["status"]) == (code, code, status)
@@ -159,7 +159,7 @@ async def test_error_bodies(gemini_fake: FakeGemini, mode: str, code: int, statu
 
 async def test_valid_keys(gemini_fake: FakeGemini) -> None:
     gemini_fake.valid_keys = {"good"}
-    async with httpx.AsyncClient(base_url=gemini_fake.url) as client:
+    async with client_for(gemini_fake) as client:
         by_header = await client.post(GENERATE, json=audio_body(), headers={"x-goog-api-key": "good"})
         by_query = await client.post(GENERATE, params={"key": "good"}, json=audio_body())
         bad = await client.post(GENERATE, json=audio_body(), headers={"x-goog-api-key": "bad"})

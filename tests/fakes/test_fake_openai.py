@@ -13,6 +13,7 @@ import pytest
 from openai.types import ModerationCreateResponse
 
 from tests.fakes import FakeOpenAI
+from tests.fakes.fixtures import client_for
 from tests.fakes.openai import CATEGORIES
 
 TEXT_ONLY = {"harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent",
@@ -21,7 +22,7 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
 
 
 async def moderate(fake: FakeOpenAI, body: dict[str, Any]) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=fake.url) as client:
+    async with client_for(fake) as client:
         return await client.post("/v1/moderations", json=body)
 
 
@@ -79,7 +80,7 @@ async def test_bad_moderation_input(openai_fake: FakeOpenAI, body: dict[str, Any
 
 async def test_models(openai_fake: FakeOpenAI) -> None:
     openai_fake.models = ["omni-moderation-latest"]
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         listing = (await client.get("/v1/models")).json()
         one = await client.get("/v1/models/omni-moderation-latest")
         missing = await client.get("/v1/models/gpt-0")
@@ -90,7 +91,7 @@ async def test_models(openai_fake: FakeOpenAI) -> None:
 
 
 async def test_unknown_path_is_an_openai_404(openai_fake: FakeOpenAI) -> None:
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         response = await client.post("/v1/nothing", json={})
     assert response.status_code == 404
     assert response.json() == {"error": {"message": "Invalid URL (POST /v1/nothing)",
@@ -111,7 +112,7 @@ async def test_error_bodies(openai_fake: FakeOpenAI, mode: str, type_: str, code
 
 async def test_valid_keys(openai_fake: FakeOpenAI) -> None:
     openai_fake.valid_keys = {"sk-good"}
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         good = await client.get("/v1/models", headers={"Authorization": "Bearer sk-good"})
         bad = await client.get("/v1/models", headers={"Authorization": "Bearer sk-wrong-key-123456"})
         none = await client.get("/v1/models")

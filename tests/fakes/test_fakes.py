@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes import FakeGemini, FakeOpenAI
 from tests.fakes.base import FakeServer
+from tests.fakes.fixtures import client_for
 
 MODERATE = "/v1/moderations"
 SSE_PATH = "/v1beta/models/gemini-2.5-flash-preview-tts:streamGenerateContent"
@@ -27,11 +28,11 @@ async def test_serves_on_a_free_local_port_and_stops() -> None:
         _ = fake.url
     await fake.start()
     assert fake.url.startswith("http://127.0.0.1:") and fake.port > 0
-    async with httpx.AsyncClient() as client:
+    async with client_for() as client:
         assert (await client.get(f"{fake.url}/v1/models")).status_code == 200
     await fake.stop()
     await fake.stop()  # twice is harmless
-    async with httpx.AsyncClient() as client:
+    async with client_for() as client:
         with pytest.raises(httpx.ConnectError):
             await client.get(f"http://127.0.0.1:{fake.port}/v1/models")
 
@@ -41,7 +42,7 @@ async def test_two_fakes_get_different_ports(gemini_fake: FakeGemini, openai_fak
 
 
 async def test_records_each_request(openai_fake: FakeOpenAI) -> None:
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         await client.post(f"{MODERATE}?a=1&b=", json={"input": "hi"}, headers={"X-Trace": "T1"})
         await client.post(MODERATE, content=b"not json", headers={"Content-Type": "text/plain"})
         await client.get("/v1/models%3Alist")
@@ -59,7 +60,7 @@ async def test_reads_a_chunked_request_body(openai_fake: FakeOpenAI) -> None:
         yield b'{"input": '
         yield b'"hello"}'
 
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         response = await client.post(MODERATE, content=body())
     assert response.status_code == 200
     assert openai_fake.last.headers["transfer-encoding"] == "chunked"
@@ -67,7 +68,7 @@ async def test_reads_a_chunked_request_body(openai_fake: FakeOpenAI) -> None:
 
 
 async def test_keep_alive_reuses_the_connection(openai_fake: FakeOpenAI) -> None:
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         for _ in range(3):
             assert (await client.get("/v1/models")).headers["connection"] == "keep-alive"
         closing = await client.get("/v1/models", headers={"Connection": "close"})
@@ -78,7 +79,7 @@ async def test_keep_alive_reuses_the_connection(openai_fake: FakeOpenAI) -> None
 
 
 async def test_stream_chunks_are_flushed_one_by_one() -> None:
-    async with FakeGemini(audio_tokens=30, chunk_delay=0.05) as fake, httpx.AsyncClient() as client:
+    async with FakeGemini(audio_tokens=30, chunk_delay=0.05) as fake, client_for() as client:
         sent_when_received = []
         async with client.stream("POST", f"{fake.url}{SSE_PATH}?alt=sse", json=AUDIO_BODY) as response:
             assert response.headers["transfer-encoding"] == "chunked"
@@ -93,7 +94,7 @@ async def test_stream_chunks_are_flushed_one_by_one() -> None:
 @pytest.mark.parametrize("mode", ["400", "401", "403", "429", "500"])
 @pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
 async def test_error_mode_then_back_to_normal(kind: type[FakeServer], mode: str) -> None:
-    async with kind() as fake, httpx.AsyncClient(base_url=fake.url) as client:
+    async with kind() as fake, client_for(fake) as client:
         fake.fail(mode, times=2)
         assert fake.failure == mode
         path = "/v1/models" if kind is FakeOpenAI else "/v1beta/models"
@@ -104,7 +105,7 @@ async def test_error_mode_then_back_to_normal(kind: type[FakeServer], mode: str)
 
 async def test_failure_forever_until_reset(openai_fake: FakeOpenAI) -> None:
     openai_fake.fail("500")
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         assert [(await client.get("/v1/models")).status_code for _ in range(4)] == [500] * 4
         openai_fake.reset()
         assert (await client.get("/v1/models")).status_code == 200
@@ -121,13 +122,13 @@ def test_unknown_failure_mode_is_refused() -> None:
 async def test_slow_answers_normally_after_the_delay(openai_fake: FakeOpenAI) -> None:
     openai_fake.slow_seconds = 0.05
     openai_fake.fail("slow", times=1)
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         response = await client.post(MODERATE, json={"input": "hi"})
     assert response.status_code == 200 and response.json()["results"][0]["flagged"] is False
 
 
 async def test_slow_makes_a_short_client_timeout_fire_and_stop_does_not_wait() -> None:
-    async with FakeOpenAI() as fake, httpx.AsyncClient(base_url=fake.url, timeout=0.2) as client:
+    async with FakeOpenAI() as fake, client_for(fake, timeout=0.2) as client:
         fake.fail("slow")  # slow_seconds is 5: stop() must cancel the sleep, not wait for it
         with pytest.raises(httpx.ReadTimeout):
             await client.get("/v1/models")
@@ -135,7 +136,7 @@ async def test_slow_makes_a_short_client_timeout_fire_and_stop_does_not_wait() -
 
 @pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
 async def test_drop_closes_without_a_response(kind: type[FakeServer]) -> None:
-    async with kind() as fake, httpx.AsyncClient(base_url=fake.url) as client:
+    async with kind() as fake, client_for(fake) as client:
         fake.fail("drop", times=1)
         with pytest.raises(httpx.RemoteProtocolError):
             await client.get("/v1/models")
@@ -146,7 +147,7 @@ async def test_drop_closes_without_a_response(kind: type[FakeServer]) -> None:
 async def test_drop_mid_stream_sends_the_first_chunk_then_closes(gemini_fake: FakeGemini) -> None:
     gemini_fake.fail("drop_mid_stream", times=1)
     events = []
-    async with httpx.AsyncClient() as client:
+    async with client_for() as client:
         with pytest.raises(httpx.RemoteProtocolError):
             async with client.stream("POST", f"{gemini_fake.url}{SSE_PATH}?alt=sse", json=AUDIO_BODY) as r:
                 assert r.status_code == 200
@@ -160,6 +161,6 @@ async def test_drop_mid_stream_sends_the_first_chunk_then_closes(gemini_fake: Fa
 
 async def test_drop_mid_stream_cuts_a_plain_body(openai_fake: FakeOpenAI) -> None:
     openai_fake.fail("drop_mid_stream")
-    async with httpx.AsyncClient(base_url=openai_fake.url) as client:
+    async with client_for(openai_fake) as client:
         with pytest.raises(httpx.RemoteProtocolError, match=r"incomplete|complete message"):
             await client.get("/v1/models")
