@@ -87,7 +87,9 @@ class QuotaEngine:
 
     async def reserve(self, user_id: int, amount: int, *, key_id: int = 0, key_limited: bool = False
                       ) -> Reservation:
-        """Hold `amount` (≥ 0); raises InsufficientQuota without changing anything when it does not fit."""
+        """Hold `amount` (≥ 0); raises InsufficientQuota without changing anything when it does not fit.
+        A hold of 0 (a free call) always fits, even a balance below zero; it still makes the call's
+        settlement exactly-once."""
         if amount < 0:
             raise ValueError("amount must be ≥ 0")
         hold_id = secrets.token_hex(12)

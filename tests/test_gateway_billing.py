@@ -98,6 +98,22 @@ async def test_a_shortfall_is_429_and_charges_nothing(app: Running, openai_fake:
     assert await app.state.quota.balance("user", uid) == 499
 
 
+async def test_a_free_call_needs_no_balance_but_a_key_with_quota_left(app: Running, openai_fake: FakeOpenAI
+                                                                    ) -> None:
+    uid = await add_user(app.state, "gail", quota=0)
+    _, unlimited = await seed_key(app.state, uid, unlimited=True)
+    _, empty = await seed_key(app.state, uid, remain=0)
+    await seed_channel(app.state, type=1, base_url=openai_fake.url, models=MOD)  # built-in price: free
+    async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+        free = await moderate(client, unlimited)
+        dry = await moderate(client, empty)
+    assert free.status_code == 200, free.text
+    assert dry.status_code == 401 and dry.json()["error"]["code"] == "token_exhausted"
+    logs = await consume_logs(app)
+    assert [(log.quota, log.user_id) for log in logs] == [(0, uid)]
+    assert await app.state.quota.balance("user", uid) == 0
+
+
 async def test_concurrent_calls_never_overdraw(app: Running, openai_fake: FakeOpenAI) -> None:
     uid = await add_user(app.state, "dave", quota=5000)  # exactly 10 calls of 500
     _, key = await seed_key(app.state, uid, unlimited=True)

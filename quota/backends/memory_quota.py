@@ -68,9 +68,9 @@ class MemoryQuotaStore:
             if ("key", key_id) not in self._live:
                 raise NeedsLoad("key", key_id)
             key = self._live[("key", key_id)]
-        if user < amount:
+        if amount > 0 and user < amount:  # a hold of 0 fits any balance (see reserve.lua)
             return False, "user", user, user
-        if key_limited and key < amount:
+        if amount > 0 and key_limited and key < amount:
             return False, "key", key, key
         self._holds[hold_id] = _Hold(user_id, key_id, key_limited, amount, self._now() + lease_ms)
         self._live[("user", user_id)] = user = user - amount

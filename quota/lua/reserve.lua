@@ -14,8 +14,9 @@ if limited then
   if not key then return {-1, 'key'} end
   key = tonumber(key)
 end
-if user < amount then return {0, 'user', user} end
-if limited and key < amount then return {0, 'key', key} end
+-- a hold of 0 (a free call) fits any balance, even one below zero (gateway.md §9: 0 skips the check)
+if amount > 0 and user < amount then return {0, 'user', user} end
+if amount > 0 and limited and key < amount then return {0, 'key', key} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + tonumber(ARGV[3])

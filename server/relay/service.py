@@ -119,7 +119,7 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
             raise await exhausted(state, key) from None
         raise GatewayError(429, "insufficient_quota", "insufficient quota for this request",
                            headers={"x-should-retry": "false"}) from None
-    if limited and (reservation.key_balance < 0 or (amount == 0 and reservation.key_balance <= 0)):
+    if limited and amount == 0 and reservation.key_balance <= 0:  # a free call on a key with nothing left
         await state.quota.release(reservation)
         raise await exhausted(state, key)
     state.keys.touch(key.id)

@@ -30,6 +30,20 @@ async def test_a_reservation_that_does_not_fit_changes_nothing(quota_env: QuotaE
     assert await quota_env.store.pending() == 0
 
 
+async def test_a_zero_hold_fits_any_balance_and_settles_once(quota_env: QuotaEnv) -> None:
+    uid = await quota_env.add_user(0)
+    key = await quota_env.add_key(uid, remain=0)
+    r = await quota_env.engine.reserve(uid, 0, key_id=key, key_limited=True)
+    assert (r.user_balance, r.key_balance) == (0, 0)
+    await quota_env.engine.debit("user", uid, 5, ref="below-zero", allow_negative=True)
+    r2 = await quota_env.engine.reserve(uid, 0)
+    assert r2.user_balance == -5
+    assert (await quota_env.engine.settle(r2, 0, log={"type": 2})).applied
+    assert not (await quota_env.engine.settle(r2, 0, log={"type": 2})).applied
+    with pytest.raises(InsufficientQuota):
+        await quota_env.engine.reserve(uid, 1)
+
+
 async def test_the_key_quota_is_held_too_unless_unlimited(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(10_000)
     limited = await quota_env.add_key(uid, remain=50)
