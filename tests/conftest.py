@@ -174,6 +174,16 @@ async def embedded_app(embedded_stack: Stack, tmp_path: Path) -> AsyncIterator[R
         yield running
 
 
+@pytest.fixture(params=["mariadb", "postgres"])
+async def nodes(request: pytest.FixtureRequest, databases: _Databases, redis_prefix: str, tmp_path: Path
+                ) -> AsyncIterator[tuple[Running, Running]]:
+    """Two app instances (two nodes) on one SQL database and one Redis."""
+    url = await fresh_database(databases, request.param)
+    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
+    async with serve(config) as one, serve(config) as two:
+        yield one, two
+
+
 @pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres"])
 async def quota_env(request: pytest.FixtureRequest, databases: _Databases) -> AsyncIterator[object]:
     """The quota engine on each store, over a real SQL database (see tests/quota/env.py)."""

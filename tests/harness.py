@@ -138,3 +138,25 @@ async def logged_in(running: Running, username: str, password: str = "password12
     response = await api.login(username, password)
     assert response.status_code == 200, response.text
     return api
+
+
+def data_of(response: httpx.Response, status: int = 200) -> Any:
+    """Assert a success envelope with `status`; return its `data`."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["success"] is True, body
+    return body.get("data")
+
+
+def fails(response: httpx.Response, status: int, mentions: str | None = None, *, prefix: bool = False
+          ) -> str:
+    """Assert an error envelope with `status` and a message; if given, the message contains `mentions`
+    (starts with it when `prefix`: the field a 400 names comes first)."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["success"] is False, body
+    message = body["message"]
+    assert isinstance(message, str) and message, body
+    if mentions is not None:
+        assert message.startswith(mentions) if prefix else mentions in message, message
+    return message

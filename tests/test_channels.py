@@ -15,34 +15,23 @@ tests/test_channels_nodes.py.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-import httpx
 from sqlalchemy import select
 
 from models.abilities import Ability
 from models.channels import Channel
 from models.routing import load_json
-from tests.harness import Api, Running, add_user, logged_in
+from tests.harness import Api, Running, add_user, data_of, logged_in
+from tests.harness import fails as envelope_fails
+
+fails = partial(envelope_fails, prefix=True)  # a 400 names its field first
 
 GEMINI, OPENAI = 24, 1
 
 
 # ---- helpers (shared with the other test_channels_*.py files) ---------------------------------------
-
-def data_of(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is True, body
-    return body.get("data")
-
-
-def fails(response: httpx.Response, status: int, mentions: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is False, body
-    assert body["message"].startswith(mentions), body["message"]
-    return str(body["message"])
 
 
 async def admin_of(app: Running) -> Api:

@@ -1,27 +1,13 @@
-"""Two nodes on one MariaDB and one Redis: a channel created, changed or deleted through one node routes
-(or stops routing) on the other within a second — broadcast, no periodic sync (gateway.md §8)."""
+"""Two nodes on one database (MariaDB, then PostgreSQL) and one Redis: a channel created, changed or
+deleted through one node routes (or stops routing) on the other within a second — broadcast, no periodic sync (gateway.md §8)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
-
-from tests.conftest import _Databases, fresh_database
-from tests.harness import Running, make_config, serve
-from tests.services import REDIS_URL
+from tests.harness import Running
 from tests.test_channels import GEMINI, admin_of, create, data_of
-
-
-@pytest.fixture
-async def nodes(databases: _Databases, redis_prefix: str, tmp_path: Path
-                ) -> AsyncIterator[tuple[Running, Running]]:
-    url = await fresh_database(databases, "mariadb")
-    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
-    async with serve(config) as one, serve(config) as two:
-        yield one, two
 
 
 async def within_a_second(check: Callable[[], bool]) -> bool:

@@ -20,16 +20,19 @@ inserted straight into SQL for two users:
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
 from models.channels import Channel
 from models.logs import LOG_CONSUME, LOG_ERROR, LOG_MANAGE, LOG_SYSTEM, LOG_TOPUP, Log
 from server.logs.service import DELETE_BATCH
-from tests.harness import Api, Running, add_user, logged_in
+from tests.harness import Api, Running, add_user, data_of, logged_in
+from tests.harness import fails as envelope_fails
+
+fails = partial(envelope_fails, prefix=True)  # a 400 names its field first
 
 LOG_FIELDS = {
     "id", "user_id", "created_at", "type", "content", "username", "token_name", "model_name", "quota",
@@ -41,21 +44,6 @@ T0 = 1_700_000_000  # seeded rows live around this time (far from "now", so stat
 
 
 # ---- helpers (local to this file) -------------------------------------------------------------------
-
-def data_of(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is True, body
-    return body.get("data")
-
-
-def fails(response: httpx.Response, status: int, mentions: str | None = None) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is False, body
-    if mentions is not None:
-        assert body["message"].startswith(mentions), body["message"]
-    return str(body["message"])
 
 
 class World:

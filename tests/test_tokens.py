@@ -25,7 +25,7 @@ from sqlalchemy import insert, select
 
 from models.keys import ApiKey, ApiKeyRepository
 from server.keys.service import MAX_KEYS_PER_USER, new_key
-from tests.harness import Api, Running, add_user, logged_in
+from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 TOKEN_FIELDS = {
     "id", "user_id", "key", "status", "name", "created_time", "accessed_time", "expired_time",
@@ -36,21 +36,6 @@ FULL = re.compile(r"sk-[A-Za-z0-9]{48}")
 
 
 # ---- helpers (local to this file) -------------------------------------------------------------------
-
-def data_of(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is True, body
-    return body.get("data")
-
-
-def fails(response: httpx.Response, status: int, mentions: str | None = None) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is False and isinstance(body["message"], str) and body["message"], body
-    if mentions is not None:
-        assert body["message"].startswith(mentions) or mentions in body["message"], body["message"]
-    return str(body["message"])
 
 
 def masked(full: str) -> str:

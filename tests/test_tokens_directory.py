@@ -12,9 +12,8 @@ Proved here:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +22,7 @@ from sqlalchemy import select
 from models.keys import ApiKey
 from server.keys.directory import KeyState
 from server.keys.service import new_key
-from tests.conftest import _Databases, fresh_database
-from tests.harness import Api, Running, add_user, logged_in, make_config, serve
-from tests.services import REDIS_URL
+from tests.harness import Api, Running, add_user, logged_in
 
 
 async def user_api(app: Running, name: str = "alice") -> Api:
@@ -158,13 +155,6 @@ async def test_touch_and_flush_write_accessed_time(app: Running) -> None:
 
 # ---- two nodes ------------------------------------------------------------------------------------------
 
-@pytest.fixture(params=["mariadb", "postgres"])
-async def nodes(request: pytest.FixtureRequest, databases: _Databases, redis_prefix: str, tmp_path: Path
-                ) -> AsyncIterator[tuple[Running, Running]]:
-    url = await fresh_database(databases, request.param)
-    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
-    async with serve(config) as one, serve(config) as two:
-        yield one, two
 
 
 async def test_key_changes_on_one_node_apply_on_the_other_within_a_second(

@@ -1,30 +1,16 @@
-"""Two nodes (two app instances) on one MariaDB and one Redis: an admin change made on one node applies
-on the other from its next request (a disabled user's access token refused, a demoted admin refused),
+"""Two nodes (two app instances) on one database (MariaDB, then PostgreSQL) and one Redis: an admin
+change made on one node applies on the other from its next request (a disabled user's access token refused, a demoted admin refused),
 and a quota change made on one node is the balance the other node shows."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 
 from models.logs import Log
 from models.users import UserRepository
-from tests.conftest import _Databases, fresh_database
-from tests.harness import Running, add_user, logged_in, make_config, serve
-from tests.services import REDIS_URL
-
-
-@pytest.fixture
-async def nodes(databases: _Databases, redis_prefix: str, tmp_path: Path
-                ) -> AsyncIterator[tuple[Running, Running]]:
-    url = await fresh_database(databases, "mariadb")
-    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
-    async with serve(config) as one, serve(config) as two:
-        yield one, two
+from tests.harness import Running, add_user, logged_in
 
 
 async def eventually_status(api_call: object, expected: int, seconds: float = 1.0) -> int:

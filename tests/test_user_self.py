@@ -21,7 +21,7 @@ import httpx
 
 from models.tables import User
 from models.users import UserRepository
-from tests.harness import Api, Running, add_user, logged_in
+from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 SELF_FIELDS = {
     "id", "username", "display_name", "role", "status", "email", "group", "quota", "used_quota",
@@ -36,24 +36,6 @@ PERMISSIONS = {
 
 
 # ---- helpers (local to this file) -------------------------------------------------------------------
-
-def data_of(response: httpx.Response, status: int = 200) -> Any:
-    """Assert a success envelope with `status`; return its `data`."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is True, body
-    return body.get("data")
-
-
-def fails(response: httpx.Response, status: int, mentions: str | None = None) -> str:
-    """Assert an error envelope with `status` (and, if given, a message mentioning `mentions`)."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is False, body
-    assert isinstance(body["message"], str) and body["message"]
-    if mentions is not None:
-        assert mentions in body["message"], body["message"]
-    return str(body["message"])
 
 
 async def stored(app: Running, user_id: int) -> User:

@@ -23,7 +23,7 @@ import httpx
 
 from models.tables import User
 from models.users import UserRepository
-from tests.harness import Api, Running, add_user, logged_in
+from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 USER_FIELDS = {
     "id", "username", "password", "display_name", "email", "role", "status", "group", "quota", "used_quota",
@@ -34,24 +34,6 @@ MANAGE_REPLY = {"role", "status", "quota"}
 
 
 # ---- helpers (local to this file) -------------------------------------------------------------------
-
-def data_of(response: httpx.Response, status: int = 200) -> Any:
-    """Assert a success envelope with `status`; return its `data`."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is True, body
-    return body.get("data")
-
-
-def fails(response: httpx.Response, status: int, mentions: str | None = None) -> str:
-    """Assert an error envelope with `status` (and, if given, a message mentioning `mentions`)."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["success"] is False, body
-    assert isinstance(body["message"], str) and body["message"]
-    if mentions is not None:
-        assert mentions in body["message"], body["message"]
-    return str(body["message"])
 
 
 def walk(value: Any) -> Iterator[dict[str, Any]]:
