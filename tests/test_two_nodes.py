@@ -1,6 +1,7 @@
 """Two nodes (two app instances) on one database (MariaDB, then PostgreSQL) and one Redis: an admin
-change made on one node applies on the other from its next request (a disabled user's access token refused, a demoted admin refused),
-and a quota change made on one node is the balance the other node shows."""
+change made on one node applies on the other from its next request (a disabled user's access token
+refused, a demoted admin refused), and a quota change made on one node is the balance the other node
+shows."""
 
 from __future__ import annotations
 
