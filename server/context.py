@@ -24,6 +24,7 @@ from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
+from quota.records import CHANNEL as INVALIDATE_CHANNEL
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
 from server.accounts.directory import UserDirectory
@@ -37,7 +38,6 @@ from server.relay.upstream import make_client
 from server.system.options import Options
 
 log = logging.getLogger("tollway")
-INVALIDATE_CHANNEL = "invalidate"
 
 
 class Tasks:

@@ -37,7 +37,8 @@ class Principal:
         return self.user.role
 
 
-def _bearer(header: str) -> str:
+def bearer(header: str) -> str:
+    """The credential of an `Authorization` header: `Bearer <x>` or bare `<x>`."""
     header = header.strip()
     if header[:7].lower() == "bearer ":
         header = header[7:].strip()
@@ -84,7 +85,7 @@ async def authenticate(state: State, request: Request) -> Principal:
         principal = await _from_session(state, request, raw)
         if principal is not None:
             return principal
-    token = _bearer(request.headers.get("authorization", ""))
+    token = bearer(request.headers.get("authorization", ""))
     if token:
         return await _from_token(state, token)
     raise Unauthorized("not logged in")

@@ -16,19 +16,13 @@ from typing import Any
 from sanic import Request
 
 from server.accounts.directory import UserState
+from server.auth.identity import bearer
 from server.context import State
 from server.keys.directory import KeyState
 from server.relay.errors import GatewayError
 
 EXPIRED, EXHAUSTED = 3, 4
 AUTO_GROUP = "auto"
-
-
-def _bearer(value: str) -> str:
-    value = value.strip()
-    if value[:7].lower() == "bearer ":
-        value = value[7:].strip()
-    return value
 
 
 def raw_key(request: Request, gemini: bool) -> str:
@@ -39,7 +33,7 @@ def raw_key(request: Request, gemini: bool) -> str:
         query: str | None = request.args.get("key")
         if query:
             return str(query).strip()
-    return _bearer(request.headers.get("authorization", ""))
+    return bearer(request.headers.get("authorization", ""))
 
 
 @lru_cache(maxsize=4096)

@@ -26,11 +26,11 @@ from cryptography.exceptions import InvalidTag
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
+from quota.records import CHANNEL as INVALIDATE_CHANNEL
 from server.crypto import SecretBox
 
 log = logging.getLogger("tollway.relay.channels")
 CHANNELS_MESSAGE = "channels"
-INVALIDATE_CHANNEL = "invalidate"
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from sanic import Request
 
 from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
 from quota.types import InsufficientQuota, Reservation
+from server.channels.catalog import SPEECH_OUTPUT, capabilities
 from server.context import State
 from server.relay.caller import AUTO_GROUP, Caller, exhausted, group_usable
 from server.relay.channel_table import RoutedChannel
@@ -34,14 +35,6 @@ from server.relay.usage import Usage
 log = logging.getLogger("tollway.relay")
 
 Build = Callable[[RoutedChannel, str, str], httpx.Request]  # (channel, key, upstream model) → request
-
-
-def speech_capable(options: Any, model: str) -> bool:
-    overrides = options["ModelCapabilities"]
-    entry = overrides.get(model) if isinstance(overrides, dict) else None
-    if isinstance(entry, dict) and isinstance(entry.get("speech_output"), bool):
-        return bool(entry["speech_output"])
-    return model in ("gemini-2.5-flash-preview-tts", "gemini-2.5-pro-preview-tts") or "-tts" in model
 
 
 @dataclass
@@ -104,7 +97,9 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
     group = resolve_group(state, caller, model, types)
     if not state.channels.offered(group, model, types):
         raise GatewayError(404, "model_not_found", f"model {model} is not offered in group {group}")
-    if wants_audio and not speech_capable(state.options, model):
+    overrides = state.options["ModelCapabilities"]
+    speaks = capabilities(model, overrides if isinstance(overrides, dict) else {})[SPEECH_OUTPUT]
+    if wants_audio and not speaks:
         raise GatewayError(400, "unsupported_modality", f"model {model} does not support speech output")
     price = price_of(state.options.current, model, group)
     if price is None:

@@ -11,10 +11,10 @@ from cryptography.exceptions import InvalidTag
 from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
+from quota.records import CHANNEL as INVALIDATE_CHANNEL
 from server.crypto import SecretBox
 from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
-INVALIDATE_CHANNEL = "invalidate"
 # switches that cannot be turned on while the option they rely on is empty (management.md A.3)
 _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
