@@ -90,17 +90,15 @@ async def test_a_bad_key_of_a_multi_key_channel_disables_only_that_key(
                                     key="bad-key\ngood-key", multi_key_mode="polling")
     _, client = await caller(app)
     async with client:
-        for _ in range(4):
-            assert (await speak(client)).status_code in (200, 503)
+        # polling starts at key 0 (bad): that key is disabled, and the request has no other channel
+        # left (retries skip the channel tried); from then on the good key serves
+        statuses = [(await speak(client)).status_code for _ in range(4)]
+    assert statuses == [503, 200, 200, 200]
     row = await channel_row(app, channel_id)
     info = json.loads(row.channel_info)
     assert info["multi_key_status_list"] == {"0": 3}
     assert row.status == 1
-    _, fresh = await caller(app, quota=9_999_999)
-    async with fresh:
-        for _ in range(3):
-            assert (await speak(fresh)).status_code == 200
-    assert gemini_fake.received[-1].headers["x-goog-api-key"] == "good-key"
+    assert [r.headers["x-goog-api-key"] for r in gemini_fake.received] == ["bad-key"] + ["good-key"] * 3
 
 
 async def test_every_channel_failing_is_a_503_in_the_google_shape_and_costs_nothing(
@@ -217,3 +215,22 @@ async def test_an_admin_disable_is_unroutable_at_once(app: Running, gemini_fake:
         response = await speak(client)
     assert response.status_code == 503
     assert response.json()["error"]["details"][0]["reason"] == "channel_unavailable"
+
+
+async def test_an_auto_key_is_served_by_the_first_auto_group_with_a_channel(
+        app: Running, gemini_fake: FakeGemini) -> None:
+    await app.state.options.put("AutoGroups", '["vip", "default"]')
+    await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS, group="default")
+    uid = await add_user(app.state, "auto-user", quota=10_000_000)
+    _, key = await seed_key(app.state, uid, unlimited=True, group="auto")
+    async with httpx.AsyncClient(base_url=app.url, headers={"x-goog-api-key": key}, timeout=30) as client:
+        served = await speak(client)
+        unknown = await speak(client, "gemini-2.5-pro-preview-tts")
+        vip_id = await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS, group="vip")
+        assert (await speak(client)).status_code == 200
+    assert served.status_code == 200, served.text
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["details"][0]["reason"] == "model_not_found"
+    rows = await logs(app)
+    assert [row.group for row in rows] == ["default", "vip"]
+    assert rows[1].channel == vip_id

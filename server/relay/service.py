@@ -78,13 +78,21 @@ async def rate_limit(state: State, caller: Caller) -> UserPolicy:
 
 
 def resolve_group(state: State, caller: Caller, model: str, types: frozenset[int]) -> str:
+    """The key group `auto` (gateway.md §8): the first group of `AutoGroups` usable by the user with an
+    enabled ability for the model; failing that, the first that offers it at all (its channels are down:
+    503), else the first usable one (nothing offers the model: 404)."""
     if caller.group != AUTO_GROUP:
         return caller.group
     groups = state.options["AutoGroups"]
-    for group in groups if isinstance(groups, list) else []:
-        if group_usable(state.options, caller.user, group) and state.channels.serving(group, model, types):
-            return str(group)
-    raise GatewayError(503, "channel_unavailable", f"no channel is available for model {model}")
+    usable = [str(g) for g in (groups if isinstance(groups, list) else [])
+              if group_usable(state.options, caller.user, g)]
+    for group in usable:
+        if state.channels.serving(group, model, types):
+            return group
+    for group in usable:
+        if state.channels.offered(group, model, types):
+            return group
+    return usable[0] if usable else caller.user.group
 
 
 async def admit(state: State, request: Request, caller: Caller, policy: UserPolicy, *, model: str,
