@@ -4,7 +4,8 @@
 
 Each pair is the hot path's quota work for one model call: one Lua call to reserve, one to settle (which
 queues the usage for the SQL sync). The durable side is not on this path and is not measured here.
-Prints throughput and the latency of a pair (p50/p99), the median of `--runs` runs.
+Prints throughput and the latency of a pair (p50/p99), the median of `--runs` runs. Runs on uvloop, like
+the server's workers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import secrets
 import statistics
 import time
+
+import uvloop
 
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
@@ -87,4 +90,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    uvloop.run(main())  # the event loop the server's workers run on (Sanic installs uvloop)

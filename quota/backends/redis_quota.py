@@ -22,7 +22,7 @@ import secrets
 from typing import Any, cast
 
 from quota import lua
-from quota.backends.redis import RedisBackend, guarded
+from quota.backends.redis import LuaScript, RedisBackend, guarded
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry
 
@@ -40,7 +40,9 @@ class RedisQuotaStore:
         self.r = backend.client
         self.k = backend.key
         self.timeout = backend.timeout
-        register = self.r.register_script
+        def register(source: str) -> LuaScript:
+            return LuaScript(self.r, source)
+
         self._reserve = register(lua.load("reserve"))
         self._settle = register(lua.load("settle"))
         self._release = register(lua.load("release"))

@@ -431,3 +431,14 @@ async def test_a_subscription_announces_itself_before_any_message(subject: Subje
         assert listener.subscriptions == 1
     finally:
         await listener.stop()
+
+
+async def test_lua_scripts_are_loaded_again_after_the_server_lost_them(redis_prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, redis_prefix)
+    try:
+        assert await backend.incr("flush:n", 60) == 1
+        await backend.client.script_flush()  # as after a Redis restart: no script is cached any more
+        assert await backend.incr("flush:n", 60) == 2
+        assert await backend.client.script_exists(backend._incr.sha) == [True]
+    finally:
+        await backend.close()
