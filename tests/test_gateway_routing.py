@@ -219,7 +219,7 @@ async def test_an_admin_disable_is_unroutable_at_once(app: Running, gemini_fake:
 
 async def test_an_auto_key_is_served_by_the_first_auto_group_with_a_channel(
         app: Running, gemini_fake: FakeGemini) -> None:
-    await app.state.options.put("AutoGroups", '["vip", "default"]')
+    await app.state.options.put("AutoGroups", '["vip", "svip", "default"]')  # svip: not user-usable
     await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS, group="default")
     uid = await add_user(app.state, "auto-user", quota=10_000_000)
     _, key = await seed_key(app.state, uid, unlimited=True, group="auto")
@@ -228,6 +228,9 @@ async def test_an_auto_key_is_served_by_the_first_auto_group_with_a_channel(
         unknown = await speak(client, "gemini-2.5-pro-preview-tts")
         vip_id = await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS, group="vip")
         assert (await speak(client)).status_code == 200
+        await seed_channel(app.state, type=24, base_url=gemini_fake.url, models="svip-only", group="svip")
+        listed = (await client.get("/v1beta/models")).json()["models"]
+    assert [m["name"] for m in listed] == [f"models/{TTS}"]  # svip is not among the user's groups
     assert served.status_code == 200, served.text
     assert unknown.status_code == 404
     assert unknown.json()["error"]["details"][0]["reason"] == "model_not_found"

@@ -26,7 +26,7 @@ from sanic.response import json as json_response
 from server.context import State
 from server.relay import service
 from server.relay.bodies import parse_generate, parse_moderation
-from server.relay.caller import authenticate
+from server.relay.caller import AUTO_GROUP, Caller, authenticate, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
 from server.relay.estimate import count_all
@@ -203,11 +203,13 @@ async def moderate(state: State, request: Request) -> HTTPResponse:
 
 # ---- model lists ---------------------------------------------------------------------------------------
 
-def _list_groups(state: State, caller: Any) -> list[str]:
-    if caller.group != "auto":
+def _list_groups(state: State, caller: Caller) -> list[str]:
+    """The groups whose models a key may list: its own, or for `auto` the usable `AutoGroups`."""
+    if caller.group != AUTO_GROUP:
         return [caller.group]
     groups = state.options["AutoGroups"]
-    return [str(g) for g in groups] if isinstance(groups, list) else []
+    return [str(g) for g in (groups if isinstance(groups, list) else [])
+            if group_usable(state.options, caller.user, g)]
 
 
 async def openai_models(state: State, request: Request) -> HTTPResponse:
