@@ -1,6 +1,6 @@
-"""Upstream transport benchmark: httpx's default transport against httpx-aiohttp's, on the gateway's
-own upstream client (`server.relay.upstream.make_client`), POSTing a moderation-sized body to a minimal
-keep-alive HTTP server in another process (so the server is never the bottleneck of one side only).
+"""Upstream client benchmark: httpx's default transport against httpx-aiohttp's, each through a plain
+`httpx.AsyncClient` and through the gateway's own `server.relay.upstream.Upstream` (requests straight to
+the transport), POSTing a moderation-sized body to a minimal keep-alive HTTP server in another process.
 
     python -m scripts.bench_transport [--requests 5000] [--concurrency 1,16,64]
 
@@ -15,8 +15,12 @@ import multiprocessing
 import socket
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 
-from server.relay.upstream import make_client
+import httpx
+import uvloop
+
+from server.relay.upstream import Upstream
 
 REPLY = (b'{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":false,"categories":{},'
          b'"category_scores":{},"category_applied_input_types":{}}]}')
@@ -48,26 +52,52 @@ def _serve(sock: socket.socket) -> None:
     asyncio.run(main())
 
 
-async def run(transport: str, url: str, total: int, concurrency: int) -> tuple[float, float, float]:
-    client = make_client(30.0, transport=transport)
+VARIANTS = ("client+httpx", "client+aiohttp", "upstream+httpx", "upstream+aiohttp")
+
+
+async def run(variant: str, url: str, total: int, concurrency: int) -> tuple[float, float, float]:
+    kind, _, transport = variant.partition("+")
     latencies: list[float] = []
     remaining = total
+    headers = {"Content-Type": "application/json"}
+    call: Callable[[], Awaitable[None]]
+    if kind == "upstream":
+        upstream = Upstream(30.0, transport=transport)
+
+        async def via_upstream() -> None:
+            response = await upstream.send(upstream.request(url, headers, BODY))
+            await response.aread()
+            await response.aclose()
+
+        call, close = via_upstream, upstream.aclose
+    else:
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+        if transport == "aiohttp":
+            from httpx_aiohttp import AiohttpTransport
+
+            client = httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=30.0)
+        else:
+            client = httpx.AsyncClient(limits=limits, timeout=30.0)
+
+        async def via_client() -> None:
+            await (await client.post(url, content=BODY, headers=headers)).aread()
+
+        call, close = via_client, client.aclose
 
     async def worker() -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
             start = time.perf_counter()
-            response = await client.post(url, content=BODY, headers={"Content-Type": "application/json"})
-            await response.aread()
+            await call()
             latencies.append(time.perf_counter() - start)
 
     for _ in range(200):  # warm the pool
-        await (await client.post(url, content=BODY)).aread()
+        await call()
     began = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - began
-    await client.aclose()
+    await close()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     return len(latencies) / elapsed, statistics.median(latencies) * 1000, p99 * 1000
@@ -86,16 +116,16 @@ def main() -> None:
     proc = multiprocessing.Process(target=_serve, args=(sock,), daemon=True)
     proc.start()
     try:
-        print(f"{'transport':10} {'conc':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        print(f"{'variant':17} {'conc':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
               f"  (median of {args.rounds})")
         for concurrency in (int(c) for c in args.concurrency.split(",")):
-            results: dict[str, list[tuple[float, float, float]]] = {"httpx": [], "aiohttp": []}
+            results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in VARIANTS}
             for _ in range(args.rounds):  # interleaved
                 for transport in results:
-                    results[transport].append(asyncio.run(run(transport, url, args.requests, concurrency)))
+                    results[transport].append(uvloop.run(run(transport, url, args.requests, concurrency)))
             for transport, runs in results.items():
                 rps, p50, p99 = (statistics.median(r[i] for r in runs) for i in range(3))
-                print(f"{transport:10} {concurrency:>5} {rps:>9.0f} {p50:>8.2f} {p99:>8.2f}")
+                print(f"{transport:17} {concurrency:>5} {rps:>9.0f} {p50:>8.2f} {p99:>8.2f}")
     finally:
         proc.terminate()
 

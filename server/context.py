@@ -13,8 +13,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from models.db import Database
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
@@ -34,7 +32,7 @@ from server.config import Config
 from server.crypto import Passwords, SecretBox
 from server.keys.directory import KeyDirectory
 from server.relay.channel_table import CHANNELS_MESSAGE, ChannelTable
-from server.relay.upstream import make_client
+from server.relay.upstream import Upstream
 from server.system.options import Options
 
 log = logging.getLogger("tollway")
@@ -103,7 +101,7 @@ class State:
     quota: QuotaEngine
     quota_sync: QuotaSync
     channels: ChannelTable
-    http: httpx.AsyncClient
+    upstream: Upstream
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
     setup_done: bool = False  # once true, never reverts
@@ -131,7 +129,7 @@ class State:
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s),
-            http=make_client(config.upstream_timeout, transport=config.upstream_transport),
+            upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport),
             started_at=clock.now_s(),
         )
         await state.options.reload()
@@ -188,6 +186,6 @@ class State:
                 await self.quota_sync.drain()
             except Exception:
                 log.exception("final quota sync failed; the entries stay queued in Redis")
-        await self.http.aclose()
+        await self.upstream.aclose()
         await self.backend.close()
         await self.db.dispose()

@@ -77,7 +77,7 @@ async def generate(state: State, request: Request, target: str) -> HTTPResponse 
     stream = method == "streamGenerateContent"
 
     def build(channel: RoutedChannel, key: str, upstream_model: str) -> httpx.Request:
-        return gemini_request(state.http, channel, key, upstream_model, body, stream=stream)
+        return gemini_request(state.upstream, channel, key, upstream_model, body, stream=stream)
 
     try:
         success = await service.call_upstream(state, ticket, build, stream=stream)
@@ -187,7 +187,7 @@ async def moderate(state: State, request: Request) -> HTTPResponse:
             data: dict[str, Any] = dict(parsed.data)
             data["model"] = upstream_model
             body = json.dumps(data, ensure_ascii=False).encode()
-        return openai_request(state.http, channel, key, "/v1/moderations", body)
+        return openai_request(state.upstream, channel, key, "/v1/moderations", body)
 
     try:
         success = await service.call_upstream(state, ticket, build)

@@ -135,7 +135,6 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
     options = state.options.current
     attempts = 1 + int(options["RetryTimes"])
     last_timeout = False
-    client: httpx.AsyncClient = state.http
     for _ in range(attempts):
         channel = state.channels.pick(ticket.group, ticket.model, ticket.types, ticket.tried)
         if channel is None:
@@ -145,7 +144,7 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
         upstream_model = map_model(channel.model_mapping, ticket.model)
         request = build(channel, channel.keys[key_index], upstream_model)
         try:
-            response = await client.send(request, stream=True)
+            response = await state.upstream.send(request)
         except httpx.TransportError as exc:
             last_timeout = isinstance(exc, httpx.TimeoutException)
             reason = f"{type(exc).__name__}: {exc}"

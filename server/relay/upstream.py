@@ -28,20 +28,39 @@ DEFAULT_BASE = {GEMINI: "https://generativelanguage.googleapis.com", OPENAI: "ht
 AUTH_HEADERS = {"authorization", "x-goog-api-key", "api-key"}
 
 
-def make_client(timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000
-                ) -> httpx.AsyncClient:
-    """The worker's shared client: keep-alive pooling and explicit timeouts (connect 10 s, then
-    `timeout` for each read, write and pool wait). The default transport is httpx-aiohttp's: measured by
-    `scripts/bench_transport.py`, httpx's own is 2.6× slower at concurrency 1 and 5× at 64."""
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
-                          keepalive_expiry=60.0)
-    timeouts = httpx.Timeout(timeout, connect=min(10.0, timeout))
-    if transport == "aiohttp":
-        from httpx_aiohttp import AiohttpTransport
+class Upstream:
+    """The worker's upstream HTTP client: httpx requests and responses over one pooled transport.
 
-        return httpx.AsyncClient(transport=AiohttpTransport(), timeout=timeouts, limits=limits,
-                                 trust_env=False, follow_redirects=False)
-    return httpx.AsyncClient(timeout=timeouts, limits=limits, trust_env=False, follow_redirects=False)
+    Requests go straight to the transport (httpx's public transport API) rather than through
+    `httpx.AsyncClient.send`: the gateway needs none of the client's layers (base URL and header merging,
+    redirects, auth, event hooks), and the client's cookie jar would carry one upstream's cookies into
+    another caller's request. Skipping them is a third of the client's CPU per call
+    (`scripts/bench_transport.py`). Timeouts: connect at most 10 s, then `timeout` for each read, write and
+    pool wait. The default transport is httpx-aiohttp's (measured faster than httpx's own, see README)."""
+
+    def __init__(self, timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000) -> None:
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                              keepalive_expiry=60.0)
+        self.transport: httpx.AsyncBaseTransport
+        if transport == "aiohttp":
+            from httpx_aiohttp import AiohttpTransport
+
+            self.transport = AiohttpTransport(limits=limits)
+        else:
+            self.transport = httpx.AsyncHTTPTransport(limits=limits)
+        self.extensions = {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)).as_dict()}
+
+    def request(self, url: str, headers: dict[str, str], body: bytes) -> httpx.Request:
+        return httpx.Request("POST", url, headers=headers, content=body, extensions=self.extensions)
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        """The response with its body not read yet: `aread()` it or iterate `aiter_raw()`, then `aclose()`."""
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        return response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
 
 
 async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
@@ -64,22 +83,20 @@ def _headers(channel: RoutedChannel, auth: dict[str, str], accept: str) -> dict[
     return headers
 
 
-def gemini_request(client: httpx.AsyncClient, channel: RoutedChannel, key: str, upstream_model: str,
+def gemini_request(upstream: Upstream, channel: RoutedChannel, key: str, upstream_model: str,
                    body: bytes, *, stream: bool) -> httpx.Request:
     base = channel.base_url or DEFAULT_BASE[GEMINI]
     method = "streamGenerateContent?alt=sse" if stream else "generateContent"
     url = f"{base}/v1beta/models/{upstream_model}:{method}"
     accept = "text/event-stream" if stream else "application/json"
-    return client.build_request("POST", url, content=body,
-                                headers=_headers(channel, {"x-goog-api-key": key}, accept))
+    return upstream.request(url, _headers(channel, {"x-goog-api-key": key}, accept), body)
 
 
-def openai_request(client: httpx.AsyncClient, channel: RoutedChannel, key: str, path: str, body: bytes
+def openai_request(upstream: Upstream, channel: RoutedChannel, key: str, path: str, body: bytes
                    ) -> httpx.Request:
     base = channel.base_url or DEFAULT_BASE[OPENAI]
-    return client.build_request("POST", f"{base}{path}", content=body,
-                                headers=_headers(channel, {"Authorization": f"Bearer {key}"},
-                                                 "application/json"))
+    return upstream.request(f"{base}{path}", _headers(channel, {"Authorization": f"Bearer {key}"},
+                                                       "application/json"), body)
 
 
 def map_model(mapping: Mapping[str, Any], model: str) -> str:
