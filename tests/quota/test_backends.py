@@ -442,3 +442,12 @@ async def test_lua_scripts_are_loaded_again_after_the_server_lost_them(redis_pre
         assert await backend.client.script_exists(backend._incr.sha) == [True]
     finally:
         await backend.close()
+
+
+async def test_more_concurrent_calls_than_connections_wait_for_one(redis_prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, redis_prefix, max_connections=2)
+    try:
+        results = await asyncio.gather(*(backend.incr("busy:n", 60) for _ in range(50)))
+        assert sorted(results) == list(range(1, 51))  # none refused with MaxConnectionsError
+    finally:
+        await backend.close()
