@@ -96,14 +96,14 @@ class QuotaEngine:
         limited = key_limited and key_id > 0
         for _ in range(3):
             try:
-                ok, refused, user, key = await self.store.reserve(hold_id, user_id, key_id, limited, amount,
-                                                                  self.lease_ms)
+                ok, refused, user, key, versions = await self.store.reserve(
+                    hold_id, user_id, key_id, limited, amount, self.lease_ms)
             except NeedsLoad as missing:
                 await self._load(missing.account, missing.account_id)
                 continue
             if not ok:
                 raise InsufficientQuota("user" if refused == "user" else "key", user)
-            return Reservation(hold_id, user_id, key_id, limited, amount, user, key)
+            return Reservation(hold_id, user_id, key_id, limited, amount, user, key, versions)
         raise CursorMoved()
 
     async def settle(self, reservation: Reservation, actual: int, *, channel_id: int = 0,

@@ -7,7 +7,13 @@ so that every other worker drops its memo at once. Absent records are cached too
 flood of unknown API keys does not reach SQL; creating a record must invalidate its id.
 
 A read that raced with an invalidation never puts its (possibly stale) result back: every invalidation
-bumps a generation, and a result is memoized only if the generation did not move while it was loaded.
+bumps a generation here, and the `records` version counter in the backend (quota/versions.py); a result
+is memoized only if the generation did not move while it was loaded, and its shared copy is stored only if
+the counter did not move since the reader looked for the copy — so a worker that read SQL just before a
+change committed elsewhere cannot plant the old record in Redis after the writer dropped it.
+
+An invalidation drops the shared copy, then bumps the counter, then broadcasts; the writer answers after
+that. A worker shown the new counter (the reservation returns it) forgets its memos before it trusts them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from quota.backends.base import Backend
 from quota.cache import LocalMemo
+from quota.versions import RECORDS
 
 T = TypeVar("T")
 CHANNEL = "invalidate"
@@ -46,15 +53,16 @@ class RecordCache(Generic[T]):
         if hit:
             return value
         generation = self._generation
-        shared = await self.backend.get_text(self._key(rid))
+        shared, version = await self.backend.get_text_versioned(self._key(rid), RECORDS)
         if shared is not None:
             value = None if shared == _ABSENT else self.decode(json.loads(shared))
         else:
             value = await loader()
             text = _ABSENT if value is None else json.dumps(self.encode(value), separators=(",", ":"))
             if generation == self._generation:
-                await self.backend.set_text(self._key(rid), text,
-                                            self.absent_ttl if value is None else self.shared_ttl)
+                await self.backend.set_text_if_version(
+                    self._key(rid), text, self.absent_ttl if value is None else self.shared_ttl, RECORDS,
+                    version)
         if generation == self._generation:
             self._memo.put(rid, value)
         return value
@@ -64,6 +72,7 @@ class RecordCache(Generic[T]):
         rid = str(record_id)
         self.forget(rid)
         await self.backend.delete(self._key(rid))
+        await self.backend.bump(RECORDS)
         await self.backend.publish(CHANNEL, f"{self._key(rid)}")
 
     def forget(self, record_id: str) -> None:

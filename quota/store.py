@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from quota.types import Account, AdjustMode, Entry
+from quota.versions import Versions
 
 
 class NeedsLoad(Exception):
@@ -41,8 +42,9 @@ class EpochChanged(Exception):
 
 class QuotaStore(Protocol):
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int) -> tuple[bool, str, int, int]:
-        """(ok, refused_account, user_balance, key_balance); raises NeedsLoad."""
+                      lease_ms: int) -> tuple[bool, str, int, int, Versions]:
+        """(ok, refused_account, user_balance, key_balance, versions); raises NeedsLoad. `versions` are
+        the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN when refused."""
         ...
 
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,

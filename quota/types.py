@@ -59,6 +59,8 @@ class Reservation:
     amount: int
     user_balance: int  # live balances right after the hold
     key_balance: int  # -1 when not limited
+    # the version counters of the cached shared state as of the hold (quota/versions.py)
+    versions: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)

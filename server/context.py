@@ -25,13 +25,14 @@ from quota.engine import QuotaEngine
 from quota.records import CHANNEL as INVALIDATE_CHANNEL
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
+from quota.versions import RECORDS, VersionTracker, parse_message
 from server.accounts.directory import UserDirectory
 from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStore
 from server.clock import Clock
 from server.config import Config
 from server.crypto import Passwords, SecretBox
 from server.keys.directory import KeyDirectory
-from server.relay.channel_table import CHANNELS_MESSAGE, ChannelTable
+from server.relay.channel_table import ChannelTable
 from server.relay.upstream import Upstream
 from server.system.options import Options
 
@@ -102,6 +103,7 @@ class State:
     quota_sync: QuotaSync
     channels: ChannelTable
     upstream: Upstream
+    versions: VersionTracker
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
     setup_done: bool = False  # once true, never reverts
@@ -118,22 +120,25 @@ class State:
             backend, sessions = redis_backend, RedisSessionStore(redis_backend)
             store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
-            backend, sessions, store = MemoryBackend(), SqlSessionStore(db, clock), MemoryQuotaStore()
+            memory = MemoryBackend()
+            backend, sessions = memory, SqlSessionStore(db, clock)
+            store = MemoryQuotaStore(versions=memory.versions_now)
         box = SecretBox(config.secret_key)
+        versions = VersionTracker(backend)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
-            passwords=Passwords(), options=Options(db, backend, box),
+            passwords=Passwords(), options=Options(db, backend, box, versions),
             users=UserDirectory(db, backend, config.user_cache_seconds),
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
             quota=QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout),
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
-            channels=ChannelTable(db, backend, box, clock.now_s),
+            channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport),
-            started_at=clock.now_s(),
+            versions=versions, started_at=clock.now_s(),
         )
-        await state.options.reload()
-        await state.channels.reload()
+        versions.register(RECORDS, state._forget_records)
+        await versions.start()
         state.tasks.start("invalidation-listener", state._listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
@@ -148,23 +153,22 @@ class State:
         state.tasks.start("key-access-flush", state.keys.flush_forever(keys_stop), stop=keys_stop.set)
         return state
 
+    async def _forget_records(self) -> None:
+        self.users.forget_all()
+        self.keys.forget_all()
+
     async def _listen(self) -> None:
         """Apply invalidations broadcast by any worker (this one included)."""
         async for _channel, message in self.backend.subscribe(INVALIDATE_CHANNEL):
             try:
                 if message == SUBSCRIBED:  # (re)subscribed: whatever was broadcast meanwhile is lost
-                    await self.options.reload()
-                    await self.channels.reload()
-                    self.users.forget_all()
-                    self.keys.forget_all()
-                elif message == "options":
-                    await self.options.reload()
-                elif message == CHANNELS_MESSAGE:
-                    await self.channels.reload()
+                    await self.versions.resync()
+                elif (announced := parse_message(message)) is not None:
+                    await self.versions.announced(*announced)
                 else:
                     self.users.on_message(message) or self.keys.on_message(message)
             except Exception:  # a failed reload must not stop the listener
-                log.exception("could not apply invalidation %r", message)
+                log.exception("could not apply invalidation %r", message[:100])
 
     async def _purge_sessions(self, stop: asyncio.Event, every: float = 3600.0) -> None:
         """Delete expired SQL sessions (Redis expires its own)."""

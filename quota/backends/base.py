@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from quota.versions import Versions
+
 # A forced charge never pushes a TAT further than this ahead of now (or one period, if longer): the
 # arithmetic stays exact in a Lua double (2^53 ns ≈ 104 days) and a huge charge cannot lock a key for years.
 MAX_AHEAD_NS = 30 * 86_400 * 1_000_000_000
@@ -121,6 +123,22 @@ class Backend(Protocol):
     async def get_text(self, key: str) -> str | None: ...
 
     async def set_text(self, key: str, value: str, ttl: float) -> None: ...
+
+    async def versions(self) -> Versions:
+        """The version counters of the shared state workers cache (quota/versions.py)."""
+        ...
+
+    async def bump(self, name: str) -> int:
+        """Increment one version counter; returns its new value (never below one handed out before)."""
+        ...
+
+    async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:
+        """`get_text(key)` and the version counter `name`, read together (one round trip)."""
+        ...
+
+    async def set_text_if_version(self, key: str, value: str, ttl: float, name: str, version: int) -> bool:
+        """`set_text` only if counter `name` still equals `version`; False (nothing stored) otherwise."""
+        ...
 
     async def publish(self, channel: str, message: str) -> None:
         """Deliver `message` to every subscriber of `channel` on every worker and node."""

@@ -18,6 +18,7 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
+from quota.versions import NAMES, Versions
 
 
 class MemoryBackend:
@@ -26,6 +27,7 @@ class MemoryBackend:
         self._values: dict[str, tuple[float, float]] = {}  # key -> (value, expires_at or inf)
         self._texts: dict[str, tuple[str, float]] = {}  # key -> (text, expires_at)
         self._subscribers: dict[str, set[asyncio.Queue[tuple[str, str]]]] = {}
+        self._versions: dict[str, int] = dict.fromkeys(NAMES, 0)
 
     def _get(self, key: str) -> float | None:
         item = self._values.get(key)
@@ -124,6 +126,26 @@ class MemoryBackend:
     async def set_text(self, key: str, value: str, ttl: float) -> None:
         self._values.pop(key, None)  # one key space, as in Redis: SET replaces whatever was there
         self._texts[key] = (value, self._clock() + ttl)
+
+    def versions_now(self) -> Versions:
+        v = self._versions
+        return (v[NAMES[0]], v[NAMES[1]], v[NAMES[2]])
+
+    async def versions(self) -> Versions:
+        return self.versions_now()
+
+    async def bump(self, name: str) -> int:
+        self._versions[name] += 1
+        return self._versions[name]
+
+    async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:
+        return await self.get_text(key), self._versions[name]
+
+    async def set_text_if_version(self, key: str, value: str, ttl: float, name: str, version: int) -> bool:
+        if self._versions[name] != version:
+            return False
+        await self.set_text(key, value, ttl)
+        return True
 
     async def publish(self, channel: str, message: str) -> None:
         for queue in self._subscribers.get(channel, ()):

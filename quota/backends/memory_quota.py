@@ -16,6 +16,7 @@ from typing import Any
 
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, stream_id
+from quota.versions import UNKNOWN, Versions
 
 MARKER_TTL_MS = 3_600_000  # as quota/backends/redis_quota.py
 IDEMPOTENCY_TTL_MS = 7 * 86_400_000
@@ -32,8 +33,10 @@ class _Hold:
 
 
 class MemoryQuotaStore:
-    def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+    def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), *,
+                 versions: Callable[[], Versions] = lambda: UNKNOWN) -> None:
         self._now = clock_ms
+        self._versions = versions
         self._live: dict[tuple[Account, int], int] = {}
         self._held: dict[tuple[Account, int], int] = {}
         self._holds: dict[str, _Hold] = {}
@@ -59,7 +62,7 @@ class MemoryQuotaStore:
         return self._live[key]
 
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int) -> tuple[bool, str, int, int]:
+                      lease_ms: int) -> tuple[bool, str, int, int, Versions]:
         user = self._live.get(("user", user_id))
         if user is None:
             raise NeedsLoad("user", user_id)
@@ -69,16 +72,16 @@ class MemoryQuotaStore:
                 raise NeedsLoad("key", key_id)
             key = self._live[("key", key_id)]
         if amount > 0 and user < amount:  # a hold of 0 fits any balance (see reserve.lua)
-            return False, "user", user, user
+            return False, "user", user, user, UNKNOWN
         if amount > 0 and key_limited and key < amount:
-            return False, "key", key, key
+            return False, "key", key, key, UNKNOWN
         self._holds[hold_id] = _Hold(user_id, key_id, key_limited, amount, self._now() + lease_ms)
         self._live[("user", user_id)] = user = user - amount
         self._held[("user", user_id)] = self._held.get(("user", user_id), 0) + amount
         if key_limited:
             self._live[("key", key_id)] = key = key - amount
             self._held[("key", key_id)] = self._held.get(("key", key_id), 0) + amount
-        return True, "", user, key
+        return True, "", user, key, self._versions()
 
     def _drop_hold(self, hold_id: str) -> _Hold | None:
         hold = self._holds.pop(hold_id, None)

@@ -26,6 +26,7 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
+from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -95,6 +96,9 @@ class RedisBackend:
         self.client: aioredis.Redis = aioredis.Redis(connection_pool=pool)
         self._gcra = LuaScript(self.client, lua.load("gcra_multi"))
         self._incr = LuaScript(self.client, lua.load("incr_ttl"))
+        self._bump = LuaScript(self.client, lua.load("bump"))
+        self._set_if = LuaScript(self.client, lua.load("set_if_version"))
+        self.versions_key = self.key("ver")
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -156,6 +160,29 @@ class RedisBackend:
     @_guard
     async def set_text(self, key: str, value: str, ttl: float) -> None:
         await self.client.set(self.key(key), value, px=max(1, int(ttl * 1000)))
+
+    @_guard
+    async def versions(self) -> Versions:
+        v = await self.client.hmget(self.versions_key, list(NAMES))
+        return (int(v[0] or 0), int(v[1] or 0), int(v[2] or 0))
+
+    @_guard
+    async def bump(self, name: str) -> int:
+        return int(await self._bump(keys=[self.versions_key], args=[name, *NAMES]))
+
+    @_guard
+    async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(self.key(key))
+            pipe.hget(self.versions_key, name)
+            text, version = await pipe.execute()
+        return (str(text) if text is not None else None), int(version or 0)
+
+    @_guard
+    async def set_text_if_version(self, key: str, value: str, ttl: float, name: str, version: int) -> bool:
+        return int(await self._set_if(keys=[self.key(key), self.versions_key],
+                                      args=[value, max(1, int(ttl * 1000)), name,
+                                            str(version) if version else ""])) == 1
 
     @_guard
     async def publish(self, channel: str, message: str) -> None:

@@ -11,6 +11,7 @@ Key layout under the backend's prefix (`{id}` = user or key id, `{h}` = hold id)
     q:stream               settled usage and adjustments waiting for the SQL sync
     q:cursor               last stream id the sync committed to SQL
     q:epoch                this Redis incarnation (random; a flushed Redis gets a new one)
+    ver                    version counters of the cached shared state (read by reserve; quota/versions.py)
 
 Use a Redis with `maxmemory-policy noeviction`: a live balance must never be evicted.
 """
@@ -25,6 +26,7 @@ from quota import lua
 from quota.backends.redis import LuaScript, RedisBackend, guarded
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry
+from quota.versions import UNKNOWN, Versions
 
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
 IDEMPOTENCY_TTL = 7 * 86_400
@@ -55,6 +57,7 @@ class RedisQuotaStore:
         self.holds = self.k("q:holds")
         self.cursor = self.k("q:cursor")
         self.epoch_key = self.k("q:epoch")
+        self.versions_key = backend.versions_key
 
     def _live(self, account: Account, account_id: int) -> str:
         return self.k(f"q:{_field(account)}:{account_id}")
@@ -69,9 +72,9 @@ class RedisQuotaStore:
 
     @guarded
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int) -> tuple[bool, str, int, int]:
+                      lease_ms: int) -> tuple[bool, str, int, int, Versions]:
         keys = [self._live("user", user_id), self._live("key", key_id), self.k(f"q:h:{hold_id}"),
-                self.holds, self._held("user", user_id), self._held("key", key_id)]
+                self.holds, self._held("user", user_id), self._held("key", key_id), self.versions_key]
         res = await self._reserve(keys=keys, args=[amount, hold_id, lease_ms, user_id, key_id,
                                                    1 if key_limited else 0])
         status = int(res[0])
@@ -80,8 +83,8 @@ class RedisQuotaStore:
             raise NeedsLoad(account, user_id if account == "user" else key_id)
         if status == 0:
             available = int(res[2])
-            return False, str(res[1]), available, available
-        return True, "", int(res[1]), int(res[2])
+            return False, str(res[1]), available, available, UNKNOWN
+        return True, "", int(res[1]), int(res[2]), (int(res[3]), int(res[4]), int(res[5]))
 
     @guarded
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,

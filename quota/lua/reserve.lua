@@ -1,7 +1,8 @@
 -- Hold `amount` on a user's live balance and, when the key is limited, on the key's.
--- KEYS: 1 user live, 2 key live, 3 hold hash, 4 holds zset, 5 user held, 6 key held
+-- KEYS: 1 user live, 2 key live, 3 hold hash, 4 holds zset, 5 user held, 6 key held, 7 versions hash
 -- ARGV: 1 amount, 2 hold id, 3 lease ms, 4 user id, 5 key id, 6 key limited (1|0)
--- returns {1, user, key} held | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
+-- returns {1, user, key, v1, v2, v3} held (v = the versions of the cached shared state, quota/versions.py)
+--   | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
@@ -28,4 +29,5 @@ if limited then
   key = redis.call('DECRBY', KEYS[2], amount)
   redis.call('INCRBY', KEYS[6], amount)
 end
-return {1, user, key}
+local v = redis.call('HMGET', KEYS[7], 'channels', 'options', 'records')
+return {1, user, key, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}

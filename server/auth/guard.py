@@ -3,7 +3,9 @@
 1. request id     — `X-Request-Id` echoed or made
 2. client ip      — peer or trusted `X-Forwarded-For`
 3. rate limits    — `/api` global and critical limits per IP (Redis or in process)
-4. access         — the route's declared level; login, `New-Api-User`, role, session-only
+4. current view   — `/api`: read the version counters of the cached shared state and catch up if this
+                    worker is behind (users, options, channels changed on another worker a moment ago)
+5. access         — the route's declared level; login, `New-Api-User`, role, session-only
 
 and after every handler: the request id header and, when the session slid or rotated, its cookie.
 """
@@ -51,6 +53,11 @@ async def limit_rate(request: Request, state: State) -> None:
         raise RateLimited(retry_after=result.retry_after)
 
 
+async def catch_up(request: Request, state: State) -> None:
+    if request.path.startswith("/api"):
+        await state.versions.refresh()
+
+
 async def check_access(request: Request, state: State) -> None:
     request.ctx.principal = None
     route = request.route
@@ -70,7 +77,7 @@ async def check_access(request: Request, state: State) -> None:
     request.ctx.principal = principal
 
 
-PIPELINE: tuple[Step, ...] = (assign_request_id, resolve_client_ip, limit_rate, check_access)
+PIPELINE: tuple[Step, ...] = (assign_request_id, resolve_client_ip, limit_rate, catch_up, check_access)
 
 
 def set_session_cookie(response: BaseHTTPResponse, raw: str, *, secure: bool) -> None:

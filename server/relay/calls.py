@@ -65,15 +65,15 @@ def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str,
 
 async def generate(state: State, request: Request, target: str) -> HTTPResponse | None:
     model, method = parse_target(target)
-    caller = await authenticate(state, request, gemini=True)
-    policy = await service.rate_limit(state, caller)
     body = request.body
-    parsed = parse_generate(body)
-    prompt = count_all(parsed.texts)
-    completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else 0)
-    ticket = await service.admit(state, request, caller, policy, model=model, types=GEMINI_TYPES,
-                                 wants_audio=parsed.wants_audio, prompt_tokens=prompt,
-                                 completion_tokens=completion)
+
+    def ask() -> service.Ask:
+        parsed = parse_generate(body)
+        completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else 0)
+        return service.Ask(model, GEMINI_TYPES, parsed.wants_audio, count_all(parsed.texts), completion)
+
+    ticket = await service.open_ticket(state, request, gemini=True, ask=ask)
+    prompt = ticket.prompt_tokens
     stream = method == "streamGenerateContent"
 
     def build(channel: RoutedChannel, key: str, upstream_model: str) -> httpx.Request:
@@ -173,18 +173,21 @@ async def _stream(state: State, request: Request, ticket: service.Ticket, succes
 # ---- G2 ----------------------------------------------------------------------------------------------
 
 async def moderate(state: State, request: Request) -> HTTPResponse:
-    caller = await authenticate(state, request, gemini=False)
-    policy = await service.rate_limit(state, caller)
-    parsed = parse_moderation(request.body)
-    prompt = count_all(parsed.texts)
-    ticket = await service.admit(state, request, caller, policy, model=parsed.model, types=OPENAI_TYPES,
-                                 wants_audio=False, prompt_tokens=prompt, completion_tokens=0)
     original = request.body
+    fields: dict[str, Any] = {}
+
+    def ask() -> service.Ask:
+        parsed = parse_moderation(original)
+        fields.update(parsed.data)
+        return service.Ask(parsed.model, OPENAI_TYPES, False, count_all(parsed.texts), 0)
+
+    ticket = await service.open_ticket(state, request, gemini=False, ask=ask)
+    prompt = ticket.prompt_tokens
 
     def build(channel: RoutedChannel, key: str, upstream_model: str) -> httpx.Request:
         body = original
-        if upstream_model != parsed.model:
-            data: dict[str, Any] = dict(parsed.data)
+        if upstream_model != ticket.model:
+            data: dict[str, Any] = dict(fields)
             data["model"] = upstream_model
             body = json.dumps(data, ensure_ascii=False).encode()
         return openai_request(state.upstream, channel, key, "/v1/moderations", body)
@@ -213,6 +216,7 @@ def _list_groups(state: State, caller: Caller) -> list[str]:
 
 
 async def openai_models(state: State, request: Request) -> HTTPResponse:
+    await state.versions.refresh()  # list what was added or removed up to this moment, on any worker
     caller = await authenticate(state, request, gemini=False)
     served = state.channels.models(_list_groups(state, caller), GEMINI_TYPES | OPENAI_TYPES)
     data = []
@@ -227,6 +231,7 @@ async def openai_models(state: State, request: Request) -> HTTPResponse:
 
 
 async def gemini_models(state: State, request: Request) -> HTTPResponse:
+    await state.versions.refresh()
     caller = await authenticate(state, request, gemini=True)
     served = state.channels.models(_list_groups(state, caller), GEMINI_TYPES)
     models = [{"name": f"models/{m}", "displayName": m,

@@ -1,10 +1,12 @@
 """The routing table of one worker: every channel and its abilities, held in memory so that picking a
 channel for a model call reads no SQL.
 
-It is loaded at start and reloaded whenever any worker broadcasts `channels` on the invalidation channel
-(every admin change and every automatic disable does, right after its commit), and after every Redis
-(re)subscription, since a broadcast may have been missed. The worker that makes a change reloads before it
-answers, so its own next request already routes by it (gateway.md §8: "no periodic sync").
+It is loaded at start and reloaded whenever any worker announces a new version of it (every admin change
+and every automatic disable bumps the `channels` version right after its commit, reloads here and
+broadcasts it), and after every Redis (re)subscription, since a broadcast may have been missed. A worker
+that learns a newer version from a model call's reservation reloads before it picks a channel
+(quota/versions.py), so a change is routable on every worker from the first request after the writer
+answered, without a periodic sync.
 
 Selection (gateway.md §8): candidates = enabled abilities for (group, model) on channels of the served
 types, minus the channels already tried in this request; the highest priority tier among them; a weighted
@@ -27,10 +29,10 @@ from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
 from quota.records import CHANNEL as INVALIDATE_CHANNEL
+from quota.versions import CHANNELS, VersionTracker, message
 from server.crypto import SecretBox
 
 log = logging.getLogger("tollway.relay.channels")
-CHANNELS_MESSAGE = "channels"
 
 
 @dataclass(slots=True)
@@ -69,9 +71,12 @@ class _Snapshot:
 
 
 class ChannelTable:
-    def __init__(self, db: Database, backend: Backend, box: SecretBox, clock_s: Any) -> None:
+    def __init__(self, db: Database, backend: Backend, box: SecretBox, clock_s: Any,
+                 versions: VersionTracker) -> None:
         self.db = db
         self.backend = backend
+        self.versions = versions
+        versions.register(CHANNELS, self.reload)
         self.box = box
         self._now = clock_s
         self._snap = _Snapshot()
@@ -117,9 +122,9 @@ class ChannelTable:
         )
 
     async def changed(self) -> None:
-        """After a committed channel change: reload here, then tell every other worker and node."""
-        await self.reload()
-        await self.backend.publish(INVALIDATE_CHANNEL, CHANNELS_MESSAGE)
+        """After a committed channel change: bump the version, reload here, tell every worker and node."""
+        version = await self.versions.changed(CHANNELS)
+        await self.backend.publish(INVALIDATE_CHANNEL, message(CHANNELS, version))
 
     # ---- reading ------------------------------------------------------------------------------------
 

@@ -3,6 +3,12 @@
     authenticate (rows 1–5) → rate limit (6) → body (7) → admit: model limits (8), ability (9),
     modality (10), price (11), reservation (12) → attempts over channels (13) → settle | release
 
+Rows 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
+reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
+older version releases the hold, catches up and decides again, once. A refusal decided on the cached view
+reads the counters first (one round trip on that path only). So a change an admin was told is done applies
+to the very next call on every worker and node, and the common path makes no extra round trip.
+
 One reservation covers every attempt. A success settles the actual cost from the upstream's usage and
 queues exactly one consume log with the counters; any failure releases the whole hold. With Redis
 configured nothing here touches SQL: keys and users come from the shared caches, channels from the
@@ -14,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +31,7 @@ from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
 from quota.types import InsufficientQuota, Reservation
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
 from server.context import State
-from server.relay.caller import AUTO_GROUP, Caller, exhausted, group_usable
+from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, UpstreamPassthrough, upstream_message
 from server.relay.pricing import Price, price_of
@@ -35,6 +41,24 @@ from server.relay.usage import Usage
 log = logging.getLogger("tollway.relay")
 
 Build = Callable[[RoutedChannel, str, str], httpx.Request]  # (channel, key, upstream model) → request
+
+# refusals decided on the worker's cached view: re-decided once if the worker turns out to be behind
+CACHED_REFUSALS = frozenset({
+    "invalid_api_key", "token_disabled", "token_expired", "token_exhausted", "user_disabled",
+    "ip_not_allowed", "group_not_allowed", "model_not_allowed", "model_not_found", "unsupported_modality",
+    "model_price_error",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What a call asks for, read from its body (row 7)."""
+
+    model: str
+    types: frozenset[int]  # the channel types that serve it
+    wants_audio: bool
+    prompt_tokens: int
+    completion_tokens: int
 
 
 @dataclass
@@ -50,6 +74,7 @@ class Ticket:
     reservation: Reservation
     request_id: str
     path: str
+    prompt_tokens: int  # the estimate the hold was sized by (billed when the upstream reports no usage)
     started: float = field(default_factory=time.monotonic)
     tried: list[int] = field(default_factory=list)
 
@@ -77,7 +102,7 @@ async def rate_limit(state: State, caller: Caller) -> UserPolicy:
     return policy
 
 
-def resolve_group(state: State, caller: Caller, model: str, types: frozenset[int]) -> str:
+def resolve_group(state: State, caller: Caller, model: str, types: Collection[int]) -> str:
     """The key group `auto` (gateway.md §8): the first group of `AutoGroups` usable by the user with an
     enabled ability for the model; failing that, the first that offers it at all (its channels are down:
     503), else the first usable one (nothing offers the model: 404)."""
@@ -95,10 +120,39 @@ def resolve_group(state: State, caller: Caller, model: str, types: frozenset[int
     return usable[0] if usable else caller.user.group
 
 
-async def admit(state: State, request: Request, caller: Caller, policy: UserPolicy, *, model: str,
-                types: frozenset[int], wants_audio: bool, prompt_tokens: int, completion_tokens: int
-                ) -> Ticket:
+async def open_ticket(state: State, request: Request, *, gemini: bool, ask: Callable[[], Ask]) -> Ticket:
+    """Rows 1–12 on this worker's cached view, confirmed current by the versions the reservation returns
+    (see the module docstring). `ask` parses the body; it runs once, after the rate limit. On success
+    the hold is taken and must be settled or released."""
+    policy: UserPolicy | None = None
+    asked: Ask | None = None
+    versions = state.versions
+    for last in (False, True):
+        basis = versions.held()  # the decisions below are taken on state at least this new
+        try:
+            caller = await authenticate(state, request, gemini=gemini)
+            if policy is None:
+                policy = await rate_limit(state, caller)
+            if asked is None:
+                asked = ask()
+            ticket = await admit(state, request, caller, policy, asked)
+        except GatewayError as refusal:
+            if last or refusal.code not in CACHED_REFUSALS or not await versions.refresh(since=basis):
+                raise
+            continue
+        seen = ticket.reservation.versions
+        if not versions.newer(seen, basis):
+            return ticket
+        await versions.catch_up(seen)
+        if last:  # changed again meanwhile: route by the newest table, keep the admission
+            return ticket
+        await release(state, ticket)
+    raise AssertionError("unreachable")
+
+
+async def admit(state: State, request: Request, caller: Caller, policy: UserPolicy, ask: Ask) -> Ticket:
     """Rows 8–12; on success the hold is taken and must be settled or released."""
+    model, types = ask.model, ask.types
     key = caller.key
     if key.model_limits_enabled and model not in key.model_limits:
         raise GatewayError(403, "model_not_allowed", f"this API key may not use model {model}")
@@ -107,12 +161,12 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
         raise GatewayError(404, "model_not_found", f"model {model} is not offered in group {group}")
     overrides = state.options["ModelCapabilities"]
     speaks = capabilities(model, overrides if isinstance(overrides, dict) else {})[SPEECH_OUTPUT]
-    if wants_audio and not speaks:
+    if ask.wants_audio and not speaks:
         raise GatewayError(400, "unsupported_modality", f"model {model} does not support speech output")
     price = price_of(state.options.current, model, group)
     if price is None:
         raise GatewayError(400, "model_price_error", f"model {model} has no price set")
-    amount = price.cost(max(prompt_tokens, int(state.options["PreConsumedQuota"])), completion_tokens,
+    amount = price.cost(max(ask.prompt_tokens, int(state.options["PreConsumedQuota"])), ask.completion_tokens,
                         float(state.options["QuotaPerUnit"]))
     limited = not key.unlimited_quota
     try:
@@ -127,7 +181,7 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
         raise await exhausted(state, key)
     state.keys.touch(key.id)
     return Ticket(caller, model, group, types, price, policy, reservation, request.ctx.request_id,
-                  request.path)
+                  request.path, ask.prompt_tokens)
 
 
 async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: bool = False) -> Success:

@@ -1,5 +1,6 @@
 """The live option values of a worker: loaded from SQL, typed by the registry, reloaded on every
-worker as soon as one of them changes a value (broadcast `options` on the invalidation channel)."""
+worker as soon as one of them changes a value (the `options` version is bumped and broadcast; a worker
+shown a newer version by a reservation or a management request reloads first — quota/versions.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
 from quota.records import CHANNEL as INVALIDATE_CHANNEL
+from quota.versions import OPTIONS, VersionTracker, message
 from server.crypto import SecretBox
 from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
@@ -20,9 +22,11 @@ _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
 
 class Options:
-    def __init__(self, db: Database, backend: Backend, box: SecretBox) -> None:
+    def __init__(self, db: Database, backend: Backend, box: SecretBox, versions: VersionTracker) -> None:
         self.db = db
         self.backend = backend
+        self.versions = versions
+        versions.register(OPTIONS, self.reload)
         self.box = box
         self._values: dict[str, Any] = {spec.key: spec.default for spec in REGISTRY.values()}
         self._texts: dict[str, str] = {}
@@ -73,9 +77,9 @@ class Options:
         await self.changed()
 
     async def changed(self) -> None:
-        """After a committed change: reload here and tell every other worker."""
-        await self.reload()
-        await self.backend.publish(INVALIDATE_CHANNEL, "options")
+        """After a committed change: bump the version, reload here and tell every other worker."""
+        version = await self.versions.changed(OPTIONS)
+        await self.backend.publish(INVALIDATE_CHANNEL, message(OPTIONS, version))
 
     def visible(self) -> list[dict[str, str]]:
         """Every option but the secrets, as `[{key, value}]`."""

@@ -1,0 +1,12 @@
+-- Bump one version counter of the shared state workers cache (quota/versions.py).
+-- KEYS: 1 versions hash; ARGV: 1 the counter to bump, 2.. every counter name
+-- When the hash is missing (a store that lost its data), every counter starts at the server's clock in
+-- microseconds, so no counter ever falls below a value handed out before. Returns the new value.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  local base = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  for i = 2, #ARGV do
+    redis.call('HSET', KEYS[1], ARGV[i], base)
+  end
+end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)

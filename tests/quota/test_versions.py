@@ -1,0 +1,199 @@
+"""Version counters of the cached shared state (quota/versions.py), one suite over both backends: they
+only grow (also after Redis lost them), the reservation returns them, a shared record copy read before a
+change cannot be stored after it, and a worker's tracker reloads exactly what is behind, once."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from quota.backends.base import Backend
+from quota.backends.memory import MemoryBackend
+from quota.backends.memory_quota import MemoryQuotaStore
+from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.records import RecordCache
+from quota.store import QuotaStore
+from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker, parse_message
+from tests.services import REDIS_URL, redis_ping, redis_purge, unavailable
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    if request.param == "memory":
+        memory = MemoryBackend()
+        yield memory
+        await memory.close()
+        return
+    try:
+        await redis_ping()
+    except Exception as exc:
+        unavailable("redis", exc)
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    redis = RedisBackend(REDIS_URL, prefix)
+    try:
+        yield redis
+    finally:
+        await redis.close()
+        await redis_purge(prefix)
+
+
+def store_for(backend: Backend) -> QuotaStore:
+    if isinstance(backend, RedisBackend):
+        return RedisQuotaStore(backend)
+    assert isinstance(backend, MemoryBackend)
+    return MemoryQuotaStore(versions=backend.versions_now)
+
+
+async def test_bump_counts_up_and_versions_reads_all(backend: Backend) -> None:
+    start = await backend.versions()
+    first = await backend.bump(CHANNELS)
+    second = await backend.bump(CHANNELS)
+    options = await backend.bump(OPTIONS)
+    assert second == first + 1
+    now = await backend.versions()
+    assert now[0] == second and now[1] == options and now[2] >= start[2]
+    assert now[0] > start[0] and now[1] > start[1]
+
+
+async def test_counters_never_fall_back_after_redis_lost_them(redis_prefix: str) -> None:
+    redis = RedisBackend(REDIS_URL, redis_prefix)
+    try:
+        before = max([await redis.bump(name) for name in NAMES])
+        await redis.client.delete(redis.versions_key)  # what a restart without persistence does
+        assert await redis.versions() == (0, 0, 0)  # nothing newer than what a worker holds: no reload
+        after = await redis.bump(RECORDS)
+        assert after > before
+        assert all(v > before for v in await redis.versions())  # every counter restarted above
+    finally:
+        await redis.close()
+
+
+async def test_the_reservation_returns_the_counters(backend: Backend) -> None:
+    store = store_for(backend)
+    await store.load_locked("user", 1, 1_000, "0-0")
+    await store.load_locked("key", 2, 1_000, "0-0")
+    await backend.bump(CHANNELS)
+    await backend.bump(RECORDS)
+    ok, _, _, _, versions = await store.reserve("h1", 1, 2, True, 10, 60_000)
+    assert ok and versions == await backend.versions()
+    refused, _, _, _, _ = await store.reserve("h2", 1, 2, True, 10**9, 60_000)
+    assert not refused
+
+
+async def test_a_copy_read_before_a_change_is_not_stored_after_it(backend: Backend) -> None:
+    text, version = await backend.get_text_versioned("rec:x:1", RECORDS)
+    assert text is None
+    assert await backend.set_text_if_version("rec:x:1", "fresh", 30, RECORDS, version)
+    assert await backend.get_text("rec:x:1") == "fresh"
+    await backend.delete("rec:x:1")
+    _, version = await backend.get_text_versioned("rec:x:1", RECORDS)
+    await backend.bump(RECORDS)  # another worker changed a record meanwhile
+    assert not await backend.set_text_if_version("rec:x:1", "stale", 30, RECORDS, version)
+    assert await backend.get_text("rec:x:1") is None
+
+
+async def test_a_record_loaded_while_another_worker_changes_it_is_not_shared(backend: Backend) -> None:
+    """Worker A reads SQL (old row); worker B commits, drops the shared copy, bumps; A's old row must not
+    become the shared copy that B's next read (or any worker's) would trust for minutes."""
+    row = {"v": "old"}
+    a: RecordCache[dict[str, Any]] = RecordCache(backend, "thing", encode=dict, decode=dict, memo_ttl=0)
+    b: RecordCache[dict[str, Any]] = RecordCache(backend, "thing", encode=dict, decode=dict, memo_ttl=0)
+
+    async def slow_old_read() -> dict[str, Any]:
+        seen = dict(row)
+        row["v"] = "new"  # B's change commits while A still holds the old row …
+        await b.invalidate(1)  # … and B announces it
+        return seen
+
+    assert await a.get(1, slow_old_read) == {"v": "old"}  # A's own answer was taken before the change
+
+    async def fresh_read() -> dict[str, Any]:
+        return dict(row)
+
+    assert await b.get(1, fresh_read) == {"v": "new"}
+
+
+async def primed(backend: Backend) -> None:
+    """Counters that exist (the first bump on an empty Redis starts all three above zero at once)."""
+    for name in NAMES:
+        await backend.bump(name)
+
+
+class Recorder:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls = 0
+        self.delay = delay
+        self.fail = False
+
+    async def __call__(self) -> None:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("database down")
+
+
+async def test_the_tracker_reloads_only_what_is_behind_and_once(backend: Backend) -> None:
+    await primed(backend)
+    tracker = VersionTracker(backend)
+    channels, options, records = Recorder(0.05), Recorder(), Recorder()
+    tracker.register(CHANNELS, channels)
+    tracker.register(OPTIONS, options)
+    tracker.register(RECORDS, records)
+    await tracker.start()
+    assert (channels.calls, options.calls, records.calls) == (1, 1, 1)
+    basis = tracker.held()
+    await backend.bump(CHANNELS)
+    seen = await backend.versions()
+    assert tracker.newer(seen, basis)
+    results = await asyncio.gather(*(tracker.catch_up(seen) for _ in range(10)))
+    assert all(results)
+    assert (channels.calls, options.calls, records.calls) == (2, 1, 1)  # ten callers, one reload
+    assert tracker.held() == seen and not tracker.newer(seen, tracker.held())
+
+
+async def test_refresh_reports_a_change_made_after_the_decision_even_if_already_reloaded(
+        backend: Backend) -> None:
+    """The race the basis exists for: a decision taken on the old table, the broadcast's reload finishes
+    before the check — comparing with what the worker holds by then would call the decision current."""
+    await primed(backend)
+    tracker = VersionTracker(backend)
+    tracker.register(CHANNELS, Recorder())
+    await tracker.start()
+    basis = tracker.held()  # the decision is taken here, on the old table
+    version = await backend.bump(CHANNELS)
+    await tracker.announced(CHANNELS, version)  # the broadcast's reload completes first
+    assert await tracker.refresh(since=basis) is True
+    assert await tracker.refresh() is False
+
+
+async def test_a_failed_reload_keeps_the_old_version_and_is_retried_later(backend: Backend) -> None:
+    await primed(backend)
+    clock = [100.0]
+    tracker = VersionTracker(backend, clock=lambda: clock[0])
+    channels = Recorder()
+    tracker.register(CHANNELS, channels)
+    await tracker.start()
+    held = tracker.held()
+    channels.fail = True
+    await backend.bump(CHANNELS)
+    assert await tracker.refresh() is True
+    assert tracker.held() == held and channels.calls == 2
+    await tracker.refresh()  # within a second of the failure: not hammered
+    assert channels.calls == 2
+    channels.fail = False
+    clock[0] += 1.5
+    await tracker.refresh()
+    assert channels.calls == 3 and tracker.held() == await backend.versions()
+
+
+def test_version_broadcasts_parse() -> None:
+    assert parse_message("channels:17") == ("channels", 17)
+    assert parse_message("options") == ("options", 0)
+    assert parse_message("rec:key:abc") is None
+    assert parse_message("records:3") is None  # records travel as per-record drops
+    assert parse_message("channels:x") is None
