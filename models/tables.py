@@ -6,12 +6,15 @@ mirror `migrations/versions/0001_foundation.py` exactly (a test compares them).
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from sqlalchemy import BigInteger, Index, Integer, String, Text, event
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, KeyString
+
+USERNAME_KEY_MAX = 64
 
 
 class User(Base):
@@ -20,7 +23,7 @@ class User(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     username: Mapped[str] = mapped_column(String(64))
     # lookup keys, normalized by `models.users.keys_for`; unique on every database alike
-    username_key: Mapped[str] = mapped_column(KeyString(64), unique=True)
+    username_key: Mapped[str] = mapped_column(KeyString(USERNAME_KEY_MAX), unique=True)
     email_key: Mapped[str | None] = mapped_column(KeyString(128), unique=True, nullable=True)
     password: Mapped[str] = mapped_column(String(255))
     display_name: Mapped[str] = mapped_column(String(64), default="")
@@ -46,8 +49,9 @@ class User(Base):
 
 
 def username_key(username: str) -> str:
-    """Usernames are unique regardless of case: `Alice` and `alice` are one account, on every database."""
-    return username.casefold()
+    """Usernames are unique regardless of case and of compatibility forms: `Alice`, `alice` and `ａｌｉｃｅ`
+    are one account, on every database (NFKC, case-folded, NFKC again: the key is its own key)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", username).casefold())
 
 
 def email_key(email: str) -> str | None:

@@ -1,6 +1,10 @@
 """In-process backend for embedded mode (one process): the same semantics as Redis, in dictionaries.
 
 Time is `time.monotonic` unless a clock is injected (tests move it).
+
+Like Redis, an expired key is gone even if nobody reads it again: every `SWEEP_EVERY` writes, the expired
+entries are dropped, so keys an anonymous caller makes us write (rate-limit counters per IP, login-failure
+counters, cached "no such key" records) cost memory only while they live.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from quota.backends.base import (
 )
 from quota.versions import NAMES, Versions
 
+SWEEP_EVERY = 1024
+
 
 class MemoryBackend:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -28,6 +34,21 @@ class MemoryBackend:
         self._texts: dict[str, tuple[str, float]] = {}  # key -> (text, expires_at)
         self._subscribers: dict[str, set[asyncio.Queue[tuple[str, str]]]] = {}
         self._versions: dict[str, int] = dict.fromkeys(NAMES, 0)
+        self._writes = 0
+
+    def _wrote(self) -> None:
+        """Count a write; every SWEEP_EVERY writes drop what has expired (amortised O(1) per write)."""
+        self._writes += 1
+        if self._writes < SWEEP_EVERY:
+            return
+        self._writes = 0
+        now = self._clock()
+        self._values = {k: v for k, v in self._values.items() if v[1] > now}
+        self._texts = {k: v for k, v in self._texts.items() if v[1] > now}
+
+    def key_count(self) -> int:
+        """Keys held, expired or not (what the sweep bounds)."""
+        return len(self._values) + len(self._texts)
 
     def _get(self, key: str) -> float | None:
         item = self._values.get(key)
@@ -89,12 +110,14 @@ class MemoryBackend:
             if limit.cost > 0:
                 tat = now + charged
                 self._values[limit.key] = (tat, tat / 1e9)
+                self._wrote()
         return RateResult(True, left or 0, 0.0)
 
     async def incr(self, key: str, ttl: float) -> int:
         current = self._get(key)
         if current is None:
             self._values[key] = (1, self._clock() + ttl)
+            self._wrote()
             return 1
         expires = self._values[key][1]
         self._values[key] = (current + 1, expires)
@@ -126,6 +149,7 @@ class MemoryBackend:
     async def set_text(self, key: str, value: str, ttl: float) -> None:
         self._values.pop(key, None)  # one key space, as in Redis: SET replaces whatever was there
         self._texts[key] = (value, self._clock() + ttl)
+        self._wrote()
 
     def versions_now(self) -> Versions:
         v = self._versions

@@ -146,7 +146,7 @@ async def get_user(state: State, actor: Principal, user_id: int) -> dict[str, An
 
 async def create_user(state: State, actor: Principal, username: str, password: str, display_name: str,
                       role: int) -> int:
-    check_username(username)
+    username = check_username(username)
     check_password(password)
     if len(display_name) > DISPLAY_NAME_MAX:
         raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")

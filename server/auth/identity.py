@@ -3,10 +3,15 @@
 Role and status come from the user directory (fresh within seconds), never from the session snapshot.
 A session whose user now has a higher role than it was issued with is rotated (new id, same data).
 Sessions slide: an authenticated request pushes expiry to now + 30 days, at most once a minute.
+
+Credentials are read only if they have the shape we issue: a `session` cookie that is not a session id
+(base64url, bounded length — so also one that is not UTF-8) is no session at all, and an access token
+that is not printable ASCII is an invalid token; neither ever reaches a store or a digest.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +24,14 @@ from server.errors import Forbidden, Unauthorized
 
 SLIDE_EVERY = 60
 USER_ID_MAX_DIGITS = 19
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what `new_session_id` makes (43 characters)
+_TOKEN = re.compile(r"[\x21-\x7e]{1,256}")  # printable ASCII; ours are 32 url-safe characters
+
+
+def session_cookie(request: Request) -> str | None:
+    """The `session` cookie if it can be a session id, else None (treated as no session)."""
+    raw = request.cookies.get(COOKIE)
+    return raw if raw and _SESSION_ID.fullmatch(raw) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +82,8 @@ async def _from_session(state: State, request: Request, raw: str) -> Principal |
 
 
 async def _from_token(state: State, token: str) -> Principal:
+    if not _TOKEN.fullmatch(token):
+        raise Unauthorized("invalid access token")
     digest = state.box.digest(token)
     user_id = await state.users.id_for_token(digest)
     user = await state.users.state(user_id) if user_id is not None else None
@@ -80,7 +95,7 @@ async def _from_token(state: State, token: str) -> Principal:
 
 
 async def authenticate(state: State, request: Request) -> Principal:
-    raw = request.cookies.get(COOKIE)
+    raw = session_cookie(request)
     if raw:
         principal = await _from_session(state, request, raw)
         if principal is not None:

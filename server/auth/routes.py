@@ -5,16 +5,20 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
+from server.accounts.rules import PASSWORD_MAX, USERNAME_MAX
 from server.accounts.views import login_view
 from server.auth import service
 from server.auth.guard import clear_session_cookie, set_session_cookie
-from server.auth.sessions import COOKIE
+from server.auth.identity import session_cookie
+from server.auth.service import EMAIL_MAX
 from server.web.access import Access, route
 from server.web.body import Fields
 from server.web.envelope import ok
 from server.web.state import principal_of, state_of
 
 bp = Blueprint("auth")
+# Nothing longer can name an account or be its password: refused before any lookup, hash or counter.
+LOGIN_NAME_MAX = max(USERNAME_MAX, EMAIL_MAX)
 
 
 @route(bp, "POST", "/api/user/login", access=Access.PUBLIC, critical=True)
@@ -23,10 +27,10 @@ async def login(request: Request) -> HTTPResponse:
     state = state_of(request)
     result = await service.login(
         state,
-        username=f.string("username", required=True, trim=True, min_len=1),
-        password=f.string("password", required=True, min_len=1),
+        username=f.string("username", required=True, trim=True, min_len=1, max_len=LOGIN_NAME_MAX),
+        password=f.string("password", required=True, min_len=1, max_len=PASSWORD_MAX),
         client_ip=request.ctx.client_ip,
-        old_session=request.cookies.get(COOKIE),
+        old_session=session_cookie(request),
     )
     if result.require_2fa:
         response = ok({"require_2fa": True}, "2FA code required")
@@ -40,7 +44,7 @@ async def login(request: Request) -> HTTPResponse:
 @route(bp, "GET", "/api/user/logout", access=Access.PUBLIC)
 async def logout(request: Request) -> HTTPResponse:
     state = state_of(request)
-    await service.logout(state, request.cookies.get(COOKIE))
+    await service.logout(state, session_cookie(request))
     response = ok()
     clear_session_cookie(response, secure=state.config.secure_cookies)
     return response

@@ -8,17 +8,18 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from models.tables import User
+from models.tables import User, username_key
 from models.users import UserRepository
-from server.accounts.rules import check_password, check_username, fresh_aff_code
+from server.accounts.rules import AFF_CODE_MAX, check_password, check_username, fresh_aff_code
 from server.auth.sessions import new_session_id
 from server.context import State
+from server.crypto import sha256_hex
 from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
 from server.web.access import Role
 from server.web.body import has_control_chars
 
 LOGIN_FAIL_TTL = 900
-LOGIN_FAIL_LIMIT = 10
+LOGIN_FAIL_LIMIT = 10  # attempts per (account, client IP) and window that may reach the password check
 INVALID_LOGIN = "invalid username or password"
 EMAIL_MAX = 50
 _EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(?:\.[^@\s.]+)+")
@@ -36,20 +37,26 @@ async def _second_factor_required(state: State, user: User) -> bool:
     return False
 
 
+def login_fail_key(account: str, client_ip: str) -> str:
+    """The lockout counter of (account, client IP): a fixed-size digest, whatever name was attempted."""
+    return f"login_fail:{sha256_hex(f'{account}|{client_ip}')}"
+
+
 async def login(state: State, username: str, password: str, client_ip: str,
                 old_session: str | None) -> LoginResult:
     if not state.options["PasswordLoginEnabled"]:
         raise Forbidden("password login is disabled")
     async with state.db.transaction() as tx:
         user = await UserRepository(tx).by_login(username)
-    account = str(user.id) if user is not None else username.lower()
-    fail_key = f"login_fail:{account}:{client_ip}"
-    if await state.backend.get_int(fail_key) >= LOGIN_FAIL_LIMIT:
+    account = str(user.id) if user is not None else username_key(username)
+    fail_key = login_fail_key(account, client_ip)
+    # Counted before the password check, in one atomic step (INCR), so that however many attempts run
+    # at once, at most LOGIN_FAIL_LIMIT of them reach `verify`; a correct password clears the count.
+    if await state.backend.incr(fail_key, LOGIN_FAIL_TTL) > LOGIN_FAIL_LIMIT:
         raise RateLimited("too many failed logins, try again later",
                           retry_after=await state.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
     valid = await state.passwords.verify(user.password if user else None, password)
     if user is None or not valid or user.status != 1:
-        await state.backend.incr(fail_key, LOGIN_FAIL_TTL)
         raise Unauthorized(INVALID_LOGIN)
     await state.backend.delete(fail_key)
 
@@ -86,7 +93,7 @@ async def register(state: State, username: str, password: str, email: str, aff_c
     o = state.options
     if not (o["RegisterEnabled"] and o["PasswordRegisterEnabled"]):
         raise Forbidden("registration is disabled")
-    check_username(username)
+    username = check_username(username)
     check_password(password)
     email = _check_email(email) if email else ""
     hashed = await state.passwords.hash(password)
@@ -98,7 +105,8 @@ async def register(state: State, username: str, password: str, email: str, aff_c
                 raise Conflict("username is already taken")
             if email and await users.email_taken(email):
                 raise Conflict("email is already used")
-            inviter = await users.by_aff_code(aff_code) if aff_code else None
+            # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
+            inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
             quota = int(o["QuotaForNewUser"]) + (int(o["QuotaForInvitee"]) if inviter else 0)
             user_id = await users.add(User(
                 username=username, password=hashed, display_name=username, email=email,

@@ -1,18 +1,23 @@
 """Validation of model-call bodies (gateway.md §3 and §5): what the gateway must know before it reserves
 and routes, read from a parsed copy; the caller's bytes themselves are forwarded untouched.
 
-Every refusal is a 400 whose message names the field (`param` for OpenAI routes). Gemini fields are
-accepted in camelCase or snake_case (the google-genai SDK sends snake_case inside `speech_config`); both
-spellings at one level are refused.
+Every refusal is a 400 whose message names the field (`param` for OpenAI routes). A string anywhere in the
+body that is not Unicode text (a lone surrogate escape such as `"\\ud800"`) is refused once, here, before
+anything reads it; NUL and other control characters are refused only in the model name (it is stored in
+the logs and echoed in messages; prompt text is the caller's business and is forwarded as sent). Gemini
+fields are accepted in camelCase or snake_case (the google-genai SDK sends snake_case inside
+`speech_config`); both spellings at one level are refused.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from server.relay.errors import GatewayError
+from server.web.text import first_bad_text
 
 DEFAULT_MODERATION_MODEL = "omni-moderation-latest"
 
@@ -30,7 +35,24 @@ def parse_object(body: bytes) -> dict[str, Any]:
         raise invalid("request body is not valid JSON") from None
     if not isinstance(value, dict):
         raise invalid("request body must be a JSON object")
+    bad = first_bad_text(value, nul=False)
+    if bad is not None:
+        field, problem = bad
+        top = None if field == "request body" else field.split(".")[0].split("[")[0]
+        raise invalid(f"{field}: {problem}", top)
     return value
+
+
+MODEL_NAME_MAX = 255
+
+
+def check_model_name(model: str, label: str = "model") -> str:
+    """A model name is an identifier: no control or format characters, at most 255 characters (it is
+    stored in the logs and echoed in error messages)."""
+    if len(model) > MODEL_NAME_MAX or any(unicodedata.category(c) in ("Cc", "Cf", "Cs") for c in model):
+        raise invalid(f"{label}: must be at most {MODEL_NAME_MAX} characters without control characters",
+                      label)
+    return model
 
 
 def _snake(name: str) -> str:
@@ -186,4 +208,6 @@ def parse_moderation(body: bytes) -> ModerationBody:
     model = data.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise invalid("model: must be a non-empty string", "model")
+    if model is not None:
+        check_model_name(model.strip())
     return ModerationBody(data, (model or DEFAULT_MODERATION_MODEL).strip(), texts, model is not None)

@@ -25,7 +25,7 @@ from sanic.response import json as json_response
 
 from server.context import State
 from server.relay import service
-from server.relay.bodies import parse_generate, parse_moderation
+from server.relay.bodies import check_model_name, parse_generate, parse_moderation
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
@@ -51,7 +51,7 @@ def parse_target(target: str) -> tuple[str, str]:
         raise GatewayError(404, "not_found", f"unknown method {method or target!r}")
     if not model or "/" in model:
         raise GatewayError(400, "invalid_request", "model: must not be empty")
-    return model, method
+    return check_model_name(model), method
 
 
 def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:

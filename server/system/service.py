@@ -61,7 +61,7 @@ async def setup_state(state: State) -> dict[str, Any]:
 async def run_setup(state: State, username: str, password: str, confirm: str, self_use: bool,
                     demo: bool) -> None:
     """Create root and the two options in one transaction; concurrent calls collide on setups.id = 1."""
-    check_username(username)
+    username = check_username(username)
     check_password(password)
     if confirm != password:
         raise BadRequest("confirmPassword: does not match password")

@@ -1,8 +1,9 @@
 """JSON request bodies and typed field reading.
 
-A body that is not a JSON object, or a field of the wrong type, is a 400 naming the field. Unknown fields
-are ignored. Booleans are never accepted as integers. Text is trimmed only where the caller asks (names,
-e-mails, keywords) — never passwords, codes, keys or tokens.
+A body that is not a JSON object, or a field of the wrong type, is a 400 naming the field; so is any
+string, anywhere in the body, that is not storable text (a lone surrogate, NUL: see `server.web.text`), so
+no handler ever sees one. Unknown fields are ignored. Booleans are never accepted as integers. Text is
+trimmed only where the caller asks (names, e-mails, keywords) — never passwords, codes, keys or tokens.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from sanic import Request
 
 from server.errors import BadRequest
+from server.web.text import first_bad_text, text_problem
 
 _MISSING: Any = object()
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -30,6 +32,9 @@ def json_object(request: Request) -> dict[str, Any]:
         raise BadRequest("request body is nested too deeply") from None
     if not isinstance(value, dict):
         raise BadRequest("request body must be a JSON object")
+    bad = first_bad_text(value)
+    if bad is not None:
+        raise BadRequest(f"{bad[0]}: {bad[1]}")
     return value
 
 
@@ -114,4 +119,7 @@ def query_str(request: Request, name: str, *, trim: bool = True, max_len: int = 
     value = value.strip() if trim else value
     if len(value) > max_len:
         raise BadRequest(f"{name}: must be at most {max_len} characters")
+    problem = text_problem(value)
+    if problem is not None:
+        raise BadRequest(f"{name}: {problem}")
     return value
