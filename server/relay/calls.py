@@ -30,6 +30,7 @@ from server.relay.caller import AUTO_GROUP, Caller, authenticate, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
 from server.relay.estimate import count_all
+from server.relay.faults import is_timeout
 from server.relay.upstream import GEMINI, OPENAI, gemini_request, openai_request
 from server.relay.usage import SseSplitter, Usage, usage_of_body, usage_of_event
 
@@ -127,8 +128,9 @@ async def _stream(state: State, request: Request, ticket: service.Ticket, succes
             except TimeoutError:
                 failure = (504, "the upstream stream was idle for too long")
                 break
-            except httpx.TransportError:
-                failure = (503, "the upstream stream was interrupted")
+            except httpx.TransportError as exc:
+                failure = ((504, "the upstream stream timed out") if is_timeout(exc)
+                           else (503, "the upstream stream was interrupted"))
                 break
             if first_byte_ms is None:
                 first_byte_ms = int((time.monotonic() - ticket.started) * 1000)
