@@ -1,6 +1,10 @@
 """How a log row is shown (management.md E.1): the admin view, with `channel_name` and the whole `other`,
-and the user-facing view, sanitized (`channel` 0, no `channel_name`, no `other.admin_info`, and the row's
-position on the page as `id`). The internal `ref` column is never shown.
+and the user-facing view, sanitized (`channel` 0, no `channel_name`, and the row's position on the page as
+`id`). The internal `ref` column is never shown.
+
+A user's `other` keeps only the fields in `USER_OTHER_FIELDS` (an allow-list: the price ratios, timings,
+token split and model mapping of their own call). Channel ids (`channels_tried`), `admin_info` and any
+field added later stay in admin views until it is added here on purpose.
 
 `other` is always a JSON object as a string, or `""`; a stored value that is not an object shows as `""`.
 """
@@ -11,6 +15,12 @@ import json
 from typing import Any
 
 from models.logs import Log
+
+USER_OTHER_FIELDS = frozenset({
+    "model_ratio", "group_ratio", "completion_ratio", "model_price", "cache_tokens", "cache_ratio",
+    "user_group_ratio", "frt", "is_model_mapped", "upstream_model_name", "request_path",
+    "audio_output_tokens", "text_output_tokens", "stream_interrupted",
+})
 
 
 def _other_object(raw: str) -> dict[str, Any] | None:
@@ -51,6 +61,6 @@ def self_view(row: Log, position: int) -> dict[str, Any]:
     if other is None:
         view["other"] = ""
     else:
-        other.pop("admin_info", None)
-        view["other"] = json.dumps(other, separators=(",", ":"), ensure_ascii=False)
+        shown = {name: value for name, value in other.items() if name in USER_OTHER_FIELDS}
+        view["other"] = json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
     return view

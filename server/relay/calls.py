@@ -30,6 +30,7 @@ from server.relay.caller import AUTO_GROUP, Caller, authenticate, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
 from server.relay.estimate import count_all
+from server.relay.faults import is_timeout
 from server.relay.upstream import GEMINI, OPENAI, gemini_request, openai_request
 from server.relay.usage import SseSplitter, Usage, usage_of_body, usage_of_event
 
@@ -37,8 +38,11 @@ log = logging.getLogger("tollway.relay")
 GEMINI_TYPES = frozenset({GEMINI})
 OPENAI_TYPES = frozenset({OPENAI})
 METHODS = ("generateContent", "streamGenerateContent")
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "te",
-              "trailer", "upgrade", "proxy-authenticate", "proxy-authorization"}
+FORWARDED_HEADERS = ("content-type",)
+"""The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
+sends — cookies, organisation and project ids, rate-limit counters, its own request ids, any `X-…` —
+stays here. Our `X-Request-Id` is added, and what we set ourselves (a stream's `Cache-Control`, the
+`Retry-After` of our own 429s)."""
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -55,8 +59,8 @@ def parse_target(target: str) -> tuple[str, str]:
 
 
 def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP
-               and k.lower() not in ("content-type", "date", "server", "x-request-id")}
+    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id."""
+    headers = {name: response.headers[name] for name in FORWARDED_HEADERS if name in response.headers}
     headers["X-Request-Id"] = request_id
     return headers
 
@@ -108,10 +112,9 @@ async def _stream(state: State, request: Request, ticket: service.Ticket, succes
     delivered = 0
     try:
         headers = _passthrough_headers(upstream, ticket.request_id)
-        content_type = "text/event-stream" if sse else "application/json"
+        headers["content-type"] = "text/event-stream" if sse else "application/json"  # the form we send
         headers["Cache-Control"] = "no-cache"
-        response = await request.respond(status=upstream.status_code, headers=headers,
-                                         content_type=content_type)
+        response = await request.respond(status=upstream.status_code, headers=headers)
         if not sse:
             await response.send(b"[")
         chunks = upstream.aiter_raw()
@@ -125,8 +128,9 @@ async def _stream(state: State, request: Request, ticket: service.Ticket, succes
             except TimeoutError:
                 failure = (504, "the upstream stream was idle for too long")
                 break
-            except httpx.TransportError:
-                failure = (503, "the upstream stream was interrupted")
+            except httpx.TransportError as exc:
+                failure = ((504, "the upstream stream timed out") if is_timeout(exc)
+                           else (503, "the upstream stream was interrupted"))
                 break
             if first_byte_ms is None:
                 first_byte_ms = int((time.monotonic() - ticket.started) * 1000)

@@ -42,7 +42,10 @@ class GatewayError(TollwayError):
 
 
 class UpstreamPassthrough(GatewayError):
-    """An upstream 4xx that is not retried: its status (after `status_code_mapping`) and body."""
+    """An upstream 4xx that is not retried: its status (after `status_code_mapping`) and body.
+
+    `body` and `message` must already be redacted (`server.redaction.redact` with the channel's keys):
+    they reach the caller. None of the upstream's headers is kept: the reply has our headers only."""
 
     def __init__(self, status: int, body: bytes, content_type: str, message: str) -> None:
         super().__init__(status, "upstream_error", message)

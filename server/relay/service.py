@@ -31,9 +31,11 @@ from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
 from quota.types import InsufficientQuota, Reservation
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
 from server.context import State
+from server.redaction import redact
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable
 from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, UpstreamPassthrough, upstream_message
+from server.relay.faults import describe, is_timeout
 from server.relay.pricing import Price, price_of
 from server.relay.upstream import choose_key, judge, keyword_disables, map_model, mapped_status
 from server.relay.usage import Usage
@@ -200,8 +202,8 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
         try:
             response = await state.upstream.send(request)
         except httpx.TransportError as exc:
-            last_timeout = isinstance(exc, httpx.TimeoutException)
-            reason = f"{type(exc).__name__}: {exc}"
+            last_timeout = is_timeout(exc)
+            reason = redact(describe(exc), channel.keys)
             log.warning("channel %d failed (request id %s): %s", channel.id, ticket.request_id, reason[:200])
             if keyword_disables(options, reason):
                 await _disable(state, channel, key_index, reason)
@@ -213,8 +215,9 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
             try:
                 body = await response.aread()
             except httpx.TransportError as exc:
-                last_timeout = isinstance(exc, httpx.TimeoutException)
-                log.warning("channel %d dropped its reply (request id %s)", channel.id, ticket.request_id)
+                last_timeout = is_timeout(exc)
+                log.warning("channel %d %s its reply (request id %s)", channel.id,
+                            "timed out in" if last_timeout else "dropped", ticket.request_id)
                 continue
             finally:
                 await response.aclose()
@@ -225,6 +228,8 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
             body = b""
         finally:
             await response.aclose()
+        # What the upstream said is stored (disable reason), logged and passed through only redacted.
+        body = redact(body, channel.keys)
         message = upstream_message(body)
         verdict = judge(options, status, body, message)
         last_timeout = status in (408, 504)

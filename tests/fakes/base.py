@@ -5,11 +5,15 @@ the wire: a real socket on 127.0.0.1 (port 0, a free one), keep-alive, chunked r
 chunk, and the failures a real provider shows — an error status in the provider's own body format, a slow
 answer, a connection closed without any response, a stream cut after its first chunk.
 
-It is our own asyncio code rather than Sanic (aiohttp is not installed): closing a connection before
+It is our own asyncio code rather than a framework (Sanic, aiohttp): closing a connection before
 answering, or in the middle of a chunked body, is one line here and a fight with a framework's protocol.
 
 A subclass implements `route` (the normal answers), `error_reply` (the injected failures, in the provider's
 wire format), and `api_key` / `key_error` (what `valid_keys` checks).
+
+Two switches imitate what real providers send that a gateway must not pass on: `extra_headers` are added
+to every reply (`Set-Cookie`, organisation and rate-limit headers, …), and `echo_key` makes every error
+message quote the key the request carried (some providers do).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from urllib.parse import parse_qsl, unquote
 MAX_HEAD = 64 * 1024
 """The longest request line + headers accepted (the StreamReader's default limit)."""
 
-BASE_FAILURES = frozenset({"400", "401", "403", "429", "500", "slow", "drop", "drop_mid_stream"})
+BASE_FAILURES = frozenset({"400", "401", "403", "429", "500", "slow", "drop", "drop_mid_stream",
+                           "stall_mid_stream"})
 
 
 @dataclass
@@ -86,6 +91,10 @@ class FakeServer:
         self.chunk_delay = chunk_delay
         self.chunks_sent = 0
         """Streamed chunks written and flushed so far (all responses together)."""
+        self.extra_headers: dict[str, str] = {}
+        """Headers added to every reply, errors included."""
+        self.echo_key = False
+        """When True, error messages quote the request's key (see `echoed`)."""
         self.port = 0
         self._failure: str | None = None
         self._failures_left: int | None = None
@@ -182,27 +191,33 @@ class FakeServer:
         """Headers added to every reply (a request id, …)."""
         return {}
 
+    def echoed(self, message: str, request: Recorded) -> str:
+        """`message`, quoting the request's key when `echo_key` is on."""
+        return f"{message} (key: {self.api_key(request)})" if self.echo_key else message
+
     # -- request handling -------------------------------------------------------------------------------
 
-    async def _answer(self, request: Recorded) -> tuple[Reply | None, bool]:
-        """The reply (None: close without answering) and whether to cut it after its first chunk."""
+    async def _answer(self, request: Recorded) -> tuple[Reply | None, str | None]:
+        """The reply (None: close without answering) and how to break it after its first chunk: "cut"
+        (close the connection) or "stall" (wait `slow_seconds`, then close), None to send it whole."""
         self.received.append(request)
         mode = self._take_failure()
+        broken = {"drop_mid_stream": "cut", "stall_mid_stream": "stall"}.get(mode or "")
         if mode == "drop":
-            return None, False
+            return None, None
         if mode == "slow":
             await asyncio.sleep(self.slow_seconds)
-        elif mode is not None and mode != "drop_mid_stream":
-            return self.error_reply(mode, request), False
+        elif mode is not None and broken is None:
+            return self.error_reply(mode, request), None
         if self.valid_keys is not None:
             key = self.api_key(request)
             if key is None or key not in self.valid_keys:
-                return self.key_error(request, key), mode == "drop_mid_stream"
+                return self.key_error(request, key), broken
         try:
             reply = self.route(request)
         except Exception:  # a bug in the fake: say so plainly, never as a provider error
             reply = Reply(500, f"fake server bug:\n{traceback.format_exc()}".encode(), "text/plain")
-        return reply, mode == "drop_mid_stream"
+        return reply, broken
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # The connection's task is ours (not asyncio.streams'), so `stop` can cancel it quietly.
@@ -217,15 +232,15 @@ class FakeServer:
                 try:
                     request = await _read_request(reader, writer, connection)
                 except _BadRequest as exc:
-                    await self._write(writer, Reply(400, str(exc).encode(), "text/plain"), False, False)
+                    await self._write(writer, Reply(400, str(exc).encode(), "text/plain"), False, None)
                     break
                 if request is None:
                     break
-                reply, cut = await self._answer(request)
+                reply, broken = await self._answer(request)
                 if reply is None:
                     break
-                keep_alive = _wants_keep_alive(request) and not cut
-                await self._write(writer, reply, keep_alive, cut)
+                keep_alive = _wants_keep_alive(request) and broken is None
+                await self._write(writer, reply, keep_alive, broken)
                 if not keep_alive:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
@@ -233,9 +248,10 @@ class FakeServer:
         finally:
             writer.close()
 
-    async def _write(self, writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool, cut: bool) -> None:
-        headers = {"content-type": reply.content_type, **self.reply_headers(), **reply.headers,
-                   "connection": "keep-alive" if keep_alive else "close"}
+    async def _write(self, writer: asyncio.StreamWriter, reply: Reply, keep_alive: bool,
+                     broken: str | None) -> None:
+        headers = {"content-type": reply.content_type, **self.reply_headers(), **self.extra_headers,
+                   **reply.headers, "connection": "keep-alive" if keep_alive else "close"}
         if reply.chunks is None:
             headers["content-length"] = str(len(reply.body))
         else:
@@ -244,9 +260,12 @@ class FakeServer:
         head += "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
         writer.write(head.encode("latin-1"))
         if reply.chunks is None:
-            # drop_mid_stream on a plain body: half of it, then the connection closes.
-            writer.write(reply.body[: len(reply.body) // 2] if cut else reply.body)
+            # drop_mid_stream / stall_mid_stream on a plain body: half of it, then the connection closes
+            # (at once, or after `slow_seconds`).
+            writer.write(reply.body[: len(reply.body) // 2] if broken else reply.body)
             await writer.drain()
+            if broken == "stall":
+                await asyncio.sleep(self.slow_seconds)
             return
         chunks = [c for c in reply.chunks if c]  # an empty chunk would end the body
         for index, chunk in enumerate(chunks):
@@ -255,7 +274,9 @@ class FakeServer:
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             await writer.drain()
             self.chunks_sent += 1
-            if cut:
+            if broken == "stall":
+                await asyncio.sleep(self.slow_seconds)
+            if broken:
                 return
         writer.write(b"0\r\n\r\n")
         await writer.drain()

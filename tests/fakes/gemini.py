@@ -144,7 +144,7 @@ class FakeGemini(FakeServer):
 
     def error_reply(self, mode: str, request: Recorded) -> Reply:
         code, status, message, details = ERRORS[mode]
-        return google_error(code, status, message, details)
+        return google_error(code, status, self.echoed(message, request), details)
 
     def route(self, request: Recorded) -> Reply:
         if request.method == "POST" and (match := _GENERATE.match(request.path)):

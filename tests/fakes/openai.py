@@ -110,15 +110,15 @@ class FakeOpenAI(FakeServer):
     def key_error(self, request: Recorded, key: str | None) -> Reply:
         if key is None:
             return openai_error(401, NO_KEY_MESSAGE, "invalid_request_error")
-        return openai_error(401, f"Incorrect API key provided: {_masked(key)}. You can find your API key at "
-                            "https://platform.openai.com/account/api-keys.", "invalid_request_error",
-                            "invalid_api_key")
+        message = (f"Incorrect API key provided: {_masked(key)}. You can find your API key at "
+                   "https://platform.openai.com/account/api-keys.")
+        return openai_error(401, self.echoed(message, request), "invalid_request_error", "invalid_api_key")
 
     def error_reply(self, mode: str, request: Recorded) -> Reply:
         if mode == "401":
             return self.key_error(request, self.api_key(request) or "sk-fake-bad-key")
         status, message, type_, code = ERRORS[mode]
-        return openai_error(status, message, type_, code)
+        return openai_error(status, self.echoed(message, request), type_, code)
 
     def route(self, request: Recorded) -> Reply:
         path = request.path.rstrip("/")

@@ -164,3 +164,42 @@ async def test_drop_mid_stream_cuts_a_plain_body(openai_fake: FakeOpenAI) -> Non
     async with client_for(openai_fake) as client:
         with pytest.raises(httpx.RemoteProtocolError, match=r"incomplete|complete message"):
             await client.get("/v1/models")
+
+
+async def test_stall_mid_stream_sends_the_first_chunk_then_goes_quiet(gemini_fake: FakeGemini) -> None:
+    gemini_fake.fail("stall_mid_stream", times=1)  # slow_seconds is 5: the client's read timeout fires first
+    events = []
+    async with client_for(timeout=0.3) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            async with client.stream("POST", f"{gemini_fake.url}{SSE_PATH}?alt=sse", json=AUDIO_BODY) as r:
+                assert r.status_code == 200
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        events.append(json.loads(line.removeprefix("data: ")))
+    assert len(events) == 1
+
+
+@pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
+async def test_extra_headers_go_on_every_reply(kind: type[FakeServer]) -> None:
+    async with kind() as fake, client_for(fake) as client:
+        fake.extra_headers = {"Set-Cookie": "a=b", "x-ratelimit-remaining-requests": "7"}
+        path = "/v1/models" if kind is FakeOpenAI else "/v1beta/models"
+        ok = await client.get(path)
+        fake.fail("400", times=1)
+        error = await client.get(path)
+        for response in (ok, error):
+            assert response.headers["set-cookie"] == "a=b"
+            assert response.headers["x-ratelimit-remaining-requests"] == "7"
+
+
+@pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
+async def test_echo_key_quotes_the_key_in_error_messages(kind: type[FakeServer]) -> None:
+    headers = {"x-goog-api-key": "the-key-1234"} if kind is FakeGemini else {
+        "Authorization": "Bearer the-key-1234"}
+    async with kind() as fake, client_for(fake, headers=headers) as client:
+        path = "/v1/models" if kind is FakeOpenAI else "/v1beta/models"
+        fake.fail("400", times=1)
+        assert "the-key-1234" not in (await client.get(path)).text
+        fake.echo_key = True
+        fake.fail("400", times=1)
+        assert "(key: the-key-1234)" in (await client.get(path)).json()["error"]["message"]
