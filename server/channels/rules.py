@@ -131,7 +131,7 @@ def _base_url(value: str) -> str:
     host = parts.hostname
     if parts.netloc.split("]")[0].startswith("["):
         try:
-            address = ipaddress.ip_address(host)
+            address = ipaddress.ip_address(host if "%" not in host else "zone")
         except ValueError:
             raise BadRequest("base_url: the address in brackets must be an IPv6 address (no zone)") from None
         if not isinstance(address, ipaddress.IPv6Address):
