@@ -235,7 +235,9 @@ def tollway_env(workdir: Path, port: int, extra: dict[str, str]) -> dict[str, st
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DATA_DIR", "WORKERS")}
     env.update(HOST="127.0.0.1", PORT=str(port), DATA_DIR=str(workdir / f"data-{port}"), LOG_LEVEL="WARNING",
-               GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0", **extra)
+               GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
+               UPSTREAM_ALLOW_PRIVATE="127.0.0.1/32",  # the upstream (nginx or the fallback) is on loopback
+               **extra)
     return env
 
 

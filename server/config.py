@@ -60,6 +60,7 @@ class Config:
     upstream_timeout: float = 300.0
     stream_idle_timeout: float = 120.0
     upstream_transport: str = "aiohttp"
+    upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     @property
     def embedded(self) -> bool:
@@ -150,6 +151,24 @@ def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, .
             nets.append(ipaddress.ip_network(part, strict=False))
         except ValueError:
             raise ConfigError(f"TRUSTED_PROXIES: {part!r} is not an IP address or CIDR") from None
+    return tuple(nets)
+
+
+def _allow_private(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """`UPSTREAM_ALLOW_PRIVATE`: false (default) → none, true → every address, else the networks listed."""
+    value = raw.strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return ()
+    if value in ("1", "true", "yes", "on"):
+        return (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
+    nets = []
+    for part in value.replace(";", ",").split(","):
+        if part.strip():
+            try:
+                nets.append(ipaddress.ip_network(part.strip(), strict=False))
+            except ValueError:
+                raise ConfigError(f"UPSTREAM_ALLOW_PRIVATE: {part.strip()!r} is not true, false, an IP "
+                                  "address or a CIDR") from None
     return tuple(nets)
 
 
@@ -249,6 +268,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
         upstream_transport=transport,
+        upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
     )
 
 

@@ -134,7 +134,8 @@ class State:
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
-            upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport),
+            upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
+                              allow_private=config.upstream_allow_private),
             versions=versions, started_at=clock.now_s(),
         )
         versions.register(RECORDS, state._forget_records)

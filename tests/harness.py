@@ -24,6 +24,7 @@ from server.app import create_app
 from server.clock import Clock
 from server.config import Config, RateLimit
 from server.context import State
+from server.destinations import ANY_ADDRESS
 
 Sanic.test_mode = True
 
@@ -34,6 +35,7 @@ def make_config(database_url: str, data_dir: Path, redis_url: str | None = None,
         database_url=database_url, secret_key="test-secret-key-0123456789abcdef", data_dir=data_dir,
         redis_url=redis_url, redis_prefix=prefix,
         global_rate_limit=RateLimit(0, 0), critical_rate_limit=RateLimit(0, 0),
+        upstream_allow_private=ANY_ADDRESS,  # the fake upstreams listen on 127.0.0.1
     )
     return replace(config, **overrides)
 

@@ -22,6 +22,8 @@ from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, s
 
 TTS = "gemini-2.5-flash-preview-tts"
 
+FAKES_NETWORK = "127.0.0.1/32"  # the fakes listen on loopback, which Tollway refuses unless allowed
+
 
 async def walk_through(base_url: str, database_type: str, gemini: FakeGemini, oai: FakeOpenAI) -> None:
     await asyncio.to_thread(setup_root, base_url, database_type)
@@ -79,7 +81,8 @@ async def walk_through(base_url: str, database_type: str, gemini: FakeGemini, oa
 
 @pytest.mark.slow
 async def test_walk_through_embedded(tmp_path: Path) -> None:
-    env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()))
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()),
+                    UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK)
     async with FakeGemini() as gemini, FakeOpenAI() as oai:
         with serving(tmp_path, env) as (_proc, base_url):
             await walk_through(base_url, "sqlite", gemini, oai)
@@ -96,7 +99,7 @@ async def test_walk_through_on_mariadb_and_redis_with_two_workers(tmp_path: Path
     prefix = f"twtest:e2e:{secrets.token_hex(4)}:"
     env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
                     SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
-                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0")
+                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0", UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK)
     try:
         async with FakeGemini() as gemini, FakeOpenAI() as oai:
             with serving(tmp_path, env, "--workers", "2") as (_proc, base_url):

@@ -16,7 +16,7 @@ from server.web.access import Access, route
 from server.web.body import Fields, path_id, query_str
 from server.web.envelope import ok
 from server.web.pagination import Page
-from server.web.state import state_of
+from server.web.state import principal_of, state_of
 
 bp = Blueprint("channels")
 ID_MAX = 10**18 - 1
@@ -113,6 +113,7 @@ async def update_channel(request: Request) -> HTTPResponse:
     return ok(await service.update_channel(
         state_of(request), f.integer("id", required=True, min_value=1, max_value=ID_MAX), channel_fields(f),
         key_mode=f.string("key_mode", trim=True), multi_key_mode=f.string("multi_key_mode", trim=True),
+        actor_role=principal_of(request).role,
     ))
 
 

@@ -9,7 +9,9 @@ dropped) and never pass through here.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -99,17 +101,50 @@ def _comma_list(name: str, value: str, item_max: int) -> str:
     return _text(name, ",".join(items))
 
 
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
+
+
 def _base_url(value: str) -> str:
+    """An http(s) URL naming a host, with no credentials, query or fragment; an IP address written the
+    usual way (dotted decimal, or IPv6 in brackets without a zone). Where it may point (public addresses
+    only, unless configured otherwise) is checked by the service, which knows the configuration."""
     if value == "":
         return value
     _text("base_url", value, SHORT_TEXT_MAX)
+    if _has_control(value) or any(c.isspace() or c == "\\" for c in value):
+        raise BadRequest("base_url: must be an http(s) URL")
     try:
         parts = urlsplit(value)
-        parts.port  # noqa: B018 (raises on a bad port)
+        port = parts.port
     except ValueError:
         raise BadRequest("base_url: must be an http(s) URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or _has_control(value) or " " in value:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BadRequest("base_url: must be an http(s) URL")
+    if "@" in parts.netloc:
+        raise BadRequest("base_url: must not contain a user name or password (user:password@host)")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise BadRequest("base_url: must not have a query or a fragment")
+    if port == 0:
+        raise BadRequest("base_url: the port must be 1–65535")
+    host = parts.hostname
+    if parts.netloc.split("]")[0].startswith("["):
+        try:
+            address = ipaddress.ip_address(host if "%" not in host else "zone")
+        except ValueError:
+            raise BadRequest("base_url: the address in brackets must be an IPv6 address (no zone)") from None
+        if not isinstance(address, ipaddress.IPv6Address):
+            raise BadRequest("base_url: the address in brackets must be an IPv6 address (no zone)")
+        return value
+    if not host.isascii() or not _HOST_NAME.fullmatch(host):
+        raise BadRequest("base_url: the host must be a DNS name (international names in their xn-- form) "
+                         "or an IP address")
+    if _NUMERIC_LABEL.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise BadRequest("base_url: write an IPv4 address as four decimal numbers (a.b.c.d)") from None
     return value
 
 

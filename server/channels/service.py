@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import dump_json, load_json
 from server.channels.catalog import capabilities, catalog_models
+from server.channels.destination import check_base_url, require_key_holder
 from server.channels.rules import (
     NAME_MAX,
     STATUS_AUTO,
@@ -78,6 +79,7 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     keys = key_lines(fields.get("key"))
     if not keys:
         raise BadRequest("key: is required")
+    await check_base_url(state, values["base_url"])
     now = state.clock.now_s()
     values["created_time"] = now
     values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
@@ -115,13 +117,15 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
 # ---- update -----------------------------------------------------------------------------------------
 
 async def update_channel(state: State, channel_id: int, fields: dict[str, Any], *, key_mode: str | None,
-                         multi_key_mode: str | None) -> dict[str, Any]:
-    """`PUT /api/channel/`: only the fields present change; abilities follow → the channel."""
+                         multi_key_mode: str | None, actor_role: int) -> dict[str, Any]:
+    """`PUT /api/channel/`: only the fields present change; abilities follow → the channel. Changing where
+    the key is sent needs root or the key itself (`require_key_holder`)."""
     if key_mode not in (None, "", *KEY_MODES):
         raise BadRequest("key_mode: must be replace or append")
     new_mode = _multi_key_mode(multi_key_mode)
     values = clean_fields(fields, creating=False)
     new_keys = key_lines(fields.get("key"))
+    await check_base_url(state, values.get("base_url", ""))
     now = state.clock.now_s()
     try:
         async with state.db.transaction() as tx:
@@ -131,6 +135,8 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
                 raise NotFound("channel not found")
             info = load_json(channel.channel_info)
             multi = bool(info.get("is_multi_key"))
+            require_key_holder(actor_role, channel, values,
+                               key_reentered=bool(new_keys) and not (multi and key_mode == "append"))
             keys_changed = bool(new_keys) and multi
             if new_keys:
                 if multi:

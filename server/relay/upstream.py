@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 
 from quota.backends.base import Backend
+from server.destinations import DestinationPolicy, Network
 from server.relay.channel_table import RoutedChannel
+from server.relay.transports import build_transport
 from server.system.option_registry import parse_status_ranges
 
 GEMINI, OPENAI = 24, 1
@@ -36,18 +38,16 @@ class Upstream:
     redirects, auth, event hooks), and the client's cookie jar would carry one upstream's cookies into
     another caller's request. Skipping them is a third of the client's CPU per call
     (`scripts/bench_transport.py`). Timeouts: connect at most 10 s, then `timeout` for each read, write and
-    pool wait. The default transport is httpx-aiohttp's (measured faster than httpx's own, see README)."""
+    pool wait. The default transport is httpx-aiohttp's (measured faster than httpx's own, see README).
+    Connections reach only the addresses `allow_private` and the public internet allow
+    (`server/relay/transports.py`)."""
 
-    def __init__(self, timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000) -> None:
+    def __init__(self, timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000,
+                 allow_private: tuple[Network, ...] = ()) -> None:
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
                               keepalive_expiry=60.0)
-        self.transport: httpx.AsyncBaseTransport
-        if transport == "aiohttp":
-            from httpx_aiohttp import AiohttpTransport
-
-            self.transport = AiohttpTransport(limits=limits)
-        else:
-            self.transport = httpx.AsyncHTTPTransport(limits=limits)
+        self.policy = DestinationPolicy(allow_private)
+        self.transport = build_transport(transport, limits, self.policy)
         self.extensions = {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)).as_dict()}
 
     def request(self, url: str, headers: dict[str, str], body: bytes) -> httpx.Request:
