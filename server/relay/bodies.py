@@ -12,6 +12,7 @@ fields are accepted in camelCase or snake_case (the google-genai SDK sends snake
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,18 @@ def invalid(message: str, param: str | None = None) -> GatewayError:
     return GatewayError(400, "invalid_request", message, param=param)
 
 
+# Where a lone surrogate could come from in a UTF-8 body: a `\uD800`–`\uDFFF` escape, or the bytes of an
+# encoded surrogate (json.loads decodes bytes with "surrogatepass"). A body with neither — nearly every
+# one — skips the walk over the parsed value; a body in another encoding (BOM, NULs up front) is walked.
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def _may_hold_surrogate(body: bytes) -> bool:
+    head = body[:4]
+    return (b"\x00" in head or head.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"))
+            or _MAY_HOLD_SURROGATE.search(body) is not None)
+
+
 def parse_object(body: bytes) -> dict[str, Any]:
     if not body:
         raise invalid("request body must be a JSON object")
@@ -35,7 +48,7 @@ def parse_object(body: bytes) -> dict[str, Any]:
         raise invalid("request body is not valid JSON") from None
     if not isinstance(value, dict):
         raise invalid("request body must be a JSON object")
-    bad = first_bad_text(value, nul=False)
+    bad = first_bad_text(value, nul=False) if _may_hold_surrogate(body) else None
     if bad is not None:
         field, problem = bad
         top = None if field == "request body" else field.split(".")[0].split("[")[0]
