@@ -68,6 +68,8 @@ class MemoryQuotaStore:
             if ("key", key_id) not in self._live:
                 raise NeedsLoad("key", key_id)
             key = self._live[("key", key_id)]
+        if hold_id in self._holds:  # idempotent by hold id, as reserve.lua
+            return True, "", user, key
         if amount > 0 and user < amount:  # a hold of 0 fits any balance (see reserve.lua)
             return False, "user", user, user
         if amount > 0 and key_limited and key < amount:

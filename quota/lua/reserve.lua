@@ -3,6 +3,8 @@
 -- ARGV: 1 amount, 2 hold id, 3 lease ms, 4 user id, 5 key id, 6 key limited (1|0)
 -- returns {1, user, key} held | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
+-- Idempotent by hold id: when the hold exists already (this reserve ran, and is run again because its
+-- reply was lost with the connection), nothing is held twice and the current balances are returned.
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
 local user = redis.call('GET', KEYS[1])
@@ -14,6 +16,7 @@ if limited then
   if not key then return {-1, 'key'} end
   key = tonumber(key)
 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {1, user, key} end
 -- a hold of 0 (a free call) fits any balance, even one below zero (gateway.md §9: 0 skips the check)
 if amount > 0 and user < amount then return {0, 'user', user} end
 if amount > 0 and limited and key < amount then return {0, 'key', key} end
