@@ -7,7 +7,7 @@ from sanic.response import HTTPResponse
 
 from server.accounts.views import login_view
 from server.auth import service
-from server.auth.guard import clear_session_cookie, set_session_cookie
+from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.auth.sessions import COOKIE
 from server.web.access import Access, route
 from server.web.body import Fields
@@ -33,7 +33,7 @@ async def login(request: Request) -> HTTPResponse:
     else:
         assert result.user is not None
         response = ok(login_view(result.user))
-    set_session_cookie(response, result.session_id, secure=state.config.secure_cookies)
+    set_session_cookie(response, result.session_id, secure=secure_cookies(state))
     return response
 
 
@@ -42,7 +42,7 @@ async def logout(request: Request) -> HTTPResponse:
     state = state_of(request)
     await service.logout(state, request.cookies.get(COOKIE))
     response = ok()
-    clear_session_cookie(response, secure=state.config.secure_cookies)
+    clear_session_cookie(response, secure=secure_cookies(state))
     return response
 
 
