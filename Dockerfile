@@ -8,7 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 tollway \
     && useradd --system --uid 10001 --gid tollway --home-dir /data --no-create-home tollway \
     && mkdir -p /data \
-    && chown tollway:tollway /data
+    && chown tollway:tollway /data && chmod 700 /data
 
 WORKDIR /app
 COPY . /app

@@ -2,16 +2,21 @@
 
 Dialect differences are absorbed here so that callers never branch on the database:
 - SQLite runs in WAL mode with a busy timeout, and every transaction starts with `BEGIN IMMEDIATE` so two
-  writers queue instead of failing on a lock upgrade;
+  writers queue instead of failing on a lock upgrade; its files are private to the service's user (0600:
+  the database is created so before SQLite opens it, and SQLite gives its `-wal`, `-shm` and `-journal`
+  files the database file's mode; files left from before are tightened);
 - MariaDB/MySQL uses utf8mb4 and READ COMMITTED, the same isolation PostgreSQL has by default.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
@@ -41,10 +46,31 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
                       isolation_level="READ COMMITTED")
     else:
         kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600)
+    if backend == "sqlite" and parsed.database and parsed.database != ":memory:" \
+            and not parsed.database.startswith("file:"):
+        _private_files(Path(parsed.database))
     engine = create_async_engine(parsed, **kwargs)
     if backend == "sqlite":
         _tune_sqlite(engine)
     return engine
+
+
+PRIVATE = stat.S_IRUSR | stat.S_IWUSR  # 0600
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def _private_files(path: Path) -> None:
+    """Create the SQLite database 0600 before SQLite would create it 0644; tighten files already there.
+
+    Best effort: a directory that does not exist or a file the service does not own is left to SQLite,
+    which reports its own error when it cannot open the database."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE))
+    for suffix in SQLITE_COMPANIONS:
+        with contextlib.suppress(OSError):
+            companion = path.with_name(path.name + suffix)
+            if stat.S_IMODE(companion.stat().st_mode) & 0o077:
+                companion.chmod(PRIVATE)
 
 
 def _tune_sqlite(engine: AsyncEngine) -> None:

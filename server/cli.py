@@ -93,6 +93,9 @@ def _serve(config: Config) -> None:
     if single:
         Sanic.serve_single(primary=app)
     else:
+        from server.supervise import install
+
+        install(app)  # a worker that dies is restarted (Sanic's manager would leave it dead)
         Sanic.serve(primary=app, app_loader=loader)
 
 

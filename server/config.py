@@ -211,7 +211,7 @@ def from_env(env: Mapping[str, str]) -> Config:
 
     if not database_url or not secret_key:
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: database and secret
         except OSError as exc:
             raise ConfigError(f"DATA_DIR: cannot create {data_dir}: {exc.strerror}") from None
     if not database_url:

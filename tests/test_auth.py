@@ -166,6 +166,31 @@ async def test_login_cookie_is_secure_behind_an_https_public_url(embedded_stack:
         assert cookie is not None and "secure" in cookie.attrs
 
 
+async def test_login_cookie_is_secure_when_the_server_address_option_is_https(app: Running) -> None:
+    """`ServerAddress` says where users reach the site as much as `PUBLIC_URL` does, and it changes at run
+    time: the cookie follows the current value."""
+    await add_user(app.state, "root", role=100)
+    await add_user(app.state, "alice")
+    root = await logged_in(app, "root")
+
+    async def cookies_with(address: str) -> tuple[SetCookie, SetCookie]:
+        changed = await root.put("/api/option/", json={"key": "ServerAddress", "value": address})
+        assert changed.status_code == 200, changed.text
+        api = app.client()
+        login = await api.login("alice", PASSWORD)
+        assert login.status_code == 200, login.text
+        logout = await api.get("/api/user/logout")
+        assert logout.status_code == 200, logout.text
+        set_, cleared = session_set_cookie(login), session_set_cookie(logout)
+        assert set_ is not None and cleared is not None
+        return set_, cleared
+
+    for cookie in await cookies_with("https://gw.example.com"):
+        assert "secure" in cookie.attrs
+    for cookie in await cookies_with("http://gw.example.com"):
+        assert "secure" not in cookie.attrs
+
+
 async def test_login_failures_are_indistinguishable(app: Running) -> None:
     await add_user(app.state, "alice")
     await add_user(app.state, "bob", status=2)

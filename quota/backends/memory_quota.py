@@ -71,6 +71,8 @@ class MemoryQuotaStore:
             if ("key", key_id) not in self._live:
                 raise NeedsLoad("key", key_id)
             key = self._live[("key", key_id)]
+        if hold_id in self._holds:  # idempotent by hold id, as reserve.lua
+            return True, "", user, key, self._versions()
         if amount > 0 and user < amount:  # a hold of 0 fits any balance (see reserve.lua)
             return False, "user", user, user, UNKNOWN
         if amount > 0 and key_limited and key < amount:

@@ -2,6 +2,19 @@
 
 Atomic steps are Lua scripts from `quota/lua/`, called by SHA (`LuaScript`; loaded again if the server
 lost it). Every Redis failure surfaces as `BackendUnavailable`.
+
+After Redis restarts, every pooled connection is dead. Two rules make the first calls after it succeed:
+
+- A connection the server has closed is replaced when it is taken from the pool, before anything is
+  written on it: redis-py does that check, and this module keeps it on (see `RedisBackend.__init__`).
+  This covers every command, including the ones that must never run twice.
+- A call whose connection breaks once the command may have been written (`Connection closed by server`
+  on the reply: the server may or may not have run it) is retried once, on a fresh connection, only if
+  running it twice has the effect of running it once: the calls marked `@idempotent` — reads, `SET`,
+  `DEL`, `PUBLISH`, the session store, and the quota scripts, which are idempotent by hold id or
+  adjustment ref. Rate-limit charges and counters (`gcra_multi.lua`, `incr_ttl.lua`) are `@guarded` only:
+  after an ambiguous failure they answer `BackendUnavailable` rather than risk counting twice.
+A timeout is never retried (the deadline covers the whole call, retry included).
 """
 
 from __future__ import annotations
@@ -14,7 +27,9 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError, RedisError
+from redis.exceptions import ConnectionError as LostConnection
+from redis.maint_notifications import MaintNotificationsConfig
 
 from quota import lua
 from quota.backends.base import (
@@ -32,24 +47,49 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def _lost_connection(exc: BaseException) -> bool:
+    """The connection broke (closed or reset by the server); not a timeout, not a refused login."""
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return False
+    return isinstance(exc, (LostConnection, ConnectionResetError, BrokenPipeError))
+
+
+def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        timeout = getattr(args[0], "timeout", None) if args else None
+        try:
+            async with asyncio.timeout(timeout):
+                try:
+                    return await fn(*args, **kwargs)
+                except (RedisError, OSError) as exc:
+                    if not (retry and _lost_connection(exc)):
+                        raise
+                # redis-py dropped the broken connection; the pool hands out connected ones only (a
+                # closed one is replaced when taken), so the second attempt runs on a fresh connection.
+                return await fn(*args, **kwargs)
+        except (TimeoutError, RedisError, OSError) as exc:
+            raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}") from exc
+
+    return wrapper
+
+
 def _guard(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Bound the call by the backend's timeout and turn every Redis failure into BackendUnavailable.
 
     The deadline is an `asyncio.timeout` around the whole call rather than redis-py's `socket_timeout`,
     which wraps every socket read in `asyncio.wait_for` (a task per read: a third of the client's cost
     on the hot path). redis-py drops a connection whose command was interrupted, so none is reused
-    mid-reply."""
+    mid-reply. Not retried: for calls that must not run twice (see the module docstring)."""
+    return _wrap(fn, retry=False)
 
-    @wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        timeout = getattr(args[0], "timeout", None) if args else None
-        try:
-            async with asyncio.timeout(timeout):
-                return await fn(*args, **kwargs)
-        except (TimeoutError, RedisError, OSError) as exc:
-            raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}") from exc
 
-    return wrapper
+def idempotent(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """`_guard`, plus one retry on a fresh connection when the connection broke during the call.
+
+    Only for a call that may run twice with the effect of running once (the whole call is run again,
+    within the same deadline): see the module docstring."""
+    return _wrap(fn, retry=True)
 
 
 guarded = _guard
@@ -92,6 +132,10 @@ class RedisBackend:
             health_check_interval=30,
             max_connections=max_connections,
             timeout=None,  # the wait is bounded by `_guard`
+            # redis-py 8 skips its check for connections the server closed (the pool replaces them when
+            # they are taken) while RESP3 maintenance notifications are on, which they are by default;
+            # after a Redis restart every pooled connection then failed once. We use none of them.
+            maint_notifications_config=MaintNotificationsConfig(enabled=False),
         )
         self.client: aioredis.Redis = aioredis.Redis(connection_pool=pool)
         self._gcra = LuaScript(self.client, lua.load("gcra_multi"))
@@ -103,7 +147,7 @@ class RedisBackend:
     def key(self, name: str) -> str:
         return self.prefix + name
 
-    @_guard
+    @idempotent
     async def ping(self) -> None:
         await self.client.ping()
 
@@ -137,40 +181,40 @@ class RedisBackend:
     async def incr(self, key: str, ttl: float) -> int:
         return int(await self._incr(keys=[self.key(key)], args=[max(1, int(ttl * 1000))]))
 
-    @_guard
+    @idempotent
     async def get_int(self, key: str) -> int:
         value = await self.client.get(self.key(key))
         return int(value) if value is not None else 0
 
-    @_guard
+    @idempotent
     async def ttl(self, key: str) -> float:
         ms = await self.client.pttl(self.key(key))
         return max(0.0, ms / 1000.0)
 
-    @_guard
+    @idempotent
     async def delete(self, *keys: str) -> None:
         if keys:
             await self.client.delete(*(self.key(k) for k in keys))
 
-    @_guard
+    @idempotent
     async def get_text(self, key: str) -> str | None:
         value = await self.client.get(self.key(key))
         return str(value) if value is not None else None
 
-    @_guard
+    @idempotent
     async def set_text(self, key: str, value: str, ttl: float) -> None:
         await self.client.set(self.key(key), value, px=max(1, int(ttl * 1000)))
 
-    @_guard
+    @idempotent
     async def versions(self) -> Versions:
         v = await self.client.hmget(self.versions_key, list(NAMES))
         return (int(v[0] or 0), int(v[1] or 0), int(v[2] or 0))
 
-    @_guard
+    @idempotent
     async def bump(self, name: str) -> int:
         return int(await self._bump(keys=[self.versions_key], args=[name, *NAMES]))
 
-    @_guard
+    @idempotent
     async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self.key(key))
@@ -178,13 +222,13 @@ class RedisBackend:
             text, version = await pipe.execute()
         return (str(text) if text is not None else None), int(version or 0)
 
-    @_guard
+    @idempotent
     async def set_text_if_version(self, key: str, value: str, ttl: float, name: str, version: int) -> bool:
         return int(await self._set_if(keys=[self.key(key), self.versions_key],
                                       args=[value, max(1, int(ttl * 1000)), name,
                                             str(version) if version else ""])) == 1
 
-    @_guard
+    @idempotent
     async def publish(self, channel: str, message: str) -> None:
         await self.client.publish(self.key(channel), message)
 

@@ -23,7 +23,7 @@ import secrets
 from typing import Any, cast
 
 from quota import lua
-from quota.backends.redis import LuaScript, RedisBackend, guarded
+from quota.backends.redis import LuaScript, RedisBackend, idempotent
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry
 from quota.versions import UNKNOWN, Versions
@@ -70,7 +70,7 @@ class RedisQuotaStore:
                 self._live("user", user_id), self._live("key", key_id),
                 self._held("user", user_id), self._held("key", key_id)]
 
-    @guarded
+    @idempotent
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
                       lease_ms: int) -> tuple[bool, str, int, int, Versions]:
         keys = [self._live("user", user_id), self._live("key", key_id), self.k(f"q:h:{hold_id}"),
@@ -86,7 +86,7 @@ class RedisQuotaStore:
             return False, str(res[1]), available, available, UNKNOWN
         return True, "", int(res[1]), int(res[2]), (int(res[3]), int(res[4]), int(res[5]))
 
-    @guarded
+    @idempotent
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
                      actual: int, log: dict[str, Any] | None) -> tuple[bool, int | None, int | None]:
         keys = [*self._hold_keys(hold_id, user_id, key_id), self.stream]
@@ -98,7 +98,7 @@ class RedisQuotaStore:
             return False, None, None
         return True, int(res[2]) if res[1] else None, int(res[4]) if res[3] else None
 
-    @guarded
+    @idempotent
     async def release(self, hold_id: str) -> bool:
         hold = await self.r.hmget(self.k(f"q:h:{hold_id}"), "u", "t")
         user_id, key_id = int(hold[0] or 0), int(hold[1] or 0)
@@ -108,12 +108,12 @@ class RedisQuotaStore:
         return int(await self._release(keys=self._hold_keys(hold_id, user_id, key_id),
                                        args=[hold_id, how, self.marker_ttl]))
 
-    @guarded
+    @idempotent
     async def renew(self, hold_id: str, lease_ms: int) -> bool:
         return int(await self._renew(keys=[self.k(f"q:h:{hold_id}"), self.holds],
                                      args=[hold_id, lease_ms])) == 1
 
-    @guarded
+    @idempotent
     async def sweep(self, limit: int = 100) -> int:
         now_s, now_us = await self.r.time()
         now_ms = int(now_s) * 1000 + int(now_us) // 1000
@@ -127,7 +127,7 @@ class RedisQuotaStore:
             released += await self._release_hold(hold_id, int(hold[0]), int(hold[1] or 0), "swept")
         return released
 
-    @guarded
+    @idempotent
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                      log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
         keys = [self.k(f"q:i:{ref}"), self._live(account, account_id), self._held(account, account_id),
@@ -154,7 +154,7 @@ class RedisQuotaStore:
         )
         return res
 
-    @guarded
+    @idempotent
     async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
         res = await self._run_load(account, account_id, durable, cursor, False, epoch)
         if int(res[0]) == -2:
@@ -163,20 +163,20 @@ class RedisQuotaStore:
             raise CursorMoved()
         return int(res[1])
 
-    @guarded
+    @idempotent
     async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
                           ) -> tuple[int, str]:
         res = await self._run_load(account, account_id, durable, cursor, True, secrets.token_hex(8))
         return int(res[1]), str(res[2])
 
-    @guarded
+    @idempotent
     async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
         if not ids:
             return {}
         values = await self.r.mget([self._live(account, i) for i in ids])
         return {i: int(v) for i, v in zip(ids, values, strict=True) if v is not None}
 
-    @guarded
+    @idempotent
     async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
         start = "-" if after == "0-0" else f"({after}"
         epoch, rows = await self._read(keys=[self.epoch_key, self.stream],
@@ -184,16 +184,16 @@ class RedisQuotaStore:
         return str(epoch), [_entry(row[0], dict(zip(row[1][::2], row[1][1::2], strict=True)))
                             for row in rows]
 
-    @guarded
+    @idempotent
     async def epoch(self) -> str | None:
         value = await self.r.get(self.epoch_key)
         return str(value) if value is not None else None
 
-    @guarded
+    @idempotent
     async def synced(self, cursor: str) -> None:
         await self._synced(keys=[self.cursor, self.stream], args=[cursor])
 
-    @guarded
+    @idempotent
     async def pending(self) -> int:
         return int(await self.r.xlen(self.stream))
 

@@ -4,6 +4,8 @@
 -- returns {1, user, key, v1, v2, v3} held (v = the versions of the cached shared state, quota/versions.py)
 --   | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
+-- Idempotent by hold id: when the hold exists already (this reserve ran, and is run again because its
+-- reply was lost with the connection), nothing is held twice and the current balances are returned.
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
 local user = redis.call('GET', KEYS[1])
@@ -15,6 +17,11 @@ if limited then
   if not key then return {-1, 'key'} end
   key = tonumber(key)
 end
+local function held(u, k)
+  local v = redis.call('HMGET', KEYS[7], 'channels', 'options', 'records')
+  return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then return held(user, key) end
 -- a hold of 0 (a free call) fits any balance, even one below zero (gateway.md §9: 0 skips the check)
 if amount > 0 and user < amount then return {0, 'user', user} end
 if amount > 0 and limited and key < amount then return {0, 'key', key} end
@@ -29,5 +36,4 @@ if limited then
   key = redis.call('DECRBY', KEYS[2], amount)
   redis.call('INCRBY', KEYS[6], amount)
 end
-local v = redis.call('HMGET', KEYS[7], 'channels', 'options', 'records')
-return {1, user, key, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
+return held(user, key)

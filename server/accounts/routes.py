@@ -6,7 +6,7 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.accounts import service
-from server.auth.guard import clear_session_cookie, set_session_cookie
+from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.errors import BadRequest
 from server.web.access import Access, route
 from server.web.body import Fields, path_id, query_str
@@ -47,7 +47,7 @@ async def put_self(request: Request) -> HTTPResponse:
     view, rotated = await service.update_self(state, principal_of(request), changes)
     response = ok(view)
     if rotated:
-        set_session_cookie(response, rotated, secure=state.config.secure_cookies)
+        set_session_cookie(response, rotated, secure=secure_cookies(state))
     return response
 
 
@@ -56,7 +56,7 @@ async def delete_self(request: Request) -> HTTPResponse:
     state = state_of(request)
     await service.delete_self(state, principal_of(request))
     response = ok()
-    clear_session_cookie(response, secure=state.config.secure_cookies)
+    clear_session_cookie(response, secure=secure_cookies(state))
     return response
 
 

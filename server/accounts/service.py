@@ -1,7 +1,8 @@
 """The rules of the user routes: self view and edits, and the admin's list, create, edit, delete, manage.
 
 Every change that affects access (status, role, password, deletion) commits first, then revokes sessions
-and invalidates the cached user on every worker, so it applies from the user's next request.
+and invalidates the cached user on every worker, so it applies from the user's next request. A new
+password (own or set by an admin) also ends the access token, in the same transaction.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock
     return user
 
 
-async def _revoke(state: State, user_id: int, keep_session: str | None = None) -> None:
+async def _revoke(state: State, user_id: int, keep_session: str | None = None,
+                  token_digest: str | None = None) -> None:
     await state.sessions.revoke_user(user_id, keep_session)
-    await state.users.invalidate(user_id)
+    await state.users.invalidate(user_id, token_digest)
 
 
 # ---- self -------------------------------------------------------------------------------------------
@@ -66,6 +68,7 @@ async def update_self(state: State, principal: Principal, changes: dict[str, Any
     """Apply the non-empty fields; returns the self view and the caller's new session id (if rotated)."""
     values: dict[str, Any] = {}
     password = changes.get("password") or ""
+    old_token: str | None = None
     async with state.db.transaction() as tx:
         users = UserRepository(tx)
         user = await users.get_for_update(principal.id)
@@ -88,6 +91,8 @@ async def update_self(state: State, principal: Principal, changes: dict[str, Any
             if not await state.passwords.verify(user.password, original):
                 raise Forbidden("original_password: is wrong")
             values["password"] = await state.passwords.hash(password)
+            values["access_token"] = None  # a new password ends the access token with the sessions
+            old_token = user.access_token
         merged = {k: changes[k] for k in ("sidebar_modules", "language") if changes.get(k) not in (None, "")}
         if merged:
             values["setting"] = json.dumps({**settings_of(user), **merged}, ensure_ascii=False)
@@ -105,7 +110,7 @@ async def update_self(state: State, principal: Principal, changes: dict[str, Any
         if principal.via == "session" and principal.session_id and principal.session is not None:
             rotated = new_session_id()
             await state.sessions.save(rotated, {**principal.session, "pushed_at": state.clock.now_s()})
-        await _revoke(state, principal.id, keep_session=rotated)
+        await _revoke(state, principal.id, keep_session=rotated, token_digest=old_token)
     elif values:
         await state.users.invalidate(principal.id)
     return view, rotated
@@ -190,9 +195,12 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
     new_password = changes.get("password") or ""
     if new_password:
         values["password"] = await state.passwords.hash(check_password(new_password))
+        values["access_token"] = None  # a new password ends the access token with the sessions
+    old_token: str | None = None
     async with state.db.transaction() as tx:
         users = UserRepository(tx)
         user = await _target(users, actor, user_id, lock=True)
+        old_token = user.access_token
         if "username" in values and await users.username_taken(values["username"], except_id=user.id):
             raise Conflict("username is already taken")
         if values:
@@ -205,7 +213,7 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
         view = user_view(user)
     view = (await with_live_quota(state, [view]))[0]
     if new_password:
-        await _revoke(state, user_id)
+        await _revoke(state, user_id, token_digest=old_token)
     elif values:
         await state.users.invalidate(user_id)
     return view

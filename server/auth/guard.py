@@ -80,6 +80,12 @@ async def check_access(request: Request, state: State) -> None:
 PIPELINE: tuple[Step, ...] = (assign_request_id, resolve_client_ip, limit_rate, catch_up, check_access)
 
 
+def secure_cookies(state: State) -> bool:
+    """The session cookie gets `Secure` when users reach the site over https: `PUBLIC_URL` or the
+    `ServerAddress` option (changeable at run time, so read on every use) starts with `https://`."""
+    return state.config.secure_cookies or str(state.options["ServerAddress"]).lower().startswith("https://")
+
+
 def set_session_cookie(response: BaseHTTPResponse, raw: str, *, secure: bool) -> None:
     response.add_cookie(COOKIE, raw, path="/", max_age=SESSION_TTL, httponly=True, samesite="Strict",
                         secure=secure)
@@ -96,4 +102,4 @@ async def finish(request: Request, response: BaseHTTPResponse, state: State) -> 
         response.headers["X-Request-Id"] = rid
     raw = getattr(ctx, "set_session_cookie", None)
     if raw and not response.cookies.has_cookie(COOKIE):
-        set_session_cookie(response, raw, secure=state.config.secure_cookies)
+        set_session_cookie(response, raw, secure=secure_cookies(state))

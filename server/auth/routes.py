@@ -8,7 +8,7 @@ from sanic.response import HTTPResponse
 from server.accounts.rules import PASSWORD_MAX, USERNAME_MAX
 from server.accounts.views import login_view
 from server.auth import service
-from server.auth.guard import clear_session_cookie, set_session_cookie
+from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.auth.identity import session_cookie
 from server.auth.service import EMAIL_MAX
 from server.web.access import Access, route
@@ -37,7 +37,7 @@ async def login(request: Request) -> HTTPResponse:
     else:
         assert result.user is not None
         response = ok(login_view(result.user))
-    set_session_cookie(response, result.session_id, secure=state.config.secure_cookies)
+    set_session_cookie(response, result.session_id, secure=secure_cookies(state))
     return response
 
 
@@ -46,7 +46,7 @@ async def logout(request: Request) -> HTTPResponse:
     state = state_of(request)
     await service.logout(state, session_cookie(request))
     response = ok()
-    clear_session_cookie(response, secure=state.config.secure_cookies)
+    clear_session_cookie(response, secure=secure_cookies(state))
     return response
 
 

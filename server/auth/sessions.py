@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from models.db import Database
 from models.sessions import SessionRepository
-from quota.backends.redis import RedisBackend, guarded
+from quota.backends.redis import RedisBackend, idempotent
 from server.clock import Clock
 from server.crypto import sha256_hex
 
@@ -43,12 +43,12 @@ class RedisSessionStore:
         self.key = backend.key
         self.timeout = backend.timeout
 
-    @guarded
+    @idempotent
     async def get(self, raw_id: str) -> dict[str, Any] | None:
         value = await self.r.get(self.key(f"session:{sha256_hex(raw_id)}"))
         return json.loads(value) if value else None
 
-    @guarded
+    @idempotent
     async def save(self, raw_id: str, data: dict[str, Any], ttl: int = SESSION_TTL) -> None:
         sid = sha256_hex(raw_id)
         async with self.r.pipeline(transaction=True) as pipe:
@@ -60,11 +60,11 @@ class RedisSessionStore:
                 pipe.expire(index, SESSION_TTL)
             await pipe.execute()
 
-    @guarded
+    @idempotent
     async def delete(self, raw_id: str) -> None:
         await self.r.delete(self.key(f"session:{sha256_hex(raw_id)}"))
 
-    @guarded
+    @idempotent
     async def revoke_user(self, user_id: int, keep_raw_id: str | None = None) -> None:
         index = self.key(f"session:user:{user_id}")
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None

@@ -245,3 +245,18 @@ async def test_a_settlement_repeated_after_a_store_loss_is_applied_to_sql_once(q
     assert await quota_env.store.pending() <= 1
     assert (await quota_env.user_row(uid)).quota == 940
     assert await quota_env.consumed(uid) == (60, 1)
+
+
+async def test_a_reserve_run_again_with_its_hold_id_holds_once(quota_env: QuotaEnv) -> None:
+    """A reserve whose reply was lost is run again with the same hold id (Redis calls are retried on a
+    fresh connection): it must not hold twice."""
+    uid = await quota_env.add_user(1000)
+    key = await quota_env.add_key(uid, remain=500)
+    r = await quota_env.engine.reserve(uid, 300, key_id=key, key_limited=True)
+    again = await quota_env.store.reserve(r.hold_id, uid, key, True, 300, 60_000)
+    assert again == (True, "", 700, 200)
+    assert await quota_env.engine.balance("user", uid) == 700
+    assert await quota_env.engine.balance("key", key) == 200
+    assert (await quota_env.engine.settle(r, 100)).applied
+    assert await quota_env.engine.balance("user", uid) == 900
+    assert await quota_env.engine.balance("key", key) == 400

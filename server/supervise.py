@@ -1,0 +1,156 @@
+"""Worker supervision for `tollway serve --workers N`: a worker that dies is started again.
+
+Sanic's worker manager notices that a worker process died (its state becomes FAILED, or COMPLETED for a
+zero exit status) but never replaces it, so after a `kill -9` or an out-of-memory kill the server went
+on with one worker fewer, silently. `install(app)` runs a small supervisor thread in the main process:
+
+- it watches the server workers' states as the manager records them; the manager marks a worker dead
+  only once every worker has started (a worker that fails during the very first start-up still stops
+  the whole server, as Sanic decides);
+- a worker that died while the server is not stopping is logged (a warning with its pid and how it
+  ended: exit status or signal) and restarted after a back-off — 0.5 s, doubling on each death up to 30 s,
+  back to 0.5 s once the worker stayed up for 60 s — so a worker that cannot start (say the database is
+  down) is retried without spinning;
+- the restart itself is done by the manager's own loop (the worker's name is sent to its monitor pipe,
+  as Sanic's reloader does), never from this thread, so the manager's state is touched by one thread only.
+
+Nothing is supervised with one worker (`--workers 1` serves in a single process; run it under systemd,
+Docker's restart policy or similar).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from sanic import Sanic
+from sanic.worker.constants import ProcessState
+from sanic.worker.manager import WorkerManager
+from sanic.worker.process import WorkerProcess
+
+log = logging.getLogger("tollway.supervisor")
+
+FIRST_DELAY = 0.5
+MAX_DELAY = 30.0
+STABLE_AFTER = 60.0  # a worker up this long counts as healthy again: its next restart waits FIRST_DELAY
+POLL = 0.25
+DEAD = (ProcessState.FAILED, ProcessState.COMPLETED)
+
+
+def next_delay(previous: float, up_for: float) -> float:
+    """The wait before restarting a worker that died after `up_for` seconds; `previous` was the last one."""
+    if previous <= 0 or up_for >= STABLE_AFTER:
+        return FIRST_DELAY
+    return min(previous * 2, MAX_DELAY)
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+@dataclass
+class _Watch:
+    up_since: float
+    delay: float = 0.0
+    due: float | None = None  # when a restart is scheduled
+    dead_pid: int | None = None  # the pid that died; ignored until the manager has replaced it
+
+
+class Supervisor:
+    def __init__(self, manager: WorkerManager, clock: Callable[[], float] = time.monotonic) -> None:
+        self.manager = manager
+        self.clock = clock
+        self.stopping = threading.Event()
+        self._watches: dict[str, _Watch] = {}
+        self._thread: threading.Thread | None = None
+
+    def _servers(self) -> list[WorkerProcess]:
+        return [process for worker in list(self.manager.transient.values())
+                for process in list(worker.processes)
+                if process.name.startswith(f"{worker.WORKER_PREFIX}-{WorkerProcess.SERVER_LABEL}")]
+
+    def check(self) -> None:
+        """One pass: note started workers, schedule the restart of dead ones, ask for those that are due."""
+        now = self.clock()
+        for process in self._servers():
+            if self.stopping.is_set():
+                return
+            watch = self._watches.setdefault(process.name, _Watch(up_since=now))
+            state = process.state
+            if watch.dead_pid is not None:
+                if process.pid == watch.dead_pid:
+                    continue  # the manager has not handled the restart yet
+                watch.dead_pid = None
+                watch.up_since = now
+                log.info("worker %s restarted (pid %s)", process.name, process.pid)
+            if state not in DEAD:
+                continue
+            if watch.due is None:
+                watch.delay = next_delay(watch.delay, now - watch.up_since)
+                watch.due = now + watch.delay
+                log.warning("worker %s (pid %s) %s; restarting it in %.1f s", process.name, process.pid,
+                            describe_exit(process.exitcode), watch.delay)
+            if now >= watch.due:
+                watch.due = None
+                watch.dead_pid = process.pid
+                self.manager.monitor_publisher.send(process.name)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(POLL):
+            try:
+                self.check()
+            except Exception:  # the supervisor must outlive any one bad pass
+                log.exception("worker supervision pass failed")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tollway-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def _stop_first(supervisor: Supervisor, signum: int) -> None:
+    """Stop supervising before the manager's own handler of `signum` starts shutting the workers down."""
+    previous = signal.getsignal(signum)
+
+    def handler(sig: int, frame: FrameType | None) -> Any:
+        supervisor.stopping.set()
+        if callable(previous):
+            return previous(sig, frame)
+        return None
+
+    signal.signal(signum, handler)
+
+
+def install(app: Sanic[Any, Any]) -> None:
+    """Supervise the workers of `app` while Sanic's multi-process manager runs (main process only)."""
+    running: list[Supervisor] = []
+
+    @app.main_process_ready
+    def start(app: Sanic[Any, Any]) -> None:
+        supervisor = Supervisor(app.manager)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            _stop_first(supervisor, signum)
+        supervisor.start()
+        running.append(supervisor)
+
+    @app.main_process_stop
+    def stop(app: Sanic[Any, Any]) -> None:
+        while running:
+            running.pop().stop()
