@@ -198,7 +198,8 @@ async def test_paid_calls_through_a_worker_kill_and_a_redis_restart_keep_the_boo
             env = clean_env(DATABASE_URL=db_url, REDIS_URL=redis.url, REDIS_KEY_PREFIX=PREFIX,
                             SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"),
                             HOST="127.0.0.1", PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0",
-                            CRITICAL_RATE_LIMIT="0", QUOTA_HOLD_TIMEOUT="2", QUOTA_SYNC_INTERVAL="0.2")
+                            CRITICAL_RATE_LIMIT="0", QUOTA_HOLD_TIMEOUT="2", QUOTA_SYNC_INTERVAL="0.2",
+                            UPSTREAM_ALLOW_PRIVATE="127.0.0.1/32")  # the fake upstreams are on loopback
             async with FakeGemini() as gemini, FakeOpenAI() as oai:
                 with serving(tmp_path, env, "--workers", "2") as (proc, base_url):
                     await _faults(proc, base_url, db_url, redis.url, redis.restart, gemini, oai)
