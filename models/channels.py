@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import ChannelStatus
 from models.abilities import Ability
 from models.base import Base, Id
 
@@ -106,7 +107,7 @@ def has_enabled_key(channel_info: str | None) -> bool:
 
 def ability_rows(channel: Channel) -> list[dict[str, Any]]:
     """One row per (group × model) of the channel (gateway.md §8); no group means `default`."""
-    enabled = channel.status == 1 and has_enabled_key(channel.channel_info)
+    enabled = channel.status == ChannelStatus.ENABLED and has_enabled_key(channel.channel_info)
     return [{"group": group, "model": model, "channel_id": channel.id, "enabled": enabled,
              "priority": channel.priority or 0, "weight": channel.weight or 0, "tag": channel.tag or ""}
             for group in (split_list(channel.group) or ["default"]) for model in split_list(channel.models)]

@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from core.enums import ChannelStatus
 from models.abilities import Ability
 from models.channels import Channel, load_json
 
-AUTO_DISABLED = 3
 __all__ = ["auto_disable_channel", "auto_disable_key", "dump_json", "load_json", "load_routing"]
 
 
@@ -35,14 +35,15 @@ async def load_routing(tx: AsyncSession) -> tuple[list[Channel], list[Ability]]:
 
 async def auto_disable_channel(tx: AsyncSession, channel_id: int, reason: str, now: int) -> bool:
     """Status 1 → 3 with its reason; False when the channel was not enabled (nothing changed)."""
-    other = await tx.scalar(select(Channel.other_info).where(Channel.id == channel_id, Channel.status == 1)
+    enabled = Channel.status == ChannelStatus.ENABLED
+    other = await tx.scalar(select(Channel.other_info).where(Channel.id == channel_id, enabled)
                             .with_for_update())
     if other is None:
         return False
     info = load_json(other)
     info.update(status_reason=reason[:255], status_time=now)
-    result = await tx.execute(update(Channel).where(Channel.id == channel_id, Channel.status == 1)
-                              .values(status=AUTO_DISABLED, other_info=dump_json(info)))
+    result = await tx.execute(update(Channel).where(Channel.id == channel_id, enabled)
+                              .values(status=ChannelStatus.AUTO_DISABLED, other_info=dump_json(info)))
     await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -60,7 +61,7 @@ async def auto_disable_key(tx: AsyncSession, channel_id: int, index: int, reason
     statuses: dict[str, int] = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
     if not 0 <= index < size or statuses.get(str(index), 1) != 1:
         return False, False
-    statuses[str(index)] = AUTO_DISABLED
+    statuses[str(index)] = ChannelStatus.AUTO_DISABLED
     reasons = dict(info.get("multi_key_disabled_reason") or {})
     times = dict(info.get("multi_key_disabled_time") or {})
     reasons[str(index)] = reason[:255]
@@ -69,10 +70,10 @@ async def auto_disable_key(tx: AsyncSession, channel_id: int, index: int, reason
                 multi_key_disabled_time=times)
     none_left = all(statuses.get(str(i), 1) != 1 for i in range(size))
     values: dict[str, Any] = {"channel_info": dump_json(info)}
-    if none_left and row[1] == 1:
+    if none_left and row[1] == ChannelStatus.ENABLED:
         other = load_json(row[2])
         other.update(status_reason="all keys are disabled", status_time=now)
-        values.update(status=AUTO_DISABLED, other_info=dump_json(other))
+        values.update(status=ChannelStatus.AUTO_DISABLED, other_info=dump_json(other))
         await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
     await tx.execute(update(Channel).where(Channel.id == channel_id).values(**values))
     return True, none_left

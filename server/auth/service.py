@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
+from core.enums import UserStatus
+from core.identity import Role
 from models.tables import User, username_key
 from models.users import UserRepository
 from server.accounts.rules import AFF_CODE_MAX, check_password, check_username, fresh_aff_code
@@ -15,7 +17,6 @@ from server.auth.sessions import new_session_id
 from server.context import State
 from server.crypto import sha256_hex
 from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
-from server.web.access import Role
 from server.web.body import has_control_chars
 
 LOGIN_FAIL_TTL = 900
@@ -56,7 +57,7 @@ async def login(state: State, username: str, password: str, client_ip: str,
         raise RateLimited("too many failed logins, try again later",
                           retry_after=await state.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
     valid = await state.passwords.verify(user.password if user else None, password)
-    if user is None or not valid or user.status != 1:
+    if user is None or not valid or user.status != UserStatus.ENABLED:
         raise Unauthorized(INVALID_LOGIN)
     await state.backend.delete(fail_key)
 
@@ -110,7 +111,7 @@ async def register(state: State, username: str, password: str, email: str, aff_c
             quota = int(o["QuotaForNewUser"]) + (int(o["QuotaForInvitee"]) if inviter else 0)
             user_id = await users.add(User(
                 username=username, password=hashed, display_name=username, email=email,
-                role=Role.COMMON, status=1, group="default", quota=quota,
+                role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
                 aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
                 created_at=now, setting="", remark="", stripe_customer="",
             ))

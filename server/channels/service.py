@@ -14,14 +14,13 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from sqlalchemy.exc import IntegrityError
 
+from core.enums import ChannelStatus
 from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import dump_json, load_json
 from server.channels.catalog import capabilities, catalog_models
 from server.channels.destination import check_base_url, require_key_holder
 from server.channels.rules import (
     NAME_MAX,
-    STATUS_AUTO,
-    STATUS_ENABLED,
     clean_fields,
     key_lines,
     key_text,
@@ -37,7 +36,8 @@ MULTI_KEY_MODES = ("random", "polling")
 KEY_MODES = ("replace", "append")
 BATCH_MAX = 1000
 ALL_KEYS_DISABLED = "all keys are disabled"
-STATUS_REASONS = {1: "manually enabled", 2: "manually disabled"}
+STATUS_REASONS = {ChannelStatus.ENABLED: "manually enabled",
+                  ChannelStatus.MANUALLY_DISABLED: "manually disabled"}
 # MariaDB compares the abilities' primary key without case or accents: `GPT-4o` and `gpt-4o` are one row.
 COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
              "accents); keep one")
@@ -83,7 +83,7 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     now = state.clock.now_s()
     values["created_time"] = now
     values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
-                            if values["status"] != STATUS_ENABLED else "")
+                            if values["status"] != ChannelStatus.ENABLED else "")
     drafts: list[tuple[dict[str, Any], list[str], dict[str, Any]]] = []  # (values, keys, channel_info)
     if mode == "single":
         if len(keys) > 1:
@@ -153,9 +153,9 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
                 values["channel_info"] = dump_json(info)
             if "status" in values and values["status"] != channel.status:
                 values["other_info"] = _status_info(STATUS_REASONS[values["status"]], now, channel.other_info)
-            elif (keys_changed and channel.status == STATUS_AUTO
+            elif (keys_changed and channel.status == ChannelStatus.AUTO_DISABLED
                   and load_json(channel.other_info).get("status_reason") == ALL_KEYS_DISABLED):
-                values["status"] = STATUS_ENABLED  # enabled keys again: the channel serves again
+                values["status"] = ChannelStatus.ENABLED  # enabled keys again: the channel serves again
                 values["other_info"] = _status_info("keys available again", now, channel.other_info)
             for name, value in values.items():
                 setattr(channel, name, value)
@@ -200,9 +200,9 @@ def status_filter(raw: str) -> tuple[int, ...]:
     """`enabled`/`1` → enabled channels, `disabled`/`0` → manually or automatically disabled, else all."""
     value = raw.strip().lower()
     if value in ("enabled", "1"):
-        return (1,)
+        return (ChannelStatus.ENABLED,)
     if value in ("disabled", "0"):
-        return (2, 3)
+        return (ChannelStatus.MANUALLY_DISABLED, ChannelStatus.AUTO_DISABLED)
     return ()
 
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from sanic import Request
 
-from server.accounts.directory import UserState
+from core.enums import KeyStatus
+from core.identity import UserState
 from server.auth.identity import bearer
 from server.context import State
 from server.keys.directory import KeyState
 from server.relay.errors import GatewayError
 
-EXPIRED, EXHAUSTED = 3, 4
 AUTO_GROUP = "auto"
 
 
@@ -77,13 +77,13 @@ async def authenticate(state: State, request: Request, *, gemini: bool, check_qu
     if key is None or key.deleted:
         raise unauthenticated("invalid_api_key", "invalid API key")
     now = state.clock.now_s()
-    if key.status == 2:
+    if key.status == KeyStatus.DISABLED:
         raise unauthenticated("token_disabled", "this API key is disabled")
-    if key.status == EXPIRED or key.expired(now):
-        if key.status == 1:
-            await state.keys.mark_status(key, EXPIRED)
+    if key.status == KeyStatus.EXPIRED or key.expired(now):
+        if key.status == KeyStatus.ENABLED:
+            await state.keys.mark_status(key, KeyStatus.EXPIRED)
         raise unauthenticated("token_expired", "this API key has expired")
-    if key.status == EXHAUSTED:
+    if key.status == KeyStatus.EXHAUSTED:
         raise unauthenticated("token_exhausted", "this API key's quota is used up")
     user = await state.users.state(key.user_id)
     if user is None or not user.active:
@@ -105,5 +105,5 @@ def group_usable(options: Any, user: UserState, group: str) -> bool:
 
 async def exhausted(state: State, key: KeyState) -> GatewayError:
     """Persist status 4 and say so (the reservation found nothing left on the key)."""
-    await state.keys.mark_status(key, EXHAUSTED)
+    await state.keys.mark_status(key, KeyStatus.EXHAUSTED)
     return unauthenticated("token_exhausted", "this API key's quota is used up")

@@ -25,6 +25,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
+from core.enums import ChannelStatus
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
@@ -53,7 +54,7 @@ class RoutedChannel:
     created_time: int
 
     def enabled_keys(self) -> list[int]:
-        return [i for i, s in enumerate(self.key_status) if s == 1]
+        return [i for i, s in enumerate(self.key_status) if s == ChannelStatus.ENABLED]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +150,7 @@ class ChannelTable:
             if not r.enabled or r.channel_id in exclude:
                 continue
             c = snap.channels.get(r.channel_id)
-            if c is None or c.status != 1 or c.type not in types or not c.enabled_keys():
+            if c is None or c.status != ChannelStatus.ENABLED or c.type not in types or not c.enabled_keys():
                 continue
             out.append((c, r))
         return out
@@ -182,7 +183,7 @@ class ChannelTable:
                 continue
             for r in routes:
                 c = snap.channels.get(r.channel_id)
-                if r.enabled and c is not None and c.status == 1 and c.type in types:
+                if r.enabled and c is not None and c.status == ChannelStatus.ENABLED and c.type in types:
                     out.setdefault(model, []).append(c)
         return out
 
@@ -190,7 +191,7 @@ class ChannelTable:
         snap = self._snap
         return sorted({m for (_g, m), routes in snap.routes.items()
                        if any(r.enabled and (c := snap.channels.get(r.channel_id)) is not None
-                              and c.status == 1 for r in routes)})
+                              and c.status == ChannelStatus.ENABLED for r in routes)})
 
     # ---- automatic disable --------------------------------------------------------------------------
 
@@ -200,11 +201,11 @@ class ChannelTable:
         now = int(self._now())
         if channel.multi_key and key_index is not None:
             if 0 <= key_index < len(channel.key_status):
-                channel.key_status[key_index] = 3
+                channel.key_status[key_index] = ChannelStatus.AUTO_DISABLED
             async with self.db.transaction() as tx:
                 changed, _ = await auto_disable_key(tx, channel.id, key_index, reason, now)
         else:
-            channel.status = 3
+            channel.status = ChannelStatus.AUTO_DISABLED
             async with self.db.transaction() as tx:
                 changed = await auto_disable_channel(tx, channel.id, reason, now)
         if changed:

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from sanic import Request
 
+from core.enums import KeyStatus, LogType
 from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
 from quota.types import InsufficientQuota, Reservation
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
@@ -273,8 +274,9 @@ async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *
         if first_byte_ms is not None:
             other["frt"] = first_byte_ms
         entry = {
-            "type": 2, "created_at": now, "username": caller.user.username, "token_name": caller.key.name,
-            "model_name": ticket.model, "prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+            "type": LogType.CONSUME, "created_at": now, "username": caller.user.username,
+            "token_name": caller.key.name, "model_name": ticket.model, "prompt_tokens": usage.prompt,
+            "completion_tokens": usage.completion,
             "use_time": int(time.monotonic() - ticket.started), "is_stream": stream, "group": ticket.group,
             "request_id": ticket.request_id, "quota": cost, "other": other,
             "content": f"{ticket.model}: {usage.prompt} prompt + {usage.completion} completion tokens",
@@ -283,7 +285,7 @@ async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *
     key = caller.key
     if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
         try:
-            await state.keys.mark_status(key, 4)
+            await state.keys.mark_status(key, KeyStatus.EXHAUSTED)
         except Exception:
             log.exception("could not mark key %d exhausted", key.id)
     if ticket.policy.limited:

@@ -19,14 +19,15 @@ from typing import Any
 
 import httpx
 
+from core.enums import ChannelType
 from quota.backends.base import Backend
 from server.destinations import DestinationPolicy, Network
 from server.relay.channel_table import RoutedChannel
 from server.relay.transports import build_transport
 from server.system.option_registry import parse_status_ranges
 
-GEMINI, OPENAI = 24, 1
-DEFAULT_BASE = {GEMINI: "https://generativelanguage.googleapis.com", OPENAI: "https://api.openai.com"}
+DEFAULT_BASE = {ChannelType.GEMINI: "https://generativelanguage.googleapis.com",
+                ChannelType.OPENAI: "https://api.openai.com"}
 AUTH_HEADERS = {"authorization", "x-goog-api-key", "api-key"}
 
 
@@ -85,7 +86,7 @@ def _headers(channel: RoutedChannel, auth: dict[str, str], accept: str) -> dict[
 
 def gemini_request(upstream: Upstream, channel: RoutedChannel, key: str, upstream_model: str,
                    body: bytes, *, stream: bool) -> httpx.Request:
-    base = channel.base_url or DEFAULT_BASE[GEMINI]
+    base = channel.base_url or DEFAULT_BASE[ChannelType.GEMINI]
     method = "streamGenerateContent?alt=sse" if stream else "generateContent"
     url = f"{base}/v1beta/models/{upstream_model}:{method}"
     accept = "text/event-stream" if stream else "application/json"
@@ -94,7 +95,7 @@ def gemini_request(upstream: Upstream, channel: RoutedChannel, key: str, upstrea
 
 def openai_request(upstream: Upstream, channel: RoutedChannel, key: str, path: str, body: bytes
                    ) -> httpx.Request:
-    base = channel.base_url or DEFAULT_BASE[OPENAI]
+    base = channel.base_url or DEFAULT_BASE[ChannelType.OPENAI]
     return upstream.request(f"{base}{path}", _headers(channel, {"Authorization": f"Bearer {key}"},
                                                        "application/json"), body)
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from models.logs import LOG_SYSTEM, LogRepository
+from core.enums import LogType, UserStatus
+from core.identity import Role
+from models.logs import LogRepository
 from models.system import OptionRepository, SetupRepository
 from models.tables import User
 from models.users import UserRepository
@@ -15,7 +17,6 @@ from server.accounts.rules import check_password, check_username, fresh_aff_code
 from server.context import State
 from server.errors import BadRequest, Conflict
 from server.system.option_registry import OptionError
-from server.web.access import Role
 
 ROOT_INITIAL_QUOTA = 100_000_000
 
@@ -76,8 +77,9 @@ async def run_setup(state: State, username: str, password: str, confirm: str, se
             if await users.root_exists():
                 raise Conflict("the system is already set up")
             await users.add(User(
-                username=username, password=hashed, display_name="Root User", role=Role.ROOT, status=1,
-                group="default", quota=ROOT_INITIAL_QUOTA, aff_code=await fresh_aff_code(users),
+                username=username, password=hashed, display_name="Root User", role=Role.ROOT,
+                status=UserStatus.ENABLED, group="default", quota=ROOT_INITIAL_QUOTA,
+                aff_code=await fresh_aff_code(users),
                 created_at=now, email="", setting="", remark="", stripe_customer="",
             ))
             options = OptionRepository(tx)
@@ -95,6 +97,6 @@ async def update_option(state: State, actor_id: int, actor_name: str, key: str, 
     except OptionError as exc:
         raise BadRequest(str(exc)) from None
     async with state.db.transaction() as tx:
-        await LogRepository(tx).add(type=LOG_SYSTEM, user_id=actor_id, username=actor_name,
+        await LogRepository(tx).add(type=LogType.SYSTEM, user_id=actor_id, username=actor_name,
                                     content=f"option {key} updated by {actor_name}",
                                     created_at=state.clock.now_s())
