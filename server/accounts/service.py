@@ -162,7 +162,7 @@ async def create_user(state: State, actor: Principal, username: str, password: s
                 raise Conflict("username is already taken")
             return await users.add(User(
                 username=username, password=hashed, display_name=display_name or username, role=role,
-                status=UserStatus.ENABLED, group="default", quota=int(state.options["QuotaForNewUser"]),
+                status=UserStatus.ENABLED, group="default", quota=state.options.settings.quota_for_new_user,
                 aff_code=await fresh_aff_code(users), created_at=state.clock.now_s(), email="",
                 setting="", remark="", stripe_customer="",
             ))
@@ -180,7 +180,7 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
             raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
         values["display_name"] = changes["display_name"]
     if changes.get("group") is not None:
-        if changes["group"] not in state.options["GroupRatio"]:
+        if changes["group"] not in state.options.settings.group_ratio:
             raise BadRequest("group: must be a group of GroupRatio")
         values["group"] = changes["group"]
     if changes.get("remark") is not None:

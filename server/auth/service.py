@@ -45,7 +45,7 @@ def login_fail_key(account: str, client_ip: str) -> str:
 
 async def login(state: State, username: str, password: str, client_ip: str,
                 old_session: str | None) -> LoginResult:
-    if not state.options["PasswordLoginEnabled"]:
+    if not state.options.settings.password_login_enabled:
         raise Forbidden("password login is disabled")
     async with state.db.transaction() as tx:
         user = await UserRepository(tx).by_login(username)
@@ -91,8 +91,8 @@ def _check_email(email: str) -> str:
 
 
 async def register(state: State, username: str, password: str, email: str, aff_code: str) -> int:
-    o = state.options
-    if not (o["RegisterEnabled"] and o["PasswordRegisterEnabled"]):
+    s = state.options.settings
+    if not (s.register_enabled and s.password_register_enabled):
         raise Forbidden("registration is disabled")
     username = check_username(username)
     check_password(password)
@@ -108,7 +108,7 @@ async def register(state: State, username: str, password: str, email: str, aff_c
                 raise Conflict("email is already used")
             # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
             inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
-            quota = int(o["QuotaForNewUser"]) + (int(o["QuotaForInvitee"]) if inviter else 0)
+            quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
             user_id = await users.add(User(
                 username=username, password=hashed, display_name=username, email=email,
                 role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
@@ -116,7 +116,7 @@ async def register(state: State, username: str, password: str, email: str, aff_c
                 created_at=now, setting="", remark="", stripe_customer="",
             ))
             if inviter is not None:
-                reward = int(o["QuotaForInviter"])
+                reward = s.quota_for_inviter
                 await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
     except IntegrityError:  # a concurrent registration won the race on a unique key
         async with state.db.transaction() as tx:

@@ -252,5 +252,4 @@ def enabled_models(state: State) -> list[str]:
 
 def model_capabilities(state: State, model: str) -> dict[str, bool]:
     """The capabilities of `model` with the option `ModelCapabilities` applied."""
-    overrides = state.options["ModelCapabilities"]
-    return capabilities(model, overrides if isinstance(overrides, dict) else {})
+    return capabilities(model, state.options.settings.model_capabilities)

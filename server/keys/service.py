@@ -45,7 +45,7 @@ def new_key() -> str:
 # ---- validation -------------------------------------------------------------------------------------
 
 def remain_quota_max(state: State) -> int:
-    return min(int(1_000_000_000 * float(state.options["QuotaPerUnit"])), BALANCE_LIMIT)
+    return min(int(1_000_000_000 * state.options.settings.quota_per_unit), BALANCE_LIMIT)
 
 
 def _name(value: str) -> str:
@@ -92,9 +92,9 @@ def _allow_ips(value: str) -> str:
 def _group(state: State, principal: Principal, group: str) -> str:
     if group in ("", "auto"):
         return group
-    if group not in state.options["UserUsableGroups"] and group != principal.user.group:
+    if group not in state.options.settings.user_usable_groups and group != principal.user.group:
         raise BadRequest(f"group: {group!r} is not a group you can use")
-    if group not in state.options["GroupRatio"]:
+    if group not in state.options.settings.group_ratio:
         raise BadRequest(f"group: {group!r} is not in GroupRatio")
     return group
 

@@ -216,9 +216,8 @@ def _list_groups(state: State, caller: Caller) -> list[str]:
     """The groups whose models a key may list: its own, or for `auto` the usable `AutoGroups`."""
     if caller.group != AUTO_GROUP:
         return [caller.group]
-    groups = state.options["AutoGroups"]
-    return [str(g) for g in (groups if isinstance(groups, list) else [])
-            if group_usable(state.options, caller.user, g)]
+    settings = state.options.settings
+    return [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
 
 
 async def openai_models(state: State, request: Request) -> HTTPResponse:

@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 
 from core.enums import ChannelType
+from core.settings import Settings, status_in
 from quota.backends.base import Backend
 from server.destinations import DestinationPolicy, Network
 from server.relay.channel_table import RoutedChannel
 from server.relay.transports import build_transport
-from server.system.option_registry import parse_status_ranges
 
 DEFAULT_BASE = {ChannelType.GEMINI: "https://generativelanguage.googleapis.com",
                 ChannelType.OPENAI: "https://api.openai.com"}
@@ -120,13 +120,6 @@ def mapped_status(channel: RoutedChannel, status: int) -> int:
     return mapped if 100 <= mapped <= 599 else status
 
 
-def in_ranges(status: int, spec: str) -> bool:
-    try:
-        return any(lo <= status <= hi for lo, hi in parse_status_ranges(spec))
-    except ValueError:
-        return False
-
-
 def is_key_invalid(status: int, body: bytes) -> bool:
     """A Gemini 400 whose ErrorInfo reason is API_KEY_INVALID is a bad channel key (counts as 401)."""
     if status != 400 or b"API_KEY_INVALID" not in body:
@@ -145,21 +138,17 @@ class Verdict:
     status: int  # effective upstream status (API_KEY_INVALID → 401)
 
 
-def judge(options: Mapping[str, Any], status: int, body: bytes, message: str) -> Verdict:
+def judge(settings: Settings, status: int, body: bytes, message: str) -> Verdict:
     """What a failed upstream answer means (contract decision 6)."""
     effective = 401 if is_key_invalid(status, body) else status
-    retry = in_ranges(effective, str(options.get("AutomaticRetryStatusCodes", "")))
-    keyword = retry and _keyword_hit(options, message)
-    disable = in_ranges(effective, str(options.get("AutomaticDisableStatusCodes", ""))) or keyword
+    retry = status_in(effective, settings.automatic_retry_status_codes)
+    keyword = retry and keyword_disables(settings, message)
+    disable = status_in(effective, settings.automatic_disable_status_codes) or keyword
     return Verdict(retry or disable, disable, effective)
 
 
-def _keyword_hit(options: Mapping[str, Any], message: str) -> bool:
+def keyword_disables(settings: Settings, message: str) -> bool:
+    """The message holds one of the automatic-disable keywords (a connection-level failure disables
+    only by keyword)."""
     lowered = message.lower()
-    words = str(options.get("AutomaticDisableKeywords", "")).splitlines()
-    return any(w.strip() and w.strip().lower() in lowered for w in words)
-
-
-def keyword_disables(options: Mapping[str, Any], message: str) -> bool:
-    """A connection-level failure disables only by keyword."""
-    return _keyword_hit(options, message)
+    return any(word in lowered for word in settings.automatic_disable_keywords)

@@ -32,22 +32,22 @@ async def is_set_up(state: State) -> bool:
 
 
 def status(state: State, setup_done: bool) -> dict[str, Any]:
-    o = state.options
+    s = state.options.settings
     return {
         "version": __version__, "start_time": state.started_at,
-        "system_name": o["SystemName"], "logo": o["Logo"], "footer_html": o["Footer"],
-        "docs_link": o["DocsLink"], "server_address": o["ServerAddress"], "top_up_link": o["TopUpLink"],
+        "system_name": s.system_name, "logo": s.logo, "footer_html": s.footer,
+        "docs_link": s.docs_link, "server_address": s.server_address, "top_up_link": s.top_up_link,
         "setup": setup_done,
-        "quota_per_unit": o["QuotaPerUnit"], "display_in_currency": o["DisplayInCurrencyEnabled"],
-        "quota_display_type": o["general_setting.quota_display_type"],
-        "usd_exchange_rate": o["USDExchangeRate"], "custom_currency_symbol": o["custom_currency_symbol"],
-        "custom_currency_exchange_rate": o["custom_currency_exchange_rate"],
-        "email_verification": o["EmailVerificationEnabled"],
-        "passkey_login": o["passkey.enabled"],
+        "quota_per_unit": s.quota_per_unit, "display_in_currency": s.display_in_currency,
+        "quota_display_type": s.quota_display_type,
+        "usd_exchange_rate": s.usd_exchange_rate, "custom_currency_symbol": s.custom_currency_symbol,
+        "custom_currency_exchange_rate": s.custom_currency_exchange_rate,
+        "email_verification": s.email_verification_enabled,
+        "passkey_login": s.passkey_enabled,
         "turnstile_check": False, "turnstile_site_key": "",
-        "self_use_mode_enabled": o["SelfUseModeEnabled"], "demo_site_enabled": o["DemoSiteEnabled"],
-        "default_use_auto_group": o["DefaultUseAutoGroup"], "enable_data_export": o["DataExportEnabled"],
-        "data_export_default_time": o["DataExportDefaultTime"],
+        "self_use_mode_enabled": s.self_use_mode_enabled, "demo_site_enabled": s.demo_site_enabled,
+        "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
+        "data_export_default_time": s.data_export_default_time,
     }
 
 
