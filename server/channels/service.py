@@ -15,6 +15,7 @@ from cryptography.exceptions import InvalidTag
 from sqlalchemy.exc import IntegrityError
 
 from core.enums import ChannelStatus
+from core.multikey import MultiKeyMode, MultiKeyState
 from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import dump_json, load_json
 from server.channels.catalog import capabilities, catalog_models
@@ -32,7 +33,6 @@ from server.errors import BadRequest, Conflict, NotFound
 from server.web.pagination import Page
 
 MODES = ("single", "batch", "multi_to_single")
-MULTI_KEY_MODES = ("random", "polling")
 KEY_MODES = ("replace", "append")
 BATCH_MAX = 1000
 ALL_KEYS_DISABLED = "all keys are disabled"
@@ -43,22 +43,12 @@ COLLIDING = ("models: two entries (or two groups) are equal for the database (th
              "accents); keep one")
 
 
-def multi_key_info(size: int, mode: str) -> dict[str, Any]:
-    """`channel_info` of a new multi-key channel: every key enabled (only non-1 statuses are listed)."""
-    return {"is_multi_key": True, "multi_key_size": size, "multi_key_status_list": {}, "multi_key_mode": mode,
-            "multi_key_polling_index": 0, "multi_key_disabled_reason": {}, "multi_key_disabled_time": {}}
-
-
-def single_key_info() -> dict[str, Any]:
-    return {**multi_key_info(0, "random"), "is_multi_key": False}
-
-
-def _multi_key_mode(value: str | None) -> str | None:
+def _multi_key_mode(value: str | None) -> MultiKeyMode | None:
     if value in (None, ""):
         return None
-    if value not in MULTI_KEY_MODES:
+    if value not in tuple(MultiKeyMode):
         raise BadRequest("multi_key_mode: must be random or polling")
-    return value
+    return MultiKeyMode(value)
 
 
 def _status_info(reason: str, now: int, previous: str | None = None) -> str:
@@ -74,7 +64,7 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     """`POST /api/channel/` → the new ids, in key order for a batch."""
     if mode not in MODES:
         raise BadRequest("mode: must be single, batch or multi_to_single")
-    key_mode = _multi_key_mode(multi_key_mode) or "random"
+    key_mode = _multi_key_mode(multi_key_mode) or MultiKeyMode.RANDOM
     values = clean_fields(fields, creating=True)
     keys = key_lines(fields.get("key"))
     if not keys:
@@ -84,11 +74,11 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     values["created_time"] = now
     values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
                             if values["status"] != ChannelStatus.ENABLED else "")
-    drafts: list[tuple[dict[str, Any], list[str], dict[str, Any]]] = []  # (values, keys, channel_info)
+    drafts: list[tuple[dict[str, Any], list[str], MultiKeyState]] = []  # (values, keys, channel_info)
     if mode == "single":
         if len(keys) > 1:
             raise BadRequest("key: mode single takes one key; use batch or multi_to_single for several")
-        drafts.append((values, keys, single_key_info()))
+        drafts.append((values, keys, MultiKeyState.single()))
     elif mode == "batch":
         keys = unique(keys)
         if len(keys) > BATCH_MAX:
@@ -97,12 +87,12 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
             name = f"{values['name']}_{key[:8]}" if name_from_key else values["name"]
             if len(name) > NAME_MAX:
                 raise BadRequest(f"name: with the key prefix the name must be at most {NAME_MAX} characters")
-            drafts.append(({**values, "name": name}, [key], single_key_info()))
+            drafts.append(({**values, "name": name}, [key], MultiKeyState.single()))
     else:
         keys = unique(keys)
-        drafts.append((values, keys, multi_key_info(len(keys), key_mode)))
+        drafts.append((values, keys, MultiKeyState.multi(len(keys), key_mode)))
     rows = [Channel(**draft, key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text),
-                    channel_info=dump_json(info))
+                    channel_info=info.dump())
             for draft, keys_of, info in drafts for text in (key_text(keys_of),)]
     try:
         async with state.db.transaction() as tx:
@@ -133,8 +123,8 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
             channel = await repo.get_for_update(channel_id)
             if channel is None:
                 raise NotFound("channel not found")
-            info = load_json(channel.channel_info)
-            multi = bool(info.get("is_multi_key"))
+            info = MultiKeyState.parse(channel.channel_info)
+            multi = info.is_multi_key
             require_key_holder(actor_role, channel, values,
                                key_reentered=bool(new_keys) and not (multi and key_mode == "append"))
             keys_changed = bool(new_keys) and multi
@@ -148,9 +138,9 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
                 text = key_text(keys)
                 values.update(key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text))
             if multi and new_mode is not None:
-                info["multi_key_mode"] = new_mode
+                info.mode = new_mode
             if multi and (keys_changed or new_mode is not None):
-                values["channel_info"] = dump_json(info)
+                values["channel_info"] = info.dump()
             if "status" in values and values["status"] != channel.status:
                 values["other_info"] = _status_info(STATUS_REASONS[values["status"]], now, channel.other_info)
             elif (keys_changed and channel.status == ChannelStatus.AUTO_DISABLED
@@ -167,14 +157,13 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
     return view
 
 
-def _merged_keys(state: State, channel: Channel, info: dict[str, Any], new_keys: list[str], *,
+def _merged_keys(state: State, channel: Channel, info: MultiKeyState, new_keys: list[str], *,
                  append: bool) -> list[str]:
     """The keys of a multi-key channel after `replace` (statuses reset) or `append` (existing keys keep
     their statuses, new ones are enabled); updates `info` to match."""
     if not append:
         keys = unique(new_keys)
-        info.update(multi_key_size=len(keys), multi_key_status_list={}, multi_key_disabled_reason={},
-                    multi_key_disabled_time={}, multi_key_polling_index=0)
+        info.replace_keys(len(keys))
         return keys
     try:
         current = key_lines(state.box.decrypt(channel.key_encrypted)) if channel.key_encrypted else []
@@ -182,7 +171,7 @@ def _merged_keys(state: State, channel: Channel, info: dict[str, Any], new_keys:
         raise Conflict("key: the stored keys cannot be decrypted with this SECRET_KEY; replace them "
                        "instead (key_mode replace)") from None
     keys = current + [k for k in unique(new_keys) if k not in current]
-    info["multi_key_size"] = len(keys)
+    info.append_keys(len(keys))
     return keys
 
 

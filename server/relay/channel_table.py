@@ -26,6 +26,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 
 from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
@@ -44,9 +45,9 @@ class RoutedChannel:
     status: int
     base_url: str
     keys: list[str]
-    key_status: list[int]  # 1 enabled, 2 manually disabled, 3 auto disabled; per key
+    key_status: list[int]  # a ChannelStatus per key
     multi_key: bool
-    multi_key_mode: str  # random | polling
+    multi_key_mode: str  # a MultiKeyMode
     model_mapping: dict[str, Any]
     status_code_mapping: dict[str, Any]
     header_override: dict[str, Any]
@@ -107,15 +108,16 @@ class ChannelTable:
             log.error("channel %s: its key cannot be decrypted with this SECRET_KEY", row.id)
             text = ""
         keys = [k.strip() for k in text.split("\n") if k.strip()]
-        info = load_json(row.channel_info)
-        multi = bool(info.get("is_multi_key")) and len(keys) > 1
-        statuses = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
-        key_status = [statuses.get(str(i), 1) for i in range(len(keys))] if multi else [1] * min(len(keys), 1)
+        multikey = MultiKeyState.parse(row.channel_info)
+        multi = multikey.is_multi_key and len(keys) > 1
+        key_status: list[int] = [ChannelStatus.ENABLED] * min(len(keys), 1)  # one key: the channel's status
+        if multi:
+            key_status = multikey.key_statuses(len(keys))
         return RoutedChannel(
             id=row.id, type=int(row.type), name=row.name, status=int(row.status),
             base_url=(row.base_url or "").rstrip("/"), keys=keys if multi else keys[:1],
             key_status=key_status, multi_key=multi,
-            multi_key_mode=str(info.get("multi_key_mode") or "random"),
+            multi_key_mode=multikey.mode,
             model_mapping=load_json(row.model_mapping),
             status_code_mapping=load_json(row.status_code_mapping),
             header_override=load_json(row.header_override), auto_ban=int(row.auto_ban or 0) == 1,

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from core.enums import ChannelType
+from core.multikey import MultiKeyMode
 from core.settings import Settings, status_in
 from quota.backends.base import Backend
 from server.destinations import DestinationPolicy, Network
@@ -69,7 +70,7 @@ async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
     enabled = channel.enabled_keys()
     if not channel.multi_key or len(enabled) == 1:
         return enabled[0]
-    if channel.multi_key_mode == "polling":
+    if channel.multi_key_mode == MultiKeyMode.POLLING:
         n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
         return enabled[(n - 1) % len(enabled)]
     return random.choice(enabled)
