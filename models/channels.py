@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
 from models.abilities import Ability
 from models.base import Base, Id
 
@@ -94,19 +96,10 @@ def load_json(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def has_enabled_key(channel_info: str | None) -> bool:
-    """A single-key channel always has its key; a multi-key one needs a key whose status is 1."""
-    info = load_json(channel_info)
-    if not info.get("is_multi_key"):
-        return True
-    size = int(info.get("multi_key_size") or 0)
-    statuses = {str(k): v for k, v in (info.get("multi_key_status_list") or {}).items()}
-    return any(int(statuses.get(str(i), 1)) == 1 for i in range(size))
-
-
 def ability_rows(channel: Channel) -> list[dict[str, Any]]:
     """One row per (group × model) of the channel (gateway.md §8); no group means `default`."""
-    enabled = channel.status == 1 and has_enabled_key(channel.channel_info)
+    enabled = (channel.status == ChannelStatus.ENABLED
+               and MultiKeyState.parse(channel.channel_info).has_enabled_key())
     return [{"group": group, "model": model, "channel_id": channel.id, "enabled": enabled,
              "priority": channel.priority or 0, "weight": channel.weight or 0, "tag": channel.tag or ""}
             for group in (split_list(channel.group) or ["default"]) for model in split_list(channel.models)]

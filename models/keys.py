@@ -14,6 +14,7 @@ from sqlalchemy import BigInteger, Boolean, ColumnElement, Integer, String, Text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import KeyStatus
 from models.base import Base, Id
 
 
@@ -119,7 +120,8 @@ class ApiKeyRepository:
     async def mark_status(self, key_id: int, status: int) -> bool:
         """Enabled → `status` (3 expired, 4 exhausted), only if the key is still enabled."""
         result = await self.s.execute(
-            update(ApiKey).where(ApiKey.id == key_id, ApiKey.status == 1).values(status=status)
+            update(ApiKey).where(ApiKey.id == key_id, ApiKey.status == KeyStatus.ENABLED)
+            .values(status=status)
         )
         return bool(getattr(result, "rowcount", 0))
 

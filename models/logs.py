@@ -33,9 +33,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import LogType
 from models.base import Base, Id
-
-LOG_TOPUP, LOG_CONSUME, LOG_MANAGE, LOG_SYSTEM, LOG_ERROR, LOG_REFUND = 1, 2, 3, 4, 5, 6
 
 
 class Log(Base):
@@ -94,7 +93,7 @@ class LogFilter:
     `user_id` restricts to one user's rows (the `/self` routes); `start` and `end` are inclusive."""
 
     user_id: int | None = None
-    type: int = 0
+    type: int = LogType.UNKNOWN  # every type
     start: int = 0
     end: int = 0
     username: str = ""
@@ -181,7 +180,7 @@ class LogQuery:
     async def stat(self, f: LogFilter, since: int) -> LogStat:
         """`quota`: the sum over matching consume rows in the filter's window; `rpm` and `tpm`: the count
         and the tokens of matching consume rows created at `since` or later (the window ignored)."""
-        consume = replace(f, type=LOG_CONSUME)
+        consume = replace(f, type=LogType.CONSUME)
         quota = await self.s.scalar(
             select(func.coalesce(func.sum(Log.quota), 0)).where(*self.conditions(consume)))
         recent = (await self.s.execute(

@@ -19,11 +19,12 @@ from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, in
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import LogType
 from models.base import Base
 from models.channels import Channel
 from models.db import Database
 from models.keys import ApiKey
-from models.logs import LOG_CONSUME, Log
+from models.logs import Log
 from models.tables import User
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
@@ -48,7 +49,7 @@ def log_row(entry: Entry, now: int) -> dict[str, Any]:
     assert entry.log is not None
     data = entry.log
     row: dict[str, Any] = {name: data[name] for name in LOG_FIELDS if name in data}
-    row.setdefault("type", LOG_CONSUME)
+    row.setdefault("type", LogType.CONSUME)
     row.setdefault("created_at", now)
     other = data.get("other")
     row["other"] = json.dumps(other, separators=(",", ":"), ensure_ascii=False) if other is not None else ""

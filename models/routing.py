@@ -3,9 +3,7 @@ the two writes the gateway itself makes to channels: an automatic status change 
 key of a multi-key channel.
 
 Channel JSON columns written here follow new-api: `other_info` = `{status_reason, status_time}`;
-`channel_info` = `{is_multi_key, multi_key_size, multi_key_status_list: {index: status}, multi_key_mode,
-multi_key_polling_index, multi_key_disabled_reason: {index: str}, multi_key_disabled_time: {index: int}}`
-(indexes as strings, only keys whose status is not 1 listed).
+`channel_info` is read and written only through `core.multikey.MultiKeyState`.
 """
 
 from __future__ import annotations
@@ -16,10 +14,11 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
 from models.abilities import Ability
 from models.channels import Channel, load_json
 
-AUTO_DISABLED = 3
 __all__ = ["auto_disable_channel", "auto_disable_key", "dump_json", "load_json", "load_routing"]
 
 
@@ -35,14 +34,15 @@ async def load_routing(tx: AsyncSession) -> tuple[list[Channel], list[Ability]]:
 
 async def auto_disable_channel(tx: AsyncSession, channel_id: int, reason: str, now: int) -> bool:
     """Status 1 → 3 with its reason; False when the channel was not enabled (nothing changed)."""
-    other = await tx.scalar(select(Channel.other_info).where(Channel.id == channel_id, Channel.status == 1)
+    enabled = Channel.status == ChannelStatus.ENABLED
+    other = await tx.scalar(select(Channel.other_info).where(Channel.id == channel_id, enabled)
                             .with_for_update())
     if other is None:
         return False
     info = load_json(other)
     info.update(status_reason=reason[:255], status_time=now)
-    result = await tx.execute(update(Channel).where(Channel.id == channel_id, Channel.status == 1)
-                              .values(status=AUTO_DISABLED, other_info=dump_json(info)))
+    result = await tx.execute(update(Channel).where(Channel.id == channel_id, enabled)
+                              .values(status=ChannelStatus.AUTO_DISABLED, other_info=dump_json(info)))
     await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
@@ -55,24 +55,15 @@ async def auto_disable_key(tx: AsyncSession, channel_id: int, index: int, reason
                             .where(Channel.id == channel_id).with_for_update())).first()
     if row is None:
         return False, False
-    info = load_json(row[0])
-    size = int(info.get("multi_key_size") or 0)
-    statuses: dict[str, int] = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
-    if not 0 <= index < size or statuses.get(str(index), 1) != 1:
+    keys = MultiKeyState.parse(row[0])
+    if not keys.disable(index, reason, now):
         return False, False
-    statuses[str(index)] = AUTO_DISABLED
-    reasons = dict(info.get("multi_key_disabled_reason") or {})
-    times = dict(info.get("multi_key_disabled_time") or {})
-    reasons[str(index)] = reason[:255]
-    times[str(index)] = now
-    info.update(multi_key_status_list=statuses, multi_key_disabled_reason=reasons,
-                multi_key_disabled_time=times)
-    none_left = all(statuses.get(str(i), 1) != 1 for i in range(size))
-    values: dict[str, Any] = {"channel_info": dump_json(info)}
-    if none_left and row[1] == 1:
+    none_left = not keys.enabled_indices()
+    values: dict[str, Any] = {"channel_info": keys.dump()}
+    if none_left and row[1] == ChannelStatus.ENABLED:
         other = load_json(row[2])
         other.update(status_reason="all keys are disabled", status_time=now)
-        values.update(status=AUTO_DISABLED, other_info=dump_json(other))
+        values.update(status=ChannelStatus.AUTO_DISABLED, other_info=dump_json(other))
         await tx.execute(update(Ability).where(Ability.channel_id == channel_id).values(enabled=False))
     await tx.execute(update(Channel).where(Channel.id == channel_id).values(**values))
     return True, none_left

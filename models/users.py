@@ -9,9 +9,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from core.identity import Role
 from models.tables import User, email_key, username_key
-
-ROOT_ROLE = 100
 
 
 def _like_literal(keyword: str) -> str:
@@ -76,7 +75,7 @@ class UserRepository:
         return await self.s.scalar(select(User).where(User.aff_code == code, User.deleted_at.is_(None)))
 
     async def root_exists(self) -> bool:
-        return await self.s.scalar(select(User.id).where(User.role == ROOT_ROLE).limit(1)) is not None
+        return await self.s.scalar(select(User.id).where(User.role == Role.ROOT).limit(1)) is not None
 
     async def add(self, user: User) -> int:
         self.s.add(user)

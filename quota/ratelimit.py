@@ -85,15 +85,22 @@ def user_policy(options: Mapping[str, Any], group: str) -> UserPolicy:
     """The per-user limit for a call in `group` (the key's group if set, else the user's), from the
     option values: disabled → none; a group listed in `ModelRequestRateLimitGroup` takes its
     `[total, success]` instead of `Count` / `SuccessCount`; 0 means no cap."""
-    if not _flag(options.get(ENABLED, False)):
+    return policy_for(enabled=_flag(options.get(ENABLED, False)),
+                      minutes=_count(options.get(DURATION_MINUTES, 1), 1),
+                      total=_count(options.get(COUNT, 0), 0),
+                      success=_count(options.get(SUCCESS_COUNT, 1000), 1000),
+                      group_caps=_group_caps(options.get(GROUPS), group))
+
+
+def policy_for(*, enabled: bool, minutes: int, total: int, success: int, group_caps: tuple[int, int] | None
+               ) -> UserPolicy:
+    """The same from typed values: `group_caps` is the `[total, success]` the call's group has in
+    `ModelRequestRateLimitGroup`, if any (it replaces `total` and `success`)."""
+    if not enabled:
         return NO_USER_LIMIT
-    minutes = max(1, _count(options.get(DURATION_MINUTES, 1), 1))
-    total = max(0, _count(options.get(COUNT, 0), 0))
-    success = max(0, _count(options.get(SUCCESS_COUNT, 1000), 1000))
-    caps = _group_caps(options.get(GROUPS), group)
-    if caps is not None:
-        total, success = caps
-    return UserPolicy(minutes * MINUTE, total, success)
+    if group_caps is not None:
+        total, success = group_caps
+    return UserPolicy(max(1, minutes) * MINUTE, max(0, total), max(0, success))
 
 
 def _key_rpm(key_id: int, rpm: int) -> Limit:

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from core.enums import LogType
 from models.channels import Channel
-from models.logs import LOG_CONSUME, LOG_ERROR, LOG_MANAGE, LOG_SYSTEM, LOG_TOPUP, Log
+from models.logs import Log
 from server.logs.service import DELETE_BATCH
 from tests.harness import Api, Running, add_user, data_of, logged_in
 from tests.harness import fails as envelope_fails
@@ -58,7 +59,7 @@ class World:
         """Insert one log row (defaults: a consume row of alice at T0) and return its id."""
         fields.setdefault("user_id", self.alice_id)
         fields.setdefault("username", "alice" if fields["user_id"] == self.alice_id else "bob")
-        fields.setdefault("type", LOG_CONSUME)
+        fields.setdefault("type", LogType.CONSUME)
         fields.setdefault("created_at", T0)
         if isinstance(fields.get("other"), dict):
             fields["other"] = json.dumps(fields["other"])
@@ -101,10 +102,10 @@ async def test_admin_list_filters_orders_and_pages(app: Running) -> None:
                      other={"model_ratio": 1.5, "admin_info": {"admin_id": 1}})
     a2 = await w.add(created_at=T0 + 10, token_name="Key-A", model_name="gpt-4o-mini", group="vip",
                      request_id="req-2", channel=99)
-    a3 = await w.add(created_at=T0 + 10, type=LOG_TOPUP, token_name="key-a", model_name="gpt-4o")
+    a3 = await w.add(created_at=T0 + 10, type=LogType.TOPUP, token_name="key-a", model_name="gpt-4o")
     b1 = await w.add(user_id=w.bob_id, created_at=T0 + 20, token_name="key-b", model_name="gpt-4o",
                      group="default", request_id="req-3", channel=w.channel_id)
-    b2 = await w.add(user_id=w.bob_id, created_at=T0 + 30, type=LOG_MANAGE, username="Bob")
+    b2 = await w.add(user_id=w.bob_id, created_at=T0 + 30, type=LogType.MANAGE, username="Bob")
 
     everything = data_of(await w.admin.get("/api/log/"))
     assert set(everything) == {"items", "total", "page", "page_size"}
@@ -115,7 +116,7 @@ async def test_admin_list_filters_orders_and_pages(app: Running) -> None:
         assert set(item) == LOG_FIELDS, item
     first = everything["items"][-1]
     assert first == {
-        "id": a1, "user_id": w.alice_id, "created_at": T0, "type": LOG_CONSUME, "content": "hello",
+        "id": a1, "user_id": w.alice_id, "created_at": T0, "type": LogType.CONSUME, "content": "hello",
         "username": "alice", "token_name": "key-a", "model_name": "gpt-4o", "quota": 10, "prompt_tokens": 3,
         "completion_tokens": 4, "use_time": 2, "is_stream": True, "channel": w.channel_id,
         "channel_name": "primary-openai", "token_id": 7, "group": "default", "ip": "10.0.0.1",
@@ -131,9 +132,9 @@ async def test_admin_list_filters_orders_and_pages(app: Running) -> None:
         return sorted(ids(page))
 
     assert await listed(type=0) == sorted([a1, a2, a3, b1, b2])
-    assert await listed(type=LOG_CONSUME) == sorted([a1, a2, b1])
-    assert await listed(type=LOG_TOPUP) == [a3]
-    assert await listed(type=LOG_ERROR) == []
+    assert await listed(type=LogType.CONSUME) == sorted([a1, a2, b1])
+    assert await listed(type=LogType.TOPUP) == [a3]
+    assert await listed(type=LogType.ERROR) == []
     assert await listed(username="alice") == sorted([a1, a2, a3])
     assert await listed(username="bob") == [b1]  # exact and case-sensitive: "Bob" is another name
     assert await listed(username="Bob") == [b2]
@@ -172,7 +173,7 @@ async def test_admin_list_pages_through_many_rows(app: Running) -> None:
     w = await world(app)
     async with app.state.db.transaction() as tx:
         for n in range(25):
-            tx.add(Log(user_id=w.alice_id, username="alice", type=LOG_CONSUME, created_at=T0 + n % 5))
+            tx.add(Log(user_id=w.alice_id, username="alice", type=LogType.CONSUME, created_at=T0 + n % 5))
     seen: list[tuple[int, int]] = []
     for p in (1, 2, 3):
         page = data_of(await w.admin.get("/api/log/", params={"p": p}))
@@ -188,7 +189,7 @@ async def test_self_list_shows_own_rows_sanitized_with_positional_ids(app: Runni
     other = {"model_ratio": 2, "group_ratio": 1, "admin_info": {"admin_id": 1, "admin_username": "root"}}
     a1 = await w.add(created_at=T0, channel=w.channel_id, other=other, token_name="k1", model_name="m1",
                      content="first")
-    await w.add(created_at=T0 + 1, channel=w.channel_id, other="", type=LOG_MANAGE)
+    await w.add(created_at=T0 + 1, channel=w.channel_id, other="", type=LogType.MANAGE)
     await w.add(created_at=T0 + 2, channel=w.channel_id, other={"frt": 5}, token_name="k2", group="vip")
     await w.add(user_id=w.bob_id, created_at=T0 + 3, channel=w.channel_id, other=other)
 
@@ -219,7 +220,7 @@ async def test_self_list_shows_own_rows_sanitized_with_positional_ids(app: Runni
         return [i["created_at"] for i in data_of(await w.alice.get("/api/log/self", params=params))["items"]]
 
     assert await own(token_name="k2") == [T0 + 2]
-    assert await own(type=LOG_MANAGE) == [T0 + 1]
+    assert await own(type=LogType.MANAGE) == [T0 + 1]
     assert await own(group="vip") == [T0 + 2]
     assert await own(start_timestamp=T0 + 1, end_timestamp=T0 + 2) == [T0 + 2, T0 + 1]
     assert await own(username="bob") == [T0 + 2, T0 + 1, T0]
@@ -307,14 +308,14 @@ async def test_stat_sums_consume_quota_and_counts_the_last_minute(app: Running,
     monkeypatch.setattr(app.clock, "now", lambda: float(now))
     await w.add(created_at=T0, quota=100, prompt_tokens=1, completion_tokens=1, model_name="m")
     await w.add(created_at=T0 + 50, quota=200, model_name="n", channel=w.channel_id)
-    await w.add(created_at=T0 + 50, type=LOG_TOPUP, quota=5000)
-    await w.add(created_at=T0 + 50, type=LOG_MANAGE, quota=7000)
+    await w.add(created_at=T0 + 50, type=LogType.TOPUP, quota=5000)
+    await w.add(created_at=T0 + 50, type=LogType.MANAGE, quota=7000)
     # the last 60 s: from now - 60 on
     await w.add(created_at=now - 60, quota=30, prompt_tokens=10, completion_tokens=5, model_name="m")
     await w.add(created_at=now - 5, quota=40, prompt_tokens=20, completion_tokens=1, model_name="n",
                 channel=w.channel_id)
     await w.add(created_at=now - 61, quota=50, prompt_tokens=1000, completion_tokens=1000)  # not recent
-    await w.add(created_at=now - 5, type=LOG_ERROR, quota=60, prompt_tokens=1000)  # not consume
+    await w.add(created_at=now - 5, type=LogType.ERROR, quota=60, prompt_tokens=1000)  # not consume
     await w.add(user_id=w.bob_id, created_at=now - 1, quota=1000, prompt_tokens=100, completion_tokens=100)
 
     async def stat(api: Api, path: str, **params: Any) -> dict[str, int]:
@@ -335,7 +336,7 @@ async def test_stat_sums_consume_quota_and_counts_the_last_minute(app: Running,
     assert await stat(w.admin, "/api/log/stat", channel=w.channel_id) == {"quota": 240, "rpm": 1, "tpm": 21}
     assert await stat(w.admin, "/api/log/stat", username="nobody") == {"quota": 0, "rpm": 0, "tpm": 0}
     # `type` is not a stat filter: always consume
-    assert (await stat(w.admin, "/api/log/stat", type=LOG_TOPUP))["quota"] == admin_all["quota"]
+    assert (await stat(w.admin, "/api/log/stat", type=LogType.TOPUP))["quota"] == admin_all["quota"]
 
     assert await stat(w.alice, "/api/log/self/stat") == {"quota": 420, "rpm": 2, "tpm": 36}
     assert await stat(w.alice, "/api/log/self/stat", username="bob", channel=w.channel_id) == {
@@ -352,14 +353,14 @@ async def test_delete_removes_older_rows_in_batches_and_logs_it(app: Running) ->
     old = DELETE_BATCH + 5
     async with app.state.db.transaction() as tx:
         for n in range(old):
-            tx.add(Log(user_id=w.alice_id, username="alice", type=LOG_CONSUME, created_at=T0 - 1 - n % 3))
+            tx.add(Log(user_id=w.alice_id, username="alice", type=LogType.CONSUME, created_at=T0 - 1 - n % 3))
     kept = [await w.add(created_at=T0), await w.add(user_id=w.bob_id, created_at=T0 + 5)]
 
     assert data_of(await w.admin.delete("/api/log/", params={"target_timestamp": T0})) == old
-    assert await w.count(Log.type != LOG_SYSTEM) == 2
+    assert await w.count(Log.type != LogType.SYSTEM) == 2
     assert await w.count(Log.id.in_(kept)) == 2
     async with app.state.db.transaction() as tx:
-        system = (await tx.scalars(select(Log).where(Log.type == LOG_SYSTEM))).all()
+        system = (await tx.scalars(select(Log).where(Log.type == LogType.SYSTEM))).all()
     assert len(system) == 1
     entry = system[0]
     assert str(old) in entry.content and str(T0) in entry.content
@@ -368,7 +369,7 @@ async def test_delete_removes_older_rows_in_batches_and_logs_it(app: Running) ->
 
     # nothing older left: count 0, still recorded
     assert data_of(await w.admin.delete("/api/log/", params={"target_timestamp": T0})) == 0
-    assert await w.count(Log.type == LOG_SYSTEM) == 2
+    assert await w.count(Log.type == LogType.SYSTEM) == 2
     # the cutoff is exclusive
     assert data_of(await w.admin.delete("/api/log/", params={"target_timestamp": T0 + 1})) == 1
     assert await w.count(Log.id.in_(kept)) == 1

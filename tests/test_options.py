@@ -350,3 +350,28 @@ async def test_a_change_writes_a_system_log_naming_the_key_never_the_value(app: 
     assert [r.content for r in rows] == ["option SMTPToken updated by root",
                                          "option SystemName updated by root"]
     assert all("s3cret" not in (r.content + r.other) for r in rows)
+
+
+async def test_a_reload_builds_the_typed_settings_and_drops_malformed_shapes(embedded_app: Running) -> None:
+    """Readers take `state.options.settings`: typed once per reload. A JSON option written to the database
+    by hand with the wrong shape reads as absent (no reader re-checks types), damaged status-code ranges as
+    none, and a change made through the route is in the snapshot at once."""
+    options = embedded_app.state.options
+    assert options.settings.retry_times == 2 and options.settings.auto_groups == ("default",)
+    assert options.settings.automatic_disable_status_codes == ((401, 401), (403, 403))
+    async with options.db.transaction() as tx:
+        for key, text in (("ModelRatio", '{"m": 2, "bad": "x", "flag": true}'), ("AutoGroups", '{"a": 1}'),
+                          ("GroupRatio", '{"default": 1, "odd": "x"}'), ("AutomaticRetryStatusCodes", "junk"),
+                          ("ModelCapabilities", '{"m": {"speech_output": true, "moderation": 1}, "n": 3}'),
+                          ("ModelRequestRateLimitGroup", '{"vip": [5, 2], "bad": [1]}')):
+            tx.add(Option(key=key, value=text))
+    await options.reload()
+    s = options.settings
+    assert dict(s.model_ratio) == {"m": 2.0}
+    assert s.auto_groups == ()
+    assert dict(s.group_ratio) == {"default": 1.0, "odd": 1.0}  # a listed group exists; a bad ratio reads 1
+    assert s.automatic_retry_status_codes == ()
+    assert {m: dict(c) for m, c in s.model_capabilities.items()} == {"m": {"speech_output": True}}
+    assert dict(s.rate_limit_groups) == {"vip": (5, 2)}
+    assert (await put(await root_api(embedded_app), "RetryTimes", 5)).status_code == 200
+    assert options.settings.retry_times == 5

@@ -4,29 +4,14 @@ on every worker and node the moment a user changes (`invalidate`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from core.identity import UserState
 from models.db import Database
 from models.users import UserRepository
 from quota.backends.base import Backend
 from quota.records import RecordCache
-
-
-@dataclass(frozen=True, slots=True)
-class UserState:
-    id: int
-    username: str
-    display_name: str
-    role: int
-    status: int
-    group: str
-    token_digest: str | None
-    deleted: bool
-
-    @property
-    def active(self) -> bool:
-        return self.status == 1 and not self.deleted
 
 
 def _decode(data: dict[str, Any]) -> UserState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
+from core.identity import Role
 from server.accounts import service
 from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.errors import BadRequest
@@ -89,7 +90,7 @@ async def create_user(request: Request) -> HTTPResponse:
         username=f.string("username", required=True, trim=True),
         password=f.string("password", required=True),
         display_name=f.string("display_name", default="", trim=True),
-        role=f.integer("role", default=1),
+        role=f.integer("role", default=Role.COMMON),
     )
     return ok({"id": new_id})
 

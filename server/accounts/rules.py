@@ -16,10 +16,10 @@ import unicodedata
 
 from confusable_homoglyphs import categories
 
+from core.identity import Role
 from models.tables import USERNAME_KEY_MAX, username_key
 from models.users import UserRepository
 from server.errors import BadRequest, Forbidden
-from server.web.access import Role
 from server.web.body import has_control_chars
 
 USERNAME_MAX = 20

@@ -14,7 +14,9 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from models.logs import LOG_MANAGE, LogRepository
+from core.enums import LogType, UserStatus
+from core.identity import Principal, Role
+from models.logs import LogRepository
 from models.tables import User
 from models.users import UserRepository
 from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
@@ -26,11 +28,9 @@ from server.accounts.rules import (
     require_hierarchy,
 )
 from server.accounts.views import self_view, settings_of, user_view
-from server.auth.identity import Principal
 from server.auth.sessions import new_session_id
 from server.context import State
 from server.errors import BadRequest, Conflict, Forbidden, NotFound
-from server.web.access import Role
 from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
@@ -167,7 +167,7 @@ async def create_user(state: State, actor: Principal, username: str, password: s
                 raise Conflict("username is already taken")
             return await users.add(User(
                 username=username, password=hashed, display_name=display_name or username, role=role,
-                status=1, group="default", quota=int(state.options["QuotaForNewUser"]),
+                status=UserStatus.ENABLED, group="default", quota=state.options.settings.quota_for_new_user,
                 aff_code=await fresh_aff_code(users), created_at=state.clock.now_s(), email="",
                 setting="", remark="", stripe_customer="",
             ))
@@ -185,7 +185,7 @@ async def update_user(state: State, actor: Principal, user_id: int, changes: dic
             raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
         values["display_name"] = changes["display_name"]
     if changes.get("group") is not None:
-        if changes["group"] not in state.options["GroupRatio"]:
+        if changes["group"] not in state.options.settings.group_ratio:
             raise BadRequest("group: must be a group of GroupRatio")
         values["group"] = changes["group"]
     if changes.get("remark") is not None:
@@ -236,7 +236,7 @@ def _admin_info(actor: Principal) -> dict[str, Any]:
 
 async def _manage_log(logs: LogRepository, state: State, actor: Principal, target: User, content: str
                       ) -> None:
-    await logs.add(type=LOG_MANAGE, user_id=target.id, username=target.username, content=content,
+    await logs.add(type=LogType.MANAGE, user_id=target.id, username=target.username, content=content,
                    created_at=state.clock.now_s(), other=_admin_info(actor))
 
 
@@ -257,10 +257,10 @@ async def manage(state: State, actor: Principal, user_id: int, action: str, valu
         if action in ("disable", "delete", "demote") and user.role == Role.ROOT:
             raise Forbidden(f"root cannot be {action}d" if action != "demote" else "root cannot be demoted")
         if action == "disable":
-            await users.update_fields(user.id, status=2)
+            await users.update_fields(user.id, status=UserStatus.DISABLED)
             revoke = True
         elif action == "enable":
-            await users.update_fields(user.id, status=1)
+            await users.update_fields(user.id, status=UserStatus.ENABLED)
         elif action == "delete":
             await users.update_fields(user.id, deleted_at=state.clock.now_s(), access_token=None)
             revoke = True
@@ -301,7 +301,7 @@ async def _change_quota(state: State, actor: Principal, user_id: int, value: int
         raise BadRequest("value: must be greater than 0")
     async with state.db.transaction() as tx:
         user = await _target(UserRepository(tx), actor, user_id)
-    log = {"type": LOG_MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
+    log = {"type": LogType.MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
            "content": f"admin {actor.user.username} quota {mode} {value}: balance {{before}} -> {{after}}",
            "created_at": state.clock.now_s()}
     ref = f"manage:{secrets.token_hex(12)}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.identity import Role
 from models.tables import User
-from server.web.access import Role
 
 
 def settings_of(user: User) -> dict[str, Any]:

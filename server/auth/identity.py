@@ -12,12 +12,11 @@ that is not printable ASCII is an invalid token; neither ever reaches a store or
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from sanic import Request
 
-from server.accounts.directory import UserState
+from core.enums import UserStatus
+from core.identity import Principal
 from server.auth.sessions import COOKIE, new_session_id
 from server.context import State
 from server.errors import Forbidden, Unauthorized
@@ -32,22 +31,6 @@ def session_cookie(request: Request) -> str | None:
     """The `session` cookie if it can be a session id, else None (treated as no session)."""
     raw = request.cookies.get(COOKIE)
     return raw if raw and _SESSION_ID.fullmatch(raw) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    user: UserState
-    via: str  # "session" | "token"
-    session_id: str | None = None
-    session: dict[str, Any] | None = None
-
-    @property
-    def id(self) -> int:
-        return self.user.id
-
-    @property
-    def role(self) -> int:
-        return self.user.role
 
 
 def bearer(header: str) -> str:
@@ -89,7 +72,7 @@ async def _from_token(state: State, token: str) -> Principal:
     user = await state.users.state(user_id) if user_id is not None else None
     if user is None or user.deleted or user.token_digest != digest:
         raise Unauthorized("invalid access token")
-    if user.status != 1:
+    if user.status != UserStatus.ENABLED:
         raise Forbidden("user is disabled")
     return Principal(user=user, via="token")
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
+from core.enums import UserStatus
+from core.identity import Role
 from models.tables import User, username_key
 from models.users import UserRepository
 from server.accounts.rules import AFF_CODE_MAX, check_password, check_username, fresh_aff_code
@@ -15,7 +17,6 @@ from server.auth.sessions import new_session_id
 from server.context import State
 from server.crypto import sha256_hex
 from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
-from server.web.access import Role
 from server.web.body import has_control_chars
 
 LOGIN_FAIL_TTL = 900
@@ -44,7 +45,7 @@ def login_fail_key(account: str, client_ip: str) -> str:
 
 async def login(state: State, username: str, password: str, client_ip: str,
                 old_session: str | None) -> LoginResult:
-    if not state.options["PasswordLoginEnabled"]:
+    if not state.options.settings.password_login_enabled:
         raise Forbidden("password login is disabled")
     async with state.db.transaction() as tx:
         user = await UserRepository(tx).by_login(username)
@@ -56,7 +57,7 @@ async def login(state: State, username: str, password: str, client_ip: str,
         raise RateLimited("too many failed logins, try again later",
                           retry_after=await state.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
     valid = await state.passwords.verify(user.password if user else None, password)
-    if user is None or not valid or user.status != 1:
+    if user is None or not valid or user.status != UserStatus.ENABLED:
         raise Unauthorized(INVALID_LOGIN)
     await state.backend.delete(fail_key)
 
@@ -90,8 +91,8 @@ def _check_email(email: str) -> str:
 
 
 async def register(state: State, username: str, password: str, email: str, aff_code: str) -> int:
-    o = state.options
-    if not (o["RegisterEnabled"] and o["PasswordRegisterEnabled"]):
+    s = state.options.settings
+    if not (s.register_enabled and s.password_register_enabled):
         raise Forbidden("registration is disabled")
     username = check_username(username)
     check_password(password)
@@ -107,15 +108,15 @@ async def register(state: State, username: str, password: str, email: str, aff_c
                 raise Conflict("email is already used")
             # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
             inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
-            quota = int(o["QuotaForNewUser"]) + (int(o["QuotaForInvitee"]) if inviter else 0)
+            quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
             user_id = await users.add(User(
                 username=username, password=hashed, display_name=username, email=email,
-                role=Role.COMMON, status=1, group="default", quota=quota,
+                role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
                 aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
                 created_at=now, setting="", remark="", stripe_customer="",
             ))
             if inviter is not None:
-                reward = int(o["QuotaForInviter"])
+                reward = s.quota_for_inviter
                 await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
     except IntegrityError:  # a concurrent registration won the race on a unique key
         async with state.db.transaction() as tx:

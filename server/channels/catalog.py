@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-OPENAI, AZURE, CUSTOM, ANTHROPIC, OPENROUTER, GEMINI = 1, 3, 8, 14, 20, 24
-MOONSHOT, SILICONFLOW, DEEPSEEK = 25, 40, 43
+from core.enums import ChannelType
 
 CHANNEL_TYPES: dict[int, str] = {
     1: "OpenAI", 2: "Midjourney", 3: "Azure", 4: "Ollama", 5: "MidjourneyPlus", 6: "OpenAIMax",
@@ -31,7 +30,7 @@ CHANNEL_TYPES: dict[int, str] = {
     49: "Coze", 50: "Kling", 51: "Jimeng", 52: "Vidu", 53: "Submodel", 54: "DoubaoVideo", 55: "Sora",
     56: "Replicate", 57: "Codex",
 }
-SERVED_TYPES = frozenset({OPENAI, GEMINI})
+SERVED_TYPES = frozenset({ChannelType.OPENAI, ChannelType.GEMINI})
 
 SPEECH_OUTPUT = "speech_output"
 MODERATION = "moderation"

@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.identity import Role
 from models.channels import Channel
 from models.routing import load_json
 from server.context import State
 from server.destinations import DestinationPolicy
 from server.errors import BadRequest, Forbidden
-from server.web.access import Role
 
 DESTINATION_FIELDS = ("type", "base_url", "header_override", "setting")  # `setting`: only its `proxy`
 KEY_HOLDER_ONLY = ("{field}: changing where this channel's key is sent needs root, or the channel's key "

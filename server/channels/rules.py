@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.enums import ChannelStatus
 from server.channels.catalog import CHANNEL_TYPES
 from server.errors import BadRequest
 
@@ -26,15 +27,15 @@ GROUP_ITEM_MAX = 64  # the `group` column of abilities
 TEXT_MAX_BYTES = 65535  # a TEXT column on MySQL/MariaDB
 KEY_MAX_BYTES = 48000  # encrypted and base64-encoded, it still fits a TEXT column
 WEIGHT_MAX = 2**31 - 1
-STATUS_ENABLED, STATUS_MANUAL, STATUS_AUTO = 1, 2, 3
 JSON_FIELDS = ("model_mapping", "status_code_mapping", "setting", "param_override", "header_override",
                "settings")
 TEXT_FIELDS = ("name", "base_url", "models", "group", "test_model", "openai_organization", "other", "tag",
                "remark", *JSON_FIELDS)
 INT_FIELDS = ("type", "status", "priority", "weight", "auto_ban")
 DEFAULTS: dict[str, Any] = {
-    "status": STATUS_ENABLED, "models": "", "group": "default", "priority": 0, "weight": 0, "base_url": "",
-    "test_model": "", "openai_organization": "", "other": "", "tag": "", "remark": "", "auto_ban": 1,
+    "status": ChannelStatus.ENABLED, "models": "", "group": "default", "priority": 0, "weight": 0,
+    "base_url": "", "test_model": "", "openai_organization": "", "other": "", "tag": "", "remark": "",
+    "auto_ban": 1,
     **{name: "" for name in JSON_FIELDS},
 }
 REQUIRED = ("name", "type")  # on create
@@ -68,9 +69,9 @@ def _type(value: int) -> int:
 
 
 def _status(value: int) -> int:
-    if value == STATUS_AUTO:
+    if value == ChannelStatus.AUTO_DISABLED:
         raise BadRequest("status: 3 (automatically disabled) is set only by the system; use 1 or 2")
-    if value not in (STATUS_ENABLED, STATUS_MANUAL):
+    if value not in (ChannelStatus.ENABLED, ChannelStatus.MANUALLY_DISABLED):
         raise BadRequest("status: must be 1 (enabled) or 2 (disabled)")
     return value
 

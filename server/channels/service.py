@@ -14,14 +14,14 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from sqlalchemy.exc import IntegrityError
 
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyMode, MultiKeyState
 from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import dump_json, load_json
 from server.channels.catalog import capabilities, catalog_models
 from server.channels.destination import check_base_url, require_key_holder
 from server.channels.rules import (
     NAME_MAX,
-    STATUS_AUTO,
-    STATUS_ENABLED,
     clean_fields,
     key_lines,
     key_text,
@@ -33,32 +33,22 @@ from server.errors import BadRequest, Conflict, NotFound
 from server.web.pagination import Page
 
 MODES = ("single", "batch", "multi_to_single")
-MULTI_KEY_MODES = ("random", "polling")
 KEY_MODES = ("replace", "append")
 BATCH_MAX = 1000
 ALL_KEYS_DISABLED = "all keys are disabled"
-STATUS_REASONS = {1: "manually enabled", 2: "manually disabled"}
+STATUS_REASONS = {ChannelStatus.ENABLED: "manually enabled",
+                  ChannelStatus.MANUALLY_DISABLED: "manually disabled"}
 # MariaDB compares the abilities' primary key without case or accents: `GPT-4o` and `gpt-4o` are one row.
 COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
              "accents); keep one")
 
 
-def multi_key_info(size: int, mode: str) -> dict[str, Any]:
-    """`channel_info` of a new multi-key channel: every key enabled (only non-1 statuses are listed)."""
-    return {"is_multi_key": True, "multi_key_size": size, "multi_key_status_list": {}, "multi_key_mode": mode,
-            "multi_key_polling_index": 0, "multi_key_disabled_reason": {}, "multi_key_disabled_time": {}}
-
-
-def single_key_info() -> dict[str, Any]:
-    return {**multi_key_info(0, "random"), "is_multi_key": False}
-
-
-def _multi_key_mode(value: str | None) -> str | None:
+def _multi_key_mode(value: str | None) -> MultiKeyMode | None:
     if value in (None, ""):
         return None
-    if value not in MULTI_KEY_MODES:
+    if value not in tuple(MultiKeyMode):
         raise BadRequest("multi_key_mode: must be random or polling")
-    return value
+    return MultiKeyMode(value)
 
 
 def _status_info(reason: str, now: int, previous: str | None = None) -> str:
@@ -74,7 +64,7 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     """`POST /api/channel/` → the new ids, in key order for a batch."""
     if mode not in MODES:
         raise BadRequest("mode: must be single, batch or multi_to_single")
-    key_mode = _multi_key_mode(multi_key_mode) or "random"
+    key_mode = _multi_key_mode(multi_key_mode) or MultiKeyMode.RANDOM
     values = clean_fields(fields, creating=True)
     keys = key_lines(fields.get("key"))
     if not keys:
@@ -83,12 +73,12 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
     now = state.clock.now_s()
     values["created_time"] = now
     values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
-                            if values["status"] != STATUS_ENABLED else "")
-    drafts: list[tuple[dict[str, Any], list[str], dict[str, Any]]] = []  # (values, keys, channel_info)
+                            if values["status"] != ChannelStatus.ENABLED else "")
+    drafts: list[tuple[dict[str, Any], list[str], MultiKeyState]] = []  # (values, keys, channel_info)
     if mode == "single":
         if len(keys) > 1:
             raise BadRequest("key: mode single takes one key; use batch or multi_to_single for several")
-        drafts.append((values, keys, single_key_info()))
+        drafts.append((values, keys, MultiKeyState.single()))
     elif mode == "batch":
         keys = unique(keys)
         if len(keys) > BATCH_MAX:
@@ -97,12 +87,12 @@ async def create_channels(state: State, *, mode: str, multi_key_mode: str | None
             name = f"{values['name']}_{key[:8]}" if name_from_key else values["name"]
             if len(name) > NAME_MAX:
                 raise BadRequest(f"name: with the key prefix the name must be at most {NAME_MAX} characters")
-            drafts.append(({**values, "name": name}, [key], single_key_info()))
+            drafts.append(({**values, "name": name}, [key], MultiKeyState.single()))
     else:
         keys = unique(keys)
-        drafts.append((values, keys, multi_key_info(len(keys), key_mode)))
+        drafts.append((values, keys, MultiKeyState.multi(len(keys), key_mode)))
     rows = [Channel(**draft, key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text),
-                    channel_info=dump_json(info))
+                    channel_info=info.dump())
             for draft, keys_of, info in drafts for text in (key_text(keys_of),)]
     try:
         async with state.db.transaction() as tx:
@@ -133,8 +123,8 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
             channel = await repo.get_for_update(channel_id)
             if channel is None:
                 raise NotFound("channel not found")
-            info = load_json(channel.channel_info)
-            multi = bool(info.get("is_multi_key"))
+            info = MultiKeyState.parse(channel.channel_info)
+            multi = info.is_multi_key
             require_key_holder(actor_role, channel, values,
                                key_reentered=bool(new_keys) and not (multi and key_mode == "append"))
             keys_changed = bool(new_keys) and multi
@@ -148,14 +138,14 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
                 text = key_text(keys)
                 values.update(key_encrypted=state.box.encrypt(text), key_digest=state.box.digest(text))
             if multi and new_mode is not None:
-                info["multi_key_mode"] = new_mode
+                info.mode = new_mode
             if multi and (keys_changed or new_mode is not None):
-                values["channel_info"] = dump_json(info)
+                values["channel_info"] = info.dump()
             if "status" in values and values["status"] != channel.status:
                 values["other_info"] = _status_info(STATUS_REASONS[values["status"]], now, channel.other_info)
-            elif (keys_changed and channel.status == STATUS_AUTO
+            elif (keys_changed and channel.status == ChannelStatus.AUTO_DISABLED
                   and load_json(channel.other_info).get("status_reason") == ALL_KEYS_DISABLED):
-                values["status"] = STATUS_ENABLED  # enabled keys again: the channel serves again
+                values["status"] = ChannelStatus.ENABLED  # enabled keys again: the channel serves again
                 values["other_info"] = _status_info("keys available again", now, channel.other_info)
             for name, value in values.items():
                 setattr(channel, name, value)
@@ -167,14 +157,13 @@ async def update_channel(state: State, channel_id: int, fields: dict[str, Any], 
     return view
 
 
-def _merged_keys(state: State, channel: Channel, info: dict[str, Any], new_keys: list[str], *,
+def _merged_keys(state: State, channel: Channel, info: MultiKeyState, new_keys: list[str], *,
                  append: bool) -> list[str]:
     """The keys of a multi-key channel after `replace` (statuses reset) or `append` (existing keys keep
     their statuses, new ones are enabled); updates `info` to match."""
     if not append:
         keys = unique(new_keys)
-        info.update(multi_key_size=len(keys), multi_key_status_list={}, multi_key_disabled_reason={},
-                    multi_key_disabled_time={}, multi_key_polling_index=0)
+        info.replace_keys(len(keys))
         return keys
     try:
         current = key_lines(state.box.decrypt(channel.key_encrypted)) if channel.key_encrypted else []
@@ -182,7 +171,7 @@ def _merged_keys(state: State, channel: Channel, info: dict[str, Any], new_keys:
         raise Conflict("key: the stored keys cannot be decrypted with this SECRET_KEY; replace them "
                        "instead (key_mode replace)") from None
     keys = current + [k for k in unique(new_keys) if k not in current]
-    info["multi_key_size"] = len(keys)
+    info.append_keys(len(keys))
     return keys
 
 
@@ -200,9 +189,9 @@ def status_filter(raw: str) -> tuple[int, ...]:
     """`enabled`/`1` → enabled channels, `disabled`/`0` → manually or automatically disabled, else all."""
     value = raw.strip().lower()
     if value in ("enabled", "1"):
-        return (1,)
+        return (ChannelStatus.ENABLED,)
     if value in ("disabled", "0"):
-        return (2, 3)
+        return (ChannelStatus.MANUALLY_DISABLED, ChannelStatus.AUTO_DISABLED)
     return ()
 
 
@@ -252,5 +241,4 @@ def enabled_models(state: State) -> list[str]:
 
 def model_capabilities(state: State, model: str) -> dict[str, bool]:
     """The capabilities of `model` with the option `ModelCapabilities` applied."""
-    overrides = state.options["ModelCapabilities"]
-    return capabilities(model, overrides if isinstance(overrides, dict) else {})
+    return capabilities(model, state.options.settings.model_capabilities)

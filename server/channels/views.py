@@ -6,21 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.multikey import MultiKeyState
 from models.channels import Channel
-from models.routing import load_json
-
-
-def channel_info_view(text: str | None) -> dict[str, Any]:
-    info = load_json(text)
-    statuses = info.get("multi_key_status_list") or {}
-    return {
-        "is_multi_key": bool(info.get("is_multi_key")),
-        "multi_key_size": int(info.get("multi_key_size") or 0),
-        "multi_key_status_list": {str(k): int(v) for k, v in statuses.items()}
-        if isinstance(statuses, dict) else {},
-        "multi_key_mode": str(info.get("multi_key_mode") or "random"),
-        "multi_key_polling_index": int(info.get("multi_key_polling_index") or 0),
-    }
 
 
 def channel_view(channel: Channel) -> dict[str, Any]:
@@ -36,5 +23,5 @@ def channel_view(channel: Channel) -> dict[str, Any]:
         "balance_updated_time": channel.balance_updated_time, "used_quota": channel.used_quota,
         "created_time": channel.created_time, "test_time": channel.test_time,
         "response_time": channel.response_time, "other_info": channel.other_info,
-        "channel_info": channel_info_view(channel.channel_info),
+        "channel_info": MultiKeyState.parse(channel.channel_info).view(),
     }

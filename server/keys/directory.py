@@ -21,6 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from core.enums import KeyStatus
 from models.db import Database
 from models.keys import ApiKey, ApiKeyRepository
 from quota.backends.base import Backend
@@ -33,7 +34,6 @@ log = logging.getLogger("tollway.keys")
 KEY_LENGTH = 48
 KEY_PREFIX = "sk-"
 _KEY_RE = re.compile(r"[A-Za-z0-9]{48}")
-STATUS_ENABLED, STATUS_DISABLED, STATUS_EXPIRED, STATUS_EXHAUSTED = 1, 2, 3, 4
 
 
 def bare_key(raw: str) -> str | None:
@@ -63,7 +63,7 @@ class KeyState:
 
     def expired(self, now: int) -> bool:
         """Status 3, or an expiry time (not -1) that has come."""
-        return self.status == STATUS_EXPIRED or (self.expired_time != -1 and self.expired_time <= now)
+        return self.status == KeyStatus.EXPIRED or (self.expired_time != -1 and self.expired_time <= now)
 
     @classmethod
     def of(cls, row: ApiKey) -> KeyState:
@@ -116,10 +116,10 @@ class KeyDirectory:
         """Call after the change is committed: every worker and node sees it from the next request."""
         await self.cache.invalidate(digest)
 
-    async def mark_status(self, key: KeyState, status: int) -> bool:
+    async def mark_status(self, key: KeyState, status: KeyStatus) -> bool:
         """Persist that the gateway found the key expired (3) or exhausted (4); only an enabled key
         changes. True when this call changed it."""
-        if status not in (STATUS_EXPIRED, STATUS_EXHAUSTED):
+        if status not in (KeyStatus.EXPIRED, KeyStatus.EXHAUSTED):
             raise ValueError("status must be 3 (expired) or 4 (exhausted)")
         async with self.db.transaction() as tx:
             changed = await ApiKeyRepository(tx).mark_status(key.id, status)

@@ -16,18 +16,14 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
+from core.enums import KeyStatus
+from core.identity import Principal
 from models.keys import ApiKey, ApiKeyRepository
 from models.users import UserRepository
 from quota.types import BalanceOutOfRange, BalanceUnknown
-from server.auth.identity import Principal
 from server.context import State
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthorized
-from server.keys.directory import (
-    KEY_LENGTH,
-    STATUS_DISABLED,
-    STATUS_ENABLED,
-    bare_key,
-)
+from server.keys.directory import KEY_LENGTH, bare_key
 from server.keys.views import key_view, reveal, usage_view
 from server.web.body import has_control_chars
 from server.web.pagination import Page
@@ -49,7 +45,7 @@ def new_key() -> str:
 # ---- validation -------------------------------------------------------------------------------------
 
 def remain_quota_max(state: State) -> int:
-    return min(int(1_000_000_000 * float(state.options["QuotaPerUnit"])), BALANCE_LIMIT)
+    return min(int(1_000_000_000 * state.options.settings.quota_per_unit), BALANCE_LIMIT)
 
 
 def _name(value: str) -> str:
@@ -96,15 +92,15 @@ def _allow_ips(value: str) -> str:
 def _group(state: State, principal: Principal, group: str) -> str:
     if group in ("", "auto"):
         return group
-    if group not in state.options["UserUsableGroups"] and group != principal.user.group:
+    if group not in state.options.settings.user_usable_groups and group != principal.user.group:
         raise BadRequest(f"group: {group!r} is not a group you can use")
-    if group not in state.options["GroupRatio"]:
+    if group not in state.options.settings.group_ratio:
         raise BadRequest(f"group: {group!r} is not in GroupRatio")
     return group
 
 
 def _status(value: Any) -> int:
-    if value not in (STATUS_ENABLED, STATUS_DISABLED):
+    if value not in (KeyStatus.ENABLED, KeyStatus.DISABLED):
         raise BadRequest("status: must be 1 (enabled) or 2 (disabled)")
     return int(value)
 
@@ -148,7 +144,7 @@ def check_fields(state: State, principal: Principal, changes: dict[str, Any], cu
 
 def _check_enable(row: ApiKey, values: dict[str, Any], remain: int, now: int) -> None:
     """Enabling a key that would at once be expired or exhausted is refused (gateway.md §7)."""
-    if values.get("status") != STATUS_ENABLED or row.status == STATUS_ENABLED:
+    if values.get("status") != KeyStatus.ENABLED or row.status == KeyStatus.ENABLED:
         return
     expired = values.get("expired_time", row.expired_time)
     if expired != -1 and expired <= now:
@@ -224,7 +220,7 @@ async def create_key(state: State, principal: Principal, changes: dict[str, Any]
     key = new_key()
     row = ApiKey(
         user_id=principal.id, name=values.get("name", ""), key_digest=state.box.digest(key),
-        key_encrypted=state.box.encrypt(key), status=STATUS_ENABLED, created_time=now, accessed_time=now,
+        key_encrypted=state.box.encrypt(key), status=KeyStatus.ENABLED, created_time=now, accessed_time=now,
         expired_time=values.get("expired_time", -1), remain_quota=values.get("remain_quota", 0),
         used_quota=0, unlimited_quota=values.get("unlimited_quota", False),
         model_limits_enabled=values.get("model_limits_enabled", False),

@@ -12,6 +12,7 @@ import re
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
+from core.enums import LogType
 from models.logs import LogFilter
 from server.errors import BadRequest
 from server.logs import service
@@ -59,7 +60,7 @@ def _filters(request: Request, *, admin: bool, stat: bool = False) -> LogFilter:
     start = query_int(request, "start_timestamp")
     end = query_int(request, "end_timestamp")
     return LogFilter(
-        type=0 if stat else query_int(request, "type", max_value=INT32_MAX),
+        type=LogType.UNKNOWN if stat else query_int(request, "type", max_value=INT32_MAX),
         start=start, end=end,
         username=query_text(request, "username") if admin else "",
         token_name=query_text(request, "token_name"),

@@ -14,8 +14,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
-from models.logs import LOG_SYSTEM, LogFilter, LogQuery, LogRepository
-from server.auth.identity import Principal
+from core.enums import LogType
+from core.identity import Principal
+from models.logs import LogFilter, LogQuery, LogRepository
 from server.context import State
 from server.errors import RateLimited
 from server.logs.views import admin_view, self_view
@@ -86,7 +87,7 @@ async def delete_logs(state: State, actor: Principal, before: int) -> int:
     name = actor.user.username
     async with state.db.transaction() as tx:
         await LogRepository(tx).add(
-            type=LOG_SYSTEM, user_id=actor.id, username=name, created_at=state.clock.now_s(),
+            type=LogType.SYSTEM, user_id=actor.id, username=name, created_at=state.clock.now_s(),
             content=f"admin {name} deleted {deleted} logs created before {before}",
             other={"target_timestamp": before, "deleted": deleted},
         )

@@ -8,20 +8,19 @@ an expired or exhausted key found here has that status persisted.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from sanic import Request
 
-from server.accounts.directory import UserState
+from core.enums import KeyStatus
+from core.identity import UserState
+from core.settings import Settings
 from server.auth.identity import bearer
 from server.context import State
 from server.keys.directory import KeyState
 from server.relay.errors import GatewayError
 
-EXPIRED, EXHAUSTED = 3, 4
 AUTO_GROUP = "auto"
 
 
@@ -77,13 +76,13 @@ async def authenticate(state: State, request: Request, *, gemini: bool, check_qu
     if key is None or key.deleted:
         raise unauthenticated("invalid_api_key", "invalid API key")
     now = state.clock.now_s()
-    if key.status == 2:
+    if key.status == KeyStatus.DISABLED:
         raise unauthenticated("token_disabled", "this API key is disabled")
-    if key.status == EXPIRED or key.expired(now):
-        if key.status == 1:
-            await state.keys.mark_status(key, EXPIRED)
+    if key.status == KeyStatus.EXPIRED or key.expired(now):
+        if key.status == KeyStatus.ENABLED:
+            await state.keys.mark_status(key, KeyStatus.EXPIRED)
         raise unauthenticated("token_expired", "this API key has expired")
-    if key.status == EXHAUSTED:
+    if key.status == KeyStatus.EXHAUSTED:
         raise unauthenticated("token_exhausted", "this API key's quota is used up")
     user = await state.users.state(key.user_id)
     if user is None or not user.active:
@@ -91,19 +90,17 @@ async def authenticate(state: State, request: Request, *, gemini: bool, check_qu
     if not ip_allowed(key.allow_ips, request.ctx.client_ip):
         raise GatewayError(403, "ip_not_allowed", "this API key may not be used from this IP address")
     group = key.group or user.group
-    if key.group and key.group != AUTO_GROUP and not group_usable(state.options, user, key.group):
+    if key.group and key.group != AUTO_GROUP and not group_usable(state.options.settings, user, key.group):
         raise GatewayError(403, "group_not_allowed", f"group {key.group} is not available to this API key")
     return Caller(key, user, group)
 
 
-def group_usable(options: Any, user: UserState, group: str) -> bool:
-    usable = options["UserUsableGroups"]
-    ratios = options["GroupRatio"]
-    listed = (isinstance(usable, Mapping) and group in usable) or group == user.group
-    return listed and isinstance(ratios, Mapping) and group in ratios
+def group_usable(settings: Settings, user: UserState, group: str) -> bool:
+    listed = group in settings.user_usable_groups or group == user.group
+    return listed and group in settings.group_ratio
 
 
 async def exhausted(state: State, key: KeyState) -> GatewayError:
     """Persist status 4 and say so (the reservation found nothing left on the key)."""
-    await state.keys.mark_status(key, EXHAUSTED)
+    await state.keys.mark_status(key, KeyStatus.EXHAUSTED)
     return unauthenticated("token_exhausted", "this API key's quota is used up")

@@ -23,6 +23,7 @@ from sanic import Request
 from sanic.response import HTTPResponse, raw
 from sanic.response import json as json_response
 
+from core.enums import ChannelType
 from server.context import State
 from server.relay import service
 from server.relay.bodies import check_model_name, parse_generate, parse_moderation
@@ -31,12 +32,13 @@ from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
 from server.relay.estimate import count_all
 from server.relay.faults import is_timeout
-from server.relay.upstream import GEMINI, OPENAI, gemini_request, openai_request
+from server.relay.upstream import gemini_request, openai_request
 from server.relay.usage import SseSplitter, Usage, usage_of_body, usage_of_event
 
 log = logging.getLogger("tollway.relay")
-GEMINI_TYPES = frozenset({GEMINI})
-OPENAI_TYPES = frozenset({OPENAI})
+GEMINI_TYPES = frozenset({ChannelType.GEMINI})
+OPENAI_TYPES = frozenset({ChannelType.OPENAI})
+OWNED_BY: dict[int, str] = {ChannelType.OPENAI: "openai", ChannelType.GEMINI: "google"}
 METHODS = ("generateContent", "streamGenerateContent")
 FORWARDED_HEADERS = ("content-type",)
 """The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
@@ -214,9 +216,8 @@ def _list_groups(state: State, caller: Caller) -> list[str]:
     """The groups whose models a key may list: its own, or for `auto` the usable `AutoGroups`."""
     if caller.group != AUTO_GROUP:
         return [caller.group]
-    groups = state.options["AutoGroups"]
-    return [str(g) for g in (groups if isinstance(groups, list) else [])
-            if group_usable(state.options, caller.user, g)]
+    settings = state.options.settings
+    return [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
 
 
 async def openai_models(state: State, request: Request) -> HTTPResponse:
@@ -229,7 +230,7 @@ async def openai_models(state: State, request: Request) -> HTTPResponse:
             continue
         channels = served[model]
         earliest = min(channels, key=lambda c: (c.created_time, c.id))
-        owner = {OPENAI: "openai", GEMINI: "google"}.get(earliest.type, "custom")
+        owner = OWNED_BY.get(earliest.type, "custom")
         data.append({"id": model, "object": "model", "created": earliest.created_time, "owned_by": owner})
     return json_response({"object": "list", "data": data}, headers={"X-Request-Id": request.ctx.request_id})
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
@@ -43,9 +45,9 @@ class RoutedChannel:
     status: int
     base_url: str
     keys: list[str]
-    key_status: list[int]  # 1 enabled, 2 manually disabled, 3 auto disabled; per key
+    key_status: list[int]  # a ChannelStatus per key
     multi_key: bool
-    multi_key_mode: str  # random | polling
+    multi_key_mode: str  # a MultiKeyMode
     model_mapping: dict[str, Any]
     status_code_mapping: dict[str, Any]
     header_override: dict[str, Any]
@@ -53,7 +55,7 @@ class RoutedChannel:
     created_time: int
 
     def enabled_keys(self) -> list[int]:
-        return [i for i, s in enumerate(self.key_status) if s == 1]
+        return [i for i, s in enumerate(self.key_status) if s == ChannelStatus.ENABLED]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +108,16 @@ class ChannelTable:
             log.error("channel %s: its key cannot be decrypted with this SECRET_KEY", row.id)
             text = ""
         keys = [k.strip() for k in text.split("\n") if k.strip()]
-        info = load_json(row.channel_info)
-        multi = bool(info.get("is_multi_key")) and len(keys) > 1
-        statuses = {str(k): int(v) for k, v in (info.get("multi_key_status_list") or {}).items()}
-        key_status = [statuses.get(str(i), 1) for i in range(len(keys))] if multi else [1] * min(len(keys), 1)
+        multikey = MultiKeyState.parse(row.channel_info)
+        multi = multikey.is_multi_key and len(keys) > 1
+        key_status: list[int] = [ChannelStatus.ENABLED] * min(len(keys), 1)  # one key: the channel's status
+        if multi:
+            key_status = multikey.key_statuses(len(keys))
         return RoutedChannel(
             id=row.id, type=int(row.type), name=row.name, status=int(row.status),
             base_url=(row.base_url or "").rstrip("/"), keys=keys if multi else keys[:1],
             key_status=key_status, multi_key=multi,
-            multi_key_mode=str(info.get("multi_key_mode") or "random"),
+            multi_key_mode=multikey.mode,
             model_mapping=load_json(row.model_mapping),
             status_code_mapping=load_json(row.status_code_mapping),
             header_override=load_json(row.header_override), auto_ban=int(row.auto_ban or 0) == 1,
@@ -149,7 +152,7 @@ class ChannelTable:
             if not r.enabled or r.channel_id in exclude:
                 continue
             c = snap.channels.get(r.channel_id)
-            if c is None or c.status != 1 or c.type not in types or not c.enabled_keys():
+            if c is None or c.status != ChannelStatus.ENABLED or c.type not in types or not c.enabled_keys():
                 continue
             out.append((c, r))
         return out
@@ -182,7 +185,7 @@ class ChannelTable:
                 continue
             for r in routes:
                 c = snap.channels.get(r.channel_id)
-                if r.enabled and c is not None and c.status == 1 and c.type in types:
+                if r.enabled and c is not None and c.status == ChannelStatus.ENABLED and c.type in types:
                     out.setdefault(model, []).append(c)
         return out
 
@@ -190,7 +193,7 @@ class ChannelTable:
         snap = self._snap
         return sorted({m for (_g, m), routes in snap.routes.items()
                        if any(r.enabled and (c := snap.channels.get(r.channel_id)) is not None
-                              and c.status == 1 for r in routes)})
+                              and c.status == ChannelStatus.ENABLED for r in routes)})
 
     # ---- automatic disable --------------------------------------------------------------------------
 
@@ -200,11 +203,11 @@ class ChannelTable:
         now = int(self._now())
         if channel.multi_key and key_index is not None:
             if 0 <= key_index < len(channel.key_status):
-                channel.key_status[key_index] = 3
+                channel.key_status[key_index] = ChannelStatus.AUTO_DISABLED
             async with self.db.transaction() as tx:
                 changed, _ = await auto_disable_key(tx, channel.id, key_index, reason, now)
         else:
-            channel.status = 3
+            channel.status = ChannelStatus.AUTO_DISABLED
             async with self.db.transaction() as tx:
                 changed = await auto_disable_channel(tx, channel.id, reason, now)
         if changed:

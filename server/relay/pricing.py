@@ -12,10 +12,11 @@ ratio 37.5 as new-api does. Arithmetic is decimal so that `ceil` never rounds a 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from core.settings import Settings
 
 UNSET_MODEL_RATIO = 37.5
 
@@ -50,36 +51,23 @@ class Price:
                 "group_ratio": self.group_ratio, "model_price": price}
 
 
-def _number(table: Any, model: str) -> float | None:
-    if isinstance(table, Mapping):
-        value = table.get(model)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def group_ratio(options: Mapping[str, Any], group: str) -> float:
-    ratio = _number(options.get("GroupRatio"), group)
-    return 1.0 if ratio is None else ratio
-
-
-def price_of(options: Mapping[str, Any], model: str, group: str) -> Price | None:
+def price_of(settings: Settings, model: str, group: str) -> Price | None:
     """The price of `model` billed in `group`, or None when the model is unpriced and not allowed."""
-    g = group_ratio(options, group)
-    completion = _number(options.get("CompletionRatio"), model)
+    g = settings.group_ratio.get(group, 1.0)
+    completion = settings.completion_ratio.get(model)
     builtin = BUILTIN_RATIOS.get(model)
     if completion is None:
         completion = builtin[1] if builtin else 1.0
-    admin_price = _number(options.get("ModelPrice"), model)
+    admin_price = settings.model_price.get(model)
     if admin_price is not None:
         return Price(0.0, completion, g, admin_price)
-    admin_ratio = _number(options.get("ModelRatio"), model)
+    admin_ratio = settings.model_ratio.get(model)
     if admin_ratio is not None:
         return Price(admin_ratio, completion, g, None)
     if model.startswith(FREE_PREFIXES):
         return Price(0.0, completion, g, 0.0)
     if builtin is not None:
         return Price(builtin[0], completion, g, None)
-    if options.get("SelfUseModeEnabled"):
+    if settings.self_use_mode_enabled:
         return Price(UNSET_MODEL_RATIO, completion, g, None)
     return None

@@ -27,7 +27,8 @@ from typing import Any
 import httpx
 from sanic import Request
 
-from quota.ratelimit import ModelRateLimiter, UserPolicy, user_policy
+from core.enums import KeyStatus, LogType
+from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota, Reservation
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
 from server.context import State
@@ -93,7 +94,9 @@ class Success:
 async def rate_limit(state: State, caller: Caller) -> UserPolicy:
     """Row 6: the per-user model request limit (new-api's ModelRequestRateLimit options)."""
     group = caller.user.group if caller.group == AUTO_GROUP else caller.group
-    policy = user_policy(state.options.current, group)
+    s = state.options.settings
+    policy = policy_for(enabled=s.rate_limit_enabled, minutes=s.rate_limit_minutes, total=s.rate_limit_count,
+                        success=s.rate_limit_success_count, group_caps=s.rate_limit_groups.get(group))
     if policy.limited:
         result = await ModelRateLimiter(state.backend).admit(
             user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0, user_policy=policy)
@@ -110,9 +113,8 @@ def resolve_group(state: State, caller: Caller, model: str, types: Collection[in
     503), else the first usable one (nothing offers the model: 404)."""
     if caller.group != AUTO_GROUP:
         return caller.group
-    groups = state.options["AutoGroups"]
-    usable = [str(g) for g in (groups if isinstance(groups, list) else [])
-              if group_usable(state.options, caller.user, g)]
+    settings = state.options.settings
+    usable = [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
     for group in usable:
         if state.channels.serving(group, model, types):
             return group
@@ -161,15 +163,15 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
     group = resolve_group(state, caller, model, types)
     if not state.channels.offered(group, model, types):
         raise GatewayError(404, "model_not_found", f"model {model} is not offered in group {group}")
-    overrides = state.options["ModelCapabilities"]
-    speaks = capabilities(model, overrides if isinstance(overrides, dict) else {})[SPEECH_OUTPUT]
+    settings = state.options.settings
+    speaks = capabilities(model, settings.model_capabilities)[SPEECH_OUTPUT]
     if ask.wants_audio and not speaks:
         raise GatewayError(400, "unsupported_modality", f"model {model} does not support speech output")
-    price = price_of(state.options.current, model, group)
+    price = price_of(settings, model, group)
     if price is None:
         raise GatewayError(400, "model_price_error", f"model {model} has no price set")
-    amount = price.cost(max(ask.prompt_tokens, int(state.options["PreConsumedQuota"])), ask.completion_tokens,
-                        float(state.options["QuotaPerUnit"]))
+    amount = price.cost(max(ask.prompt_tokens, settings.pre_consumed_quota), ask.completion_tokens,
+                        settings.quota_per_unit)
     limited = not key.unlimited_quota
     try:
         reservation = await state.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited)
@@ -188,8 +190,8 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
 
 async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: bool = False) -> Success:
     """Attempts over the channels (§8). Raises the §6 row-13 errors or passes a non-retried 4xx through."""
-    options = state.options.current
-    attempts = 1 + int(options["RetryTimes"])
+    settings = state.options.settings
+    attempts = 1 + settings.retry_times
     last_timeout = False
     for _ in range(attempts):
         channel = state.channels.pick(ticket.group, ticket.model, ticket.types, ticket.tried)
@@ -205,7 +207,7 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
             last_timeout = is_timeout(exc)
             reason = redact(describe(exc), channel.keys)
             log.warning("channel %d failed (request id %s): %s", channel.id, ticket.request_id, reason[:200])
-            if keyword_disables(options, reason):
+            if keyword_disables(settings, reason):
                 await _disable(state, channel, key_index, reason)
             continue
         status = response.status_code
@@ -231,7 +233,7 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
         # What the upstream said is stored (disable reason), logged and passed through only redacted.
         body = redact(body, channel.keys)
         message = upstream_message(body)
-        verdict = judge(options, status, body, message)
+        verdict = judge(settings, status, body, message)
         last_timeout = status in (408, 504)
         log.warning("channel %d answered %d (request id %s)", channel.id, status, ticket.request_id)
         if verdict.disable:
@@ -247,7 +249,7 @@ async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: b
 
 
 async def _disable(state: State, channel: RoutedChannel, key_index: int, reason: str) -> None:
-    if not state.options["AutomaticDisableChannelEnabled"] or not channel.auto_ban:
+    if not state.options.settings.automatic_disable_channel_enabled or not channel.auto_ban:
         return
     try:
         await state.channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255])
@@ -259,10 +261,11 @@ async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *
                  interrupted: bool = False, first_byte_ms: int | None = None) -> int:
     """Charge the actual cost (one consume log with the counters, exactly once); returns the cost."""
     caller, price = ticket.caller, ticket.price
-    cost = price.cost(usage.prompt, usage.completion, float(state.options["QuotaPerUnit"]))
+    settings = state.options.settings
+    cost = price.cost(usage.prompt, usage.completion, settings.quota_per_unit)
     now = state.clock.now_s()
     entry: dict[str, Any] | None = None
-    if state.options["LogConsumeEnabled"]:
+    if settings.log_consume_enabled:
         other: dict[str, Any] = {
             **price.other(), "channels_tried": list(ticket.tried),
             "audio_output_tokens": usage.audio_output, "text_output_tokens": usage.text_output,
@@ -273,8 +276,9 @@ async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *
         if first_byte_ms is not None:
             other["frt"] = first_byte_ms
         entry = {
-            "type": 2, "created_at": now, "username": caller.user.username, "token_name": caller.key.name,
-            "model_name": ticket.model, "prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+            "type": LogType.CONSUME, "created_at": now, "username": caller.user.username,
+            "token_name": caller.key.name, "model_name": ticket.model, "prompt_tokens": usage.prompt,
+            "completion_tokens": usage.completion,
             "use_time": int(time.monotonic() - ticket.started), "is_stream": stream, "group": ticket.group,
             "request_id": ticket.request_id, "quota": cost, "other": other,
             "content": f"{ticket.model}: {usage.prompt} prompt + {usage.completion} completion tokens",
@@ -283,7 +287,7 @@ async def settle(state: State, ticket: Ticket, success: Success, usage: Usage, *
     key = caller.key
     if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
         try:
-            await state.keys.mark_status(key, 4)
+            await state.keys.mark_status(key, KeyStatus.EXHAUSTED)
         except Exception:
             log.exception("could not mark key %d exhausted", key.id)
     if ticket.policy.limited:

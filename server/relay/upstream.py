@@ -19,14 +19,16 @@ from typing import Any
 
 import httpx
 
+from core.enums import ChannelType
+from core.multikey import MultiKeyMode
+from core.settings import Settings, status_in
 from quota.backends.base import Backend
 from server.destinations import DestinationPolicy, Network
 from server.relay.channel_table import RoutedChannel
 from server.relay.transports import build_transport
-from server.system.option_registry import parse_status_ranges
 
-GEMINI, OPENAI = 24, 1
-DEFAULT_BASE = {GEMINI: "https://generativelanguage.googleapis.com", OPENAI: "https://api.openai.com"}
+DEFAULT_BASE = {ChannelType.GEMINI: "https://generativelanguage.googleapis.com",
+                ChannelType.OPENAI: "https://api.openai.com"}
 AUTH_HEADERS = {"authorization", "x-goog-api-key", "api-key"}
 
 
@@ -68,7 +70,7 @@ async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
     enabled = channel.enabled_keys()
     if not channel.multi_key or len(enabled) == 1:
         return enabled[0]
-    if channel.multi_key_mode == "polling":
+    if channel.multi_key_mode == MultiKeyMode.POLLING:
         n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
         return enabled[(n - 1) % len(enabled)]
     return random.choice(enabled)
@@ -85,7 +87,7 @@ def _headers(channel: RoutedChannel, auth: dict[str, str], accept: str) -> dict[
 
 def gemini_request(upstream: Upstream, channel: RoutedChannel, key: str, upstream_model: str,
                    body: bytes, *, stream: bool) -> httpx.Request:
-    base = channel.base_url or DEFAULT_BASE[GEMINI]
+    base = channel.base_url or DEFAULT_BASE[ChannelType.GEMINI]
     method = "streamGenerateContent?alt=sse" if stream else "generateContent"
     url = f"{base}/v1beta/models/{upstream_model}:{method}"
     accept = "text/event-stream" if stream else "application/json"
@@ -94,7 +96,7 @@ def gemini_request(upstream: Upstream, channel: RoutedChannel, key: str, upstrea
 
 def openai_request(upstream: Upstream, channel: RoutedChannel, key: str, path: str, body: bytes
                    ) -> httpx.Request:
-    base = channel.base_url or DEFAULT_BASE[OPENAI]
+    base = channel.base_url or DEFAULT_BASE[ChannelType.OPENAI]
     return upstream.request(f"{base}{path}", _headers(channel, {"Authorization": f"Bearer {key}"},
                                                        "application/json"), body)
 
@@ -119,13 +121,6 @@ def mapped_status(channel: RoutedChannel, status: int) -> int:
     return mapped if 100 <= mapped <= 599 else status
 
 
-def in_ranges(status: int, spec: str) -> bool:
-    try:
-        return any(lo <= status <= hi for lo, hi in parse_status_ranges(spec))
-    except ValueError:
-        return False
-
-
 def is_key_invalid(status: int, body: bytes) -> bool:
     """A Gemini 400 whose ErrorInfo reason is API_KEY_INVALID is a bad channel key (counts as 401)."""
     if status != 400 or b"API_KEY_INVALID" not in body:
@@ -144,21 +139,17 @@ class Verdict:
     status: int  # effective upstream status (API_KEY_INVALID → 401)
 
 
-def judge(options: Mapping[str, Any], status: int, body: bytes, message: str) -> Verdict:
+def judge(settings: Settings, status: int, body: bytes, message: str) -> Verdict:
     """What a failed upstream answer means (contract decision 6)."""
     effective = 401 if is_key_invalid(status, body) else status
-    retry = in_ranges(effective, str(options.get("AutomaticRetryStatusCodes", "")))
-    keyword = retry and _keyword_hit(options, message)
-    disable = in_ranges(effective, str(options.get("AutomaticDisableStatusCodes", ""))) or keyword
+    retry = status_in(effective, settings.automatic_retry_status_codes)
+    keyword = retry and keyword_disables(settings, message)
+    disable = status_in(effective, settings.automatic_disable_status_codes) or keyword
     return Verdict(retry or disable, disable, effective)
 
 
-def _keyword_hit(options: Mapping[str, Any], message: str) -> bool:
+def keyword_disables(settings: Settings, message: str) -> bool:
+    """The message holds one of the automatic-disable keywords (a connection-level failure disables
+    only by keyword)."""
     lowered = message.lower()
-    words = str(options.get("AutomaticDisableKeywords", "")).splitlines()
-    return any(w.strip() and w.strip().lower() in lowered for w in words)
-
-
-def keyword_disables(options: Mapping[str, Any], message: str) -> bool:
-    """A connection-level failure disables only by keyword."""
-    return _keyword_hit(options, message)
+    return any(word in lowered for word in settings.automatic_disable_keywords)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.settings import parse_status_ranges
+
 
 class OptionError(ValueError):
     """The message names the key."""
@@ -136,24 +138,6 @@ def capabilities(v: Any) -> None:
 
 def status_ranges(v: str) -> None:
     parse_status_ranges(v)
-
-
-def parse_status_ranges(text: str) -> list[tuple[int, int]]:
-    """`"401,403,500-599"` → [(401, 401), (403, 403), (500, 599)]; codes must be in 100–599."""
-    ranges = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo_s, _, hi_s = part.partition("-")
-        try:
-            lo, hi = int(lo_s), int(hi_s or lo_s)
-        except ValueError:
-            raise ValueError(f"{part!r} is not a status code or range") from None
-        if not (100 <= lo <= hi <= 599):
-            raise ValueError(f"{part!r} must be within 100–599")
-        ranges.append((lo, hi))
-    return ranges
 
 
 DISABLE_KEYWORDS = "\n".join([

@@ -1,6 +1,9 @@
 """The live option values of a worker: loaded from SQL, typed by the registry, reloaded on every
 worker as soon as one of them changes a value (the `options` version is bumped and broadcast; a worker
-shown a newer version by a reservation or a management request reloads first — quota/versions.py)."""
+shown a newer version by a reservation or a management request reloads first — quota/versions.py).
+
+Each reload also builds `settings`, the typed frozen snapshot (`core/settings.py`) that every reader of a
+particular option uses; the raw values (`current`, `text`, `visible`) serve the generic option routes."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
+from core.settings import Settings
 from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
@@ -30,13 +34,15 @@ class Options:
         self.box = box
         self._values: dict[str, Any] = {spec.key: spec.default for spec in REGISTRY.values()}
         self._texts: dict[str, str] = {}
+        self.settings = Settings.of(self._values)
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
     @property
     def current(self) -> Mapping[str, Any]:
-        """Every typed value (a snapshot replaced whole on reload, never mutated)."""
+        """Every typed value (a snapshot replaced whole on reload, never mutated), for the generic option
+        routes; code that reads a particular option reads `settings`."""
         return self._values
 
     def text(self, key: str) -> str:
@@ -55,7 +61,7 @@ class Options:
             text = raw if raw is not None else to_text(spec, spec.default)
             texts[key] = text
             values[key] = parse(spec, text)
-        self._values, self._texts = values, texts
+        self._values, self._texts, self.settings = values, texts, Settings.of(values)
 
     def _reveal(self, stored: str) -> str | None:
         try:

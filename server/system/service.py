@@ -6,7 +6,9 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from models.logs import LOG_SYSTEM, LogRepository
+from core.enums import LogType, UserStatus
+from core.identity import Role
+from models.logs import LogRepository
 from models.system import OptionRepository, SetupRepository
 from models.tables import User
 from models.users import UserRepository
@@ -15,7 +17,6 @@ from server.accounts.rules import check_password, check_username, fresh_aff_code
 from server.context import State
 from server.errors import BadRequest, Conflict
 from server.system.option_registry import OptionError
-from server.web.access import Role
 
 ROOT_INITIAL_QUOTA = 100_000_000
 
@@ -31,22 +32,22 @@ async def is_set_up(state: State) -> bool:
 
 
 def status(state: State, setup_done: bool) -> dict[str, Any]:
-    o = state.options
+    s = state.options.settings
     return {
         "version": __version__, "start_time": state.started_at,
-        "system_name": o["SystemName"], "logo": o["Logo"], "footer_html": o["Footer"],
-        "docs_link": o["DocsLink"], "server_address": o["ServerAddress"], "top_up_link": o["TopUpLink"],
+        "system_name": s.system_name, "logo": s.logo, "footer_html": s.footer,
+        "docs_link": s.docs_link, "server_address": s.server_address, "top_up_link": s.top_up_link,
         "setup": setup_done,
-        "quota_per_unit": o["QuotaPerUnit"], "display_in_currency": o["DisplayInCurrencyEnabled"],
-        "quota_display_type": o["general_setting.quota_display_type"],
-        "usd_exchange_rate": o["USDExchangeRate"], "custom_currency_symbol": o["custom_currency_symbol"],
-        "custom_currency_exchange_rate": o["custom_currency_exchange_rate"],
-        "email_verification": o["EmailVerificationEnabled"],
-        "passkey_login": o["passkey.enabled"],
+        "quota_per_unit": s.quota_per_unit, "display_in_currency": s.display_in_currency,
+        "quota_display_type": s.quota_display_type,
+        "usd_exchange_rate": s.usd_exchange_rate, "custom_currency_symbol": s.custom_currency_symbol,
+        "custom_currency_exchange_rate": s.custom_currency_exchange_rate,
+        "email_verification": s.email_verification_enabled,
+        "passkey_login": s.passkey_enabled,
         "turnstile_check": False, "turnstile_site_key": "",
-        "self_use_mode_enabled": o["SelfUseModeEnabled"], "demo_site_enabled": o["DemoSiteEnabled"],
-        "default_use_auto_group": o["DefaultUseAutoGroup"], "enable_data_export": o["DataExportEnabled"],
-        "data_export_default_time": o["DataExportDefaultTime"],
+        "self_use_mode_enabled": s.self_use_mode_enabled, "demo_site_enabled": s.demo_site_enabled,
+        "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
+        "data_export_default_time": s.data_export_default_time,
     }
 
 
@@ -76,8 +77,9 @@ async def run_setup(state: State, username: str, password: str, confirm: str, se
             if await users.root_exists():
                 raise Conflict("the system is already set up")
             await users.add(User(
-                username=username, password=hashed, display_name="Root User", role=Role.ROOT, status=1,
-                group="default", quota=ROOT_INITIAL_QUOTA, aff_code=await fresh_aff_code(users),
+                username=username, password=hashed, display_name="Root User", role=Role.ROOT,
+                status=UserStatus.ENABLED, group="default", quota=ROOT_INITIAL_QUOTA,
+                aff_code=await fresh_aff_code(users),
                 created_at=now, email="", setting="", remark="", stripe_customer="",
             ))
             options = OptionRepository(tx)
@@ -95,6 +97,6 @@ async def update_option(state: State, actor_id: int, actor_name: str, key: str, 
     except OptionError as exc:
         raise BadRequest(str(exc)) from None
     async with state.db.transaction() as tx:
-        await LogRepository(tx).add(type=LOG_SYSTEM, user_id=actor_id, username=actor_name,
+        await LogRepository(tx).add(type=LogType.SYSTEM, user_id=actor_id, username=actor_name,
                                     content=f"option {key} updated by {actor_name}",
                                     created_at=state.clock.now_s())

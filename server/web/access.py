@@ -13,12 +13,7 @@ from typing import Any
 
 from sanic import Blueprint
 
-
-class Role(IntEnum):
-    GUEST = 0
-    COMMON = 1
-    ADMIN = 10
-    ROOT = 100
+from core.identity import Role
 
 
 class Access(IntEnum):

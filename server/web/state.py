@@ -9,7 +9,7 @@ from sanic import Request
 from server.errors import Unauthorized
 
 if TYPE_CHECKING:
-    from server.auth.identity import Principal
+    from core.identity import Principal
     from server.context import State
 
 

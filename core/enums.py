@@ -1,0 +1,78 @@
+"""Every status and type number of the domain, as enums.
+
+They are `IntEnum`s (top-up statuses, which are words, a `StrEnum`) so that the database columns and the
+JSON replies keep the plain integers new-api clients know: a member compares equal to its number and
+serialises as it (`json.dumps(KeyStatus.DISABLED)` is `2`). Code compares and writes members, never bare
+numbers; a value read back from SQL or a cache is a plain `int`, which compares equal all the same.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+
+class UserStatus(IntEnum):
+    ENABLED = 1
+    DISABLED = 2
+
+
+class KeyStatus(IntEnum):
+    """An API key. Expired and exhausted are set by the gateway when it finds them so; an admin or the
+    owner sets only enabled or disabled."""
+
+    ENABLED = 1
+    DISABLED = 2
+    EXPIRED = 3
+    EXHAUSTED = 4
+
+
+class ChannelStatus(IntEnum):
+    """A channel, and each key of a multi-key channel (the same three values). `AUTO_DISABLED` is set
+    only by the system (a failing upstream, or no enabled key left)."""
+
+    ENABLED = 1
+    MANUALLY_DISABLED = 2
+    AUTO_DISABLED = 3
+
+
+class ChannelType(IntEnum):
+    """The new-api channel type numbers the code itself names (`server/channels/catalog.py` lists every
+    number a channel may have, with its display name). Only `OPENAI` and `GEMINI` are served."""
+
+    OPENAI = 1
+    AZURE = 3
+    CUSTOM = 8
+    ANTHROPIC = 14
+    OPENROUTER = 20
+    GEMINI = 24
+    MOONSHOT = 25
+    SILICONFLOW = 40
+    DEEPSEEK = 43
+
+
+class LogType(IntEnum):
+    """A log row. `UNKNOWN` is never stored; as a filter it means every type."""
+
+    UNKNOWN = 0
+    TOPUP = 1
+    CONSUME = 2
+    MANAGE = 3
+    SYSTEM = 4
+    ERROR = 5
+    REFUND = 6
+
+
+class RedemptionStatus(IntEnum):
+    ENABLED = 1
+    DISABLED = 2
+    USED = 3
+
+
+class TopUpStatus(StrEnum):
+    """A top-up order; stored and shown as the word."""
+
+    PENDING = "pending"
+    SUCCESS = "success"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    REVIEW = "review"
