@@ -36,7 +36,7 @@ async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
 
 @route(bp, "POST", "/v1/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
        query=GenerateQuery, path_params=GeneratePath, passthrough=True, reply=GenerateContentResponse,
-       wire=Wire.GOOGLE)
+       wire=Wire.GOOGLE_OR_OPENAI)
 async def generate_v1(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (the same as under /v1beta, where the google-genai SDK sends it by default)."""
     return await calls.generate(state_of(request), request, target)

@@ -77,8 +77,8 @@ ERROR_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "A Google-style error object (an upstream's own is passed on as it came).",
     },
 }
-_ERROR_OF = {Wire.ENVELOPE: "ErrorEnvelope", Wire.RAW: "ErrorEnvelope", Wire.OPENAI: "OpenAIError",
-             Wire.GOOGLE: "GoogleError"}
+_ERROR_OF = {Wire.ENVELOPE: ("ErrorEnvelope",), Wire.RAW: ("ErrorEnvelope",), Wire.OPENAI: ("OpenAIError",),
+             Wire.GOOGLE: ("GoogleError",), Wire.GOOGLE_OR_OPENAI: ("GoogleError", "OpenAIError")}
 _ACCESS_TEXT = {
     Access.PUBLIC: "Anyone may call it.",
     Access.USER: "Needs a logged-in user (session cookie or access token, with `New-Api-User`).",
@@ -97,7 +97,7 @@ def security_of(ctx: Any) -> list[dict[str, list[str]]]:
     if access is Access.PUBLIC:
         return []
     if access is Access.API_KEY:
-        if ctx.wire is Wire.GOOGLE:
+        if ctx.wire in (Wire.GOOGLE, Wire.GOOGLE_OR_OPENAI):
             return [{"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]
         return [{"apiKey": []}]
     ways: list[dict[str, list[str]]] = [{"session": [], "newApiUser": []}]
@@ -139,9 +139,10 @@ def _envelope(data: dict[str, Any]) -> dict[str, Any]:
             "properties": {"success": {"const": True}, "message": {"type": "string"}, "data": data}}
 
 
-def _error(description: str, ref: str) -> dict[str, Any]:
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}}
+def _error(description: str, refs: tuple[str, ...]) -> dict[str, Any]:
+    schemas = [{"$ref": f"#/components/schemas/{ref}"} for ref in refs]
+    schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 def _responses(ctx: Any, reply: dict[str, Any], takes_input: bool) -> dict[str, Any]:

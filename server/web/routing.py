@@ -46,6 +46,9 @@ class Wire(Enum):
     RAW = "raw"            # `reply` is the whole body; errors are the envelope (the API document itself)
     OPENAI = "openai"      # `reply` is the whole body; errors are OpenAI error objects
     GOOGLE = "google"      # `reply` is the whole body; errors are Google error objects
+    # the Gemini calls under /v1: Google errors once the path names a method (`model:generateContent`),
+    # OpenAI's otherwise (a path under /v1 that names no Gemini method is read as an OpenAI route)
+    GOOGLE_OR_OPENAI = "google-or-openai"
 
 
 def _query_values(request: Request, model: type[BaseModel]) -> dict[str, Any]:
