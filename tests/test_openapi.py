@@ -15,7 +15,7 @@ from sanic import Blueprint
 from sanic.response import text
 
 from server.app import create_app
-from server.web.access import Access, Wire
+from server.web.access import Access
 from server.web.openapi import document, openapi_path
 from server.web.schema import Bool, Int64, IntRule, Schema, Str, message_of
 from tests.harness import Running, make_config
