@@ -23,7 +23,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from tests.conftest import Stack, _Databases, _stack
-from tests.harness import Running, add_user, logged_in, make_config, serve
+from tests.harness import Api, Running, add_user, logged_in, make_config, serve
 
 EXAMPLES = 25
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance]
@@ -56,9 +56,23 @@ def fuzz(doc: dict[str, Any], base_url: str, *, headers: dict[str, str], cookies
     return ran, failures
 
 
+async def seed(root: Api, other: int) -> None:
+    """One of each record, so that the documented example id (1) finds rows and replies are full views."""
+    channel = {"name": "gem", "type": 24, "key": "AIza-key-one", "models": "gemini-2.5-flash",
+               "group": "default"}
+    for response in (
+        await root.post("/api/channel/", json={"mode": "single", "channel": channel}),
+        await root.post("/api/token/", json={"name": "seeded"}),
+        await root.post("/api/user/manage", json={"id": other, "action": "disable"}),  # writes a log row
+    ):
+        assert response.status_code == 200, response.text
+
+
 async def check_stack(running: Running) -> None:
     root_id = await add_user(running.state, "root", role=100)
+    other = await add_user(running.state, "someone")
     root = await logged_in(running, "root")
+    await seed(root, other)
     session = root.http.cookies["session"]
     doc = (await running.client().get("/api/openapi.json")).json()
     operations = sum(len(ops) for ops in doc["paths"].values())

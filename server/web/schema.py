@@ -244,7 +244,7 @@ class PathIdRule(Rule):
         return int(raw)
 
     def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "integer", "minimum": 1, "maximum": ID_MAX}
+        return {"type": "integer", "minimum": 1, "maximum": ID_MAX, "examples": [1]}
 
 
 PathId = Annotated[int, PathIdRule()]
