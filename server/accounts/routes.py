@@ -1,59 +1,60 @@
-"""`/api/user/self` and the admin user routes (`management.md` B.2–B.4)."""
+"""`/api/user/self` and the admin user routes: read, edit and delete your own account; list, search,
+read, create, edit, delete and manage users (admins)."""
 
 from __future__ import annotations
 
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from core.identity import Role
 from server.accounts import service
+from server.accounts.schemas import (
+    CreatedId,
+    ManageAction,
+    ManageResult,
+    SelfUpdate,
+    SelfView,
+    UserCreate,
+    UserListQuery,
+    UserPath,
+    UserSearchQuery,
+    UserUpdate,
+    UserView,
+)
 from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
-from server.errors import BadRequest
 from server.web.access import Access, route
-from server.web.body import Fields, path_id, query_str
 from server.web.envelope import ok
-from server.web.pagination import Page
+from server.web.pagination import Paged
 from server.web.state import principal_of, state_of
 
 bp = Blueprint("accounts")
 
 
-def _include_deleted(request: Request) -> bool:
-    return request.args.get("include_deleted", "") in ("1", "true")
-
-
 # ---- self -------------------------------------------------------------------------------------------
 
-@route(bp, "GET", "/api/user/self", access=Access.USER)
+@route(bp, "GET", "/api/user/self", access=Access.USER, reply=SelfView)
 async def get_self(request: Request) -> HTTPResponse:
+    """Your own account.
+    Shows the live balance and the UI permissions of your role; never the password or the remark."""
     return ok(await service.get_self(state_of(request), principal_of(request)))
 
 
-@route(bp, "PUT", "/api/user/self", access=Access.USER)
-async def put_self(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
-    changes = {
-        "username": f.string("username", trim=True),
-        "display_name": f.string("display_name", trim=True),
-        "password": f.string("password"),
-        "original_password": f.string("original_password"),
-        "language": f.string("language", trim=True, max_len=16),
-    }
-    if f.present("sidebar_modules"):
-        modules = f.data["sidebar_modules"]
-        if not isinstance(modules, str | dict):
-            raise BadRequest("sidebar_modules: must be a string or an object")
-        changes["sidebar_modules"] = modules
+@route(bp, "PUT", "/api/user/self", access=Access.USER, body=SelfUpdate, reply=SelfView)
+async def put_self(request: Request, body: SelfUpdate) -> HTTPResponse:
+    """Change your own account.
+    Only the fields sent (and not null) change. A new password needs `original_password`; changing it
+    ends your other sessions and rotates this one (a new session cookie comes back)."""
     state = state_of(request)
-    view, rotated = await service.update_self(state, principal_of(request), changes)
+    view, rotated = await service.update_self(state, principal_of(request), body.changes())
     response = ok(view)
     if rotated:
         set_session_cookie(response, rotated, secure=secure_cookies(state))
     return response
 
 
-@route(bp, "DELETE", "/api/user/self", access=Access.USER)
+@route(bp, "DELETE", "/api/user/self", access=Access.USER, reply=None)
 async def delete_self(request: Request) -> HTTPResponse:
+    """Delete your own account.
+    The account is soft-deleted and every session of it ends; root cannot delete itself."""
     state = state_of(request)
     await service.delete_self(state, principal_of(request))
     response = ok()
@@ -63,65 +64,64 @@ async def delete_self(request: Request) -> HTTPResponse:
 
 # ---- admin ------------------------------------------------------------------------------------------
 
-@route(bp, "GET", "/api/user/", access=Access.ADMIN)
-async def list_users(request: Request) -> HTTPResponse:
-    return ok(await service.list_users(state_of(request), Page.from_args(request.args),
-                                       include_deleted=_include_deleted(request)))
+@route(bp, "GET", "/api/user/", access=Access.ADMIN, query=UserListQuery, reply=Paged[UserView])
+async def list_users(request: Request, query: UserListQuery) -> HTTPResponse:
+    """List users.
+    Soft-deleted users are listed only with `include_deleted`."""
+    return ok(await service.list_users(state_of(request), query.page(),
+                                       include_deleted=query.include_deleted))
 
 
-@route(bp, "GET", "/api/user/search", access=Access.ADMIN)
-async def search_users(request: Request) -> HTTPResponse:
+@route(bp, "GET", "/api/user/search", access=Access.ADMIN, query=UserSearchQuery, reply=Paged[UserView])
+async def search_users(request: Request, query: UserSearchQuery) -> HTTPResponse:
+    """Search users by keyword and group.
+    The keyword matches the id exactly or the username, display name or e-mail in part."""
     return ok(await service.list_users(
-        state_of(request), Page.from_args(request.args), include_deleted=_include_deleted(request),
-        keyword=query_str(request, "keyword"), group=query_str(request, "group", max_len=64),
+        state_of(request), query.page(), include_deleted=query.include_deleted,
+        keyword=query.keyword, group=query.group,
     ))
 
 
-@route(bp, "GET", "/api/user/<user_id>", access=Access.ADMIN)
-async def get_user(request: Request, user_id: str) -> HTTPResponse:
-    return ok(await service.get_user(state_of(request), principal_of(request), path_id(user_id)))
+@route(bp, "GET", "/api/user/<user_id>", access=Access.ADMIN, path_params=UserPath, reply=UserView)
+async def get_user(request: Request, user_id: int) -> HTTPResponse:
+    """One user.
+    An admin acts only on users whose role is below their own."""
+    return ok(await service.get_user(state_of(request), principal_of(request), user_id))
 
 
-@route(bp, "POST", "/api/user/", access=Access.ADMIN)
-async def create_user(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
+@route(bp, "POST", "/api/user/", access=Access.ADMIN, body=UserCreate, reply=CreatedId)
+async def create_user(request: Request, body: UserCreate) -> HTTPResponse:
+    """Create a user.
+    The username and password follow the registration rules; only root creates admins."""
     new_id = await service.create_user(
-        state_of(request), principal_of(request),
-        username=f.string("username", required=True, trim=True),
-        password=f.string("password", required=True),
-        display_name=f.string("display_name", default="", trim=True),
-        role=f.integer("role", default=Role.COMMON),
+        state_of(request), principal_of(request), username=body.username, password=body.password,
+        display_name=body.display_name, role=body.role,
     )
     return ok({"id": new_id})
 
 
-@route(bp, "PUT", "/api/user/", access=Access.ADMIN)
-async def update_user(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
-    user_id = f.integer("id", required=True, min_value=1, max_value=service.ID_MAX)
-    changes = {
-        "username": f.string("username", trim=True),
-        "display_name": f.string("display_name", trim=True),
-        "group": f.string("group", trim=True),
-        "remark": f.string("remark", trim=True),
-        "password": f.string("password"),
-    }
-    return ok(await service.update_user(state_of(request), principal_of(request), user_id, changes))
+@route(bp, "PUT", "/api/user/", access=Access.ADMIN, body=UserUpdate, reply=UserView)
+async def update_user(request: Request, body: UserUpdate) -> HTTPResponse:
+    """Edit a user.
+    Only the fields sent (and not null) change; a new password ends the user's sessions. An admin edits
+    only users of a lower role."""
+    return ok(await service.update_user(state_of(request), principal_of(request), body.id, body.changes()))
 
 
-@route(bp, "DELETE", "/api/user/<user_id>", access=Access.ADMIN)
-async def delete_user(request: Request, user_id: str) -> HTTPResponse:
-    await service.delete_user(state_of(request), principal_of(request), path_id(user_id))
+@route(bp, "DELETE", "/api/user/<user_id>", access=Access.ADMIN, path_params=UserPath, reply=None)
+async def delete_user(request: Request, user_id: int) -> HTTPResponse:
+    """Delete a user.
+    The user is soft-deleted and their sessions end; root cannot be deleted."""
+    await service.delete_user(state_of(request), principal_of(request), user_id)
     return ok()
 
 
-@route(bp, "POST", "/api/user/manage", access=Access.ADMIN)
-async def manage_user(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
+@route(bp, "POST", "/api/user/manage", access=Access.ADMIN, body=ManageAction, reply=ManageResult)
+async def manage_user(request: Request, body: ManageAction) -> HTTPResponse:
+    """Disable, enable, delete, promote or demote a user, or change their balance.
+    `add_quota` takes `mode` (add, subtract, override) and `value`; a change of balance is logged with
+    the admin's name. Only root promotes; root itself cannot be disabled, deleted or demoted."""
     return ok(await service.manage(
-        state_of(request), principal_of(request),
-        user_id=f.integer("id", required=True, min_value=1, max_value=service.ID_MAX),
-        action=f.string("action", required=True, trim=True),
-        value=f.integer("value", max_value=service.QUOTA_VALUE_MAX),
-        mode=f.string("mode", trim=True),
+        state_of(request), principal_of(request), user_id=body.id, action=body.action, value=body.value,
+        mode=body.mode,
     ))

@@ -5,31 +5,26 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.accounts.rules import PASSWORD_MAX, USERNAME_MAX
 from server.accounts.views import login_view
 from server.auth import service
 from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.auth.identity import session_cookie
-from server.auth.service import EMAIL_MAX
+from server.auth.schemas import Login, LoginReply, Register
 from server.web.access import Access, route
-from server.web.body import Fields
 from server.web.envelope import ok
 from server.web.state import principal_of, state_of
 
 bp = Blueprint("auth")
-# Nothing longer can name an account or be its password: refused before any lookup, hash or counter.
-LOGIN_NAME_MAX = max(USERNAME_MAX, EMAIL_MAX)
 
 
-@route(bp, "POST", "/api/user/login", access=Access.PUBLIC, critical=True)
-async def login(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
+@route(bp, "POST", "/api/user/login", access=Access.PUBLIC, critical=True, body=Login, reply=LoginReply)
+async def login(request: Request, body: Login) -> HTTPResponse:
+    """Log in with a username (or e-mail) and password.
+    Sets the `session` cookie. Repeated failures for one account from one address are refused for a
+    while; a disabled or deleted account cannot log in. Any session cookie sent along is replaced."""
     state = state_of(request)
     result = await service.login(
-        state,
-        username=f.string("username", required=True, trim=True, min_len=1, max_len=LOGIN_NAME_MAX),
-        password=f.string("password", required=True, min_len=1, max_len=PASSWORD_MAX),
-        client_ip=request.ctx.client_ip,
+        state, username=body.username, password=body.password, client_ip=request.ctx.client_ip,
         old_session=session_cookie(request),
     )
     if result.require_2fa:
@@ -41,8 +36,10 @@ async def login(request: Request) -> HTTPResponse:
     return response
 
 
-@route(bp, "GET", "/api/user/logout", access=Access.PUBLIC)
+@route(bp, "GET", "/api/user/logout", access=Access.PUBLIC, reply=None)
 async def logout(request: Request) -> HTTPResponse:
+    """Log out.
+    Ends the session of the cookie sent (if any) and clears the cookie; always succeeds."""
     state = state_of(request)
     await service.logout(state, session_cookie(request))
     response = ok()
@@ -50,19 +47,19 @@ async def logout(request: Request) -> HTTPResponse:
     return response
 
 
-@route(bp, "POST", "/api/user/register", access=Access.PUBLIC, critical=True)
-async def register(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
-    await service.register(
-        state_of(request),
-        username=f.string("username", required=True, trim=True),
-        password=f.string("password", required=True),
-        email=f.string("email", default="", trim=True),
-        aff_code=f.string("aff_code", default=""),  # a code: never trimmed (README decision 9)
-    )
+@route(bp, "POST", "/api/user/register", access=Access.PUBLIC, critical=True, body=Register, reply=None)
+async def register(request: Request, body: Register) -> HTTPResponse:
+    """Create an account.
+    Only when registration is enabled. Usernames are unique regardless of case and width; an invitation
+    code rewards the inviter and the new user as the options say."""
+    await service.register(state_of(request), username=body.username, password=body.password,
+                           email=body.email, aff_code=body.aff_code)
     return ok()
 
 
-@route(bp, "GET", "/api/user/token", access=Access.USER)
+@route(bp, "GET", "/api/user/token", access=Access.USER, reply=str)
 async def access_token(request: Request) -> HTTPResponse:
+    """Issue a new access token for your account.
+    Shown once; the previous token stops working at once. Send it as `Authorization: Bearer <token>`
+    with `New-Api-User`."""
     return ok(await service.new_access_token(state_of(request), principal_of(request).id))

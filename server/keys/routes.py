@@ -1,104 +1,97 @@
-"""`/api/token/…` (a user's own API keys) and `GET /api/usage/token/` (authenticated by the key itself),
-gateway.md §7."""
+"""`/api/token/…` (a user's own API keys) and `GET /api/usage/token/` (authenticated by the key itself)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.errors import BadRequest, Unauthorized
+from server.errors import Unauthorized
 from server.keys import service
+from server.keys.schemas import (
+    RevealedKey,
+    TokenBatch,
+    TokenFields,
+    TokenListQuery,
+    TokenPath,
+    TokenSearchQuery,
+    TokenUpdate,
+    TokenUpdateQuery,
+    TokenUsage,
+    TokenView,
+)
 from server.web.access import Access, route
-from server.web.body import Fields, path_id, query_str
 from server.web.envelope import ok
-from server.web.pagination import Page
+from server.web.pagination import Paged
 from server.web.state import principal_of, state_of
 
 bp = Blueprint("keys")
-ID_MAX = 10**18 - 1
 
 
-def _changes(f: Fields) -> dict[str, Any]:
-    """The present (non-null) editable fields, type-checked."""
-    out: dict[str, Any] = {}
-    for name in ("name", "group"):
-        if f.present(name):
-            out[name] = f.string(name, trim=True)
-    for name in ("model_limits", "allow_ips"):  # lists: each entry is trimmed by the service
-        if f.present(name):
-            out[name] = f.string(name)
-    for name in ("expired_time", "remain_quota", "status"):
-        if f.present(name):
-            out[name] = f.integer(name)
-    for name in ("unlimited_quota", "model_limits_enabled"):
-        if f.present(name):
-            out[name] = f.boolean(name)
-    return out
+@route(bp, "GET", "/api/token/", access=Access.USER, query=TokenListQuery, reply=Paged[TokenView])
+async def list_tokens(request: Request, query: TokenListQuery) -> HTTPResponse:
+    """List your API keys.
+    Keys are masked; everyone, root included, sees only their own keys."""
+    return ok(await service.list_keys(state_of(request), principal_of(request), query.page()))
 
 
-def _flag(request: Request, name: str) -> bool:
-    return (request.args.get(name, "") or "").strip().lower() not in ("", "0", "false")
+@route(bp, "GET", "/api/token/search", access=Access.USER, query=TokenSearchQuery, reply=Paged[TokenView])
+async def search_tokens(request: Request, query: TokenSearchQuery) -> HTTPResponse:
+    """Search your API keys by name or by the key itself.
+    `token` must be a whole key (with or without `sk-`): a partial key matches nothing."""
+    return ok(await service.list_keys(state_of(request), principal_of(request), query.page(),
+                                      keyword=query.keyword, token=query.token))
 
 
-@route(bp, "GET", "/api/token/", access=Access.USER)
-async def list_tokens(request: Request) -> HTTPResponse:
-    return ok(await service.list_keys(state_of(request), principal_of(request), Page.from_args(request.args)))
+@route(bp, "GET", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=TokenView)
+async def get_token(request: Request, token_id: int) -> HTTPResponse:
+    """One of your API keys (masked)."""
+    return ok(await service.get_key(state_of(request), principal_of(request), token_id))
 
 
-@route(bp, "GET", "/api/token/search", access=Access.USER)
-async def search_tokens(request: Request) -> HTTPResponse:
-    return ok(await service.list_keys(
-        state_of(request), principal_of(request), Page.from_args(request.args),
-        keyword=query_str(request, "keyword"), token=query_str(request, "token", trim=False),
-    ))
+@route(bp, "POST", "/api/token/<token_id>/key", access=Access.USER, critical=True, path_params=TokenPath,
+       reply=RevealedKey)
+async def reveal_token_key(request: Request, token_id: int) -> HTTPResponse:
+    """Show one of your API keys in full.
+    Rate-limited like the other sensitive routes."""
+    return ok(await service.reveal_key(state_of(request), principal_of(request), token_id))
 
 
-@route(bp, "GET", "/api/token/<token_id>", access=Access.USER)
-async def get_token(request: Request, token_id: str) -> HTTPResponse:
-    return ok(await service.get_key(state_of(request), principal_of(request), path_id(token_id)))
+@route(bp, "POST", "/api/token/", access=Access.USER, body=TokenFields, reply=TokenView)
+async def create_token(request: Request, body: TokenFields) -> HTTPResponse:
+    """Create an API key.
+    The reply shows the whole key (`sk-…`) this once; later reads mask it. A user has at most 1000 live
+    keys; `status` is ignored (a new key is enabled)."""
+    return ok(await service.create_key(state_of(request), principal_of(request), body.changes()))
 
 
-@route(bp, "POST", "/api/token/<token_id>/key", access=Access.USER, critical=True)
-async def reveal_token_key(request: Request, token_id: str) -> HTTPResponse:
-    return ok(await service.reveal_key(state_of(request), principal_of(request), path_id(token_id)))
+@route(bp, "PUT", "/api/token/", access=Access.USER, body=TokenUpdate, query=TokenUpdateQuery,
+       reply=TokenView)
+async def update_token(request: Request, body: TokenUpdate, query: TokenUpdateQuery) -> HTTPResponse:
+    """Edit one of your API keys.
+    Only the fields sent change; with `status_only`, only `status`. Stored values sent back unchanged
+    are accepted; enabling a key checks that it has neither expired nor run out."""
+    return ok(await service.update_key(state_of(request), principal_of(request), body.id, body.changes(),
+                                       status_only=query.status_only))
 
 
-@route(bp, "POST", "/api/token/", access=Access.USER)
-async def create_token(request: Request) -> HTTPResponse:
-    changes = _changes(Fields.of(request))
-    return ok(await service.create_key(state_of(request), principal_of(request), changes))
-
-
-@route(bp, "PUT", "/api/token/", access=Access.USER)
-async def update_token(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
-    key_id = f.integer("id", required=True, min_value=1, max_value=ID_MAX)
-    return ok(await service.update_key(state_of(request), principal_of(request), key_id, _changes(f),
-                                       status_only=_flag(request, "status_only")))
-
-
-@route(bp, "DELETE", "/api/token/<token_id>", access=Access.USER)
-async def delete_token(request: Request, token_id: str) -> HTTPResponse:
-    await service.delete_key(state_of(request), principal_of(request), path_id(token_id))
+@route(bp, "DELETE", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=None)
+async def delete_token(request: Request, token_id: int) -> HTTPResponse:
+    """Delete one of your API keys (it stops working at once)."""
+    await service.delete_key(state_of(request), principal_of(request), token_id)
     return ok()
 
 
-@route(bp, "POST", "/api/token/batch", access=Access.USER)
-async def delete_tokens(request: Request) -> HTTPResponse:
-    ids = Fields.of(request).data.get("ids")
-    if not isinstance(ids, list) or not ids:
-        raise BadRequest("ids: must be a non-empty array of token ids")
-    if len(ids) > service.BATCH_MAX:
-        raise BadRequest(f"ids: at most {service.BATCH_MAX} ids")
-    if not all(type(i) is int and 1 <= i <= ID_MAX for i in ids):
-        raise BadRequest("ids: must contain positive integers only")
-    return ok(await service.delete_keys(state_of(request), principal_of(request), ids))
+@route(bp, "POST", "/api/token/batch", access=Access.USER, body=TokenBatch, reply=int)
+async def delete_tokens(request: Request, body: TokenBatch) -> HTTPResponse:
+    """Delete several of your API keys.
+    Ids that are not your live keys are skipped; the reply is how many were deleted."""
+    return ok(await service.delete_keys(state_of(request), principal_of(request), body.ids))
 
 
-@route(bp, "GET", "/api/usage/token/", access=Access.API_KEY)
+@route(bp, "GET", "/api/usage/token/", access=Access.API_KEY, reply=TokenUsage)
 async def token_usage(request: Request) -> HTTPResponse:
+    """The balance of the API key sent in `Authorization: Bearer`.
+    Answers for a key whatever its status (disabled, expired, exhausted), but not for a deleted one."""
     header = (request.headers.get("authorization", "") or "").strip()
     if header[:7].lower() == "bearer ":
         header = header[7:].strip()

@@ -1,56 +1,67 @@
-"""`/api/status`, `/api/setup`, `/api/option/`."""
+"""`/api/status`, `/api/setup`, `/api/option/`, and the API document (`/api/openapi.json`, `/api/docs`)."""
 
 from __future__ import annotations
 
 from sanic import Blueprint, Request
-from sanic.response import HTTPResponse
+from sanic.response import HTTPResponse, html, json
 
-from server.errors import BadRequest
 from server.system import service
-from server.web.access import Access, route
-from server.web.body import Fields
+from server.system.schemas import Option, OptionUpdate, SetupRequest, SetupState, Status
+from server.web.access import Access, Wire, route
 from server.web.envelope import ok
+from server.web.openapi import DOCS_PAGE, ApiDocument, document
 from server.web.state import principal_of, state_of
 
 bp = Blueprint("system")
 
 
-@route(bp, "GET", "/api/status", access=Access.PUBLIC)
+@route(bp, "GET", "/api/status", access=Access.PUBLIC, reply=Status)
 async def get_status(request: Request) -> HTTPResponse:
+    """The site's public settings and whether it is set up."""
     state = state_of(request)
     return ok(service.status(state, await service.is_set_up(state)))
 
 
-@route(bp, "GET", "/api/setup", access=Access.PUBLIC)
+@route(bp, "GET", "/api/setup", access=Access.PUBLIC, reply=SetupState)
 async def get_setup(request: Request) -> HTTPResponse:
+    """Whether the first-run setup is done (and, until then, whether root exists and the database kind)."""
     return ok(await service.setup_state(state_of(request)))
 
 
-@route(bp, "POST", "/api/setup", access=Access.PUBLIC, critical=True)
-async def post_setup(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
+@route(bp, "POST", "/api/setup", access=Access.PUBLIC, critical=True, body=SetupRequest, reply=None)
+async def post_setup(request: Request, body: SetupRequest) -> HTTPResponse:
+    """Run the first-run setup: create root.
+    Works once; afterwards it is a 409."""
     await service.run_setup(
-        state_of(request),
-        username=f.string("username", required=True, trim=True),
-        password=f.string("password", required=True),
-        confirm=f.string("confirmPassword", required=True),
-        self_use=f.boolean("SelfUseModeEnabled", default=False),
-        demo=f.boolean("DemoSiteEnabled", default=False),
+        state_of(request), username=body.username, password=body.password, confirm=body.confirmPassword,
+        self_use=body.SelfUseModeEnabled, demo=body.DemoSiteEnabled,
     )
     return ok(None, "setup complete")
 
 
-@route(bp, "GET", "/api/option/", access=Access.ROOT)
+@route(bp, "GET", "/api/option/", access=Access.ROOT, reply=list[Option])
 async def get_options(request: Request) -> HTTPResponse:
+    """Every option with its stored value, except the secrets (keys, tokens, secrets are never listed)."""
     return ok(state_of(request).options.visible())
 
 
-@route(bp, "PUT", "/api/option/", access=Access.ROOT)
-async def put_option(request: Request) -> HTTPResponse:
-    f = Fields.of(request)
-    key = f.string("key", required=True, min_len=1)
-    if "value" not in f.data or not isinstance(f.data["value"], str | int | float | bool):
-        raise BadRequest("value: must be a string, number or boolean")
+@route(bp, "PUT", "/api/option/", access=Access.ROOT, body=OptionUpdate, reply=None)
+async def put_option(request: Request, body: OptionUpdate) -> HTTPResponse:
+    """Change one option.
+    The value is checked against the option's kind and rule; the change is logged (without the value)
+    and applies on every node."""
     actor = principal_of(request)
-    await service.update_option(state_of(request), actor.id, actor.user.username, key, f.data["value"])
+    await service.update_option(state_of(request), actor.id, actor.user.username, body.key, body.value)
     return ok()
+
+
+@route(bp, "GET", "/api/openapi.json", access=Access.PUBLIC, reply=ApiDocument, wire=Wire.RAW)
+async def get_openapi(request: Request) -> HTTPResponse:
+    """This API described as an OpenAPI 3.1 document, generated from the route table."""
+    return json(document(request.app))
+
+
+@route(bp, "GET", "/api/docs", access=Access.PUBLIC, reply=str, wire=Wire.RAW, media_type="text/html")
+async def get_docs(request: Request) -> HTTPResponse:
+    """A page listing every route of this API, read from `/api/openapi.json` (no external resources)."""
+    return html(DOCS_PAGE)

@@ -1,17 +1,14 @@
-"""Access levels, declared once per route, and the route decorator that records them.
+"""Access levels, declared once per route (with `route(...)`, defined in `server.web.routing` and
+re-exported here).
 
-Every route registers through `route(...)`, which stores `access`, `critical` and `session_only` in the
-Sanic route's `ctx`. The guard middleware (server.auth.guard) and the access-matrix test read them from
-there; a route without a declared level is refused at start-up.
+Every route registers through `route(...)`, which stores `access`, `critical` and `session_only` (and
+the route's schemas) in the Sanic route's `ctx`. The guard middleware (server.auth.guard) and the
+access-matrix test read them from there; a route without a declared level is refused at start-up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import IntEnum
-from typing import Any
-
-from sanic import Blueprint
 
 from core.identity import Role
 
@@ -29,13 +26,6 @@ class Access(IntEnum):
         return role >= int(self)
 
 
-Handler = Callable[..., Any]
+from server.web.routing import Wire, route  # noqa: E402  (re-exported: every routes.py imports it from here)
 
-
-def route(bp: Blueprint, method: str, path: str, *, access: Access, critical: bool = False,
-          session_only: bool = False) -> Callable[[Handler], Handler]:
-    """Register a handler with its access level (the only way routes are added)."""
-    register: Callable[[Handler], Handler] = bp.route(
-        path, methods=[method], ctx_access=access, ctx_critical=critical, ctx_session_only=session_only
-    )
-    return register
+__all__ = ["Access", "Role", "Wire", "route"]

@@ -7,7 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import Field
+
+from server.web.schema import Rule, Schema
 
 DEFAULT_PAGE_SIZE = 10
 MAX_PAGE_SIZE = 100
@@ -52,3 +56,42 @@ class Page:
 
     def payload(self, items: list[Any], total: int) -> dict[str, Any]:
         return {"items": items, "total": total, "page": self.page, "page_size": self.size}
+
+
+@dataclass(frozen=True, slots=True)
+class _Lenient(Rule):
+    """A page parameter as sent (nonsense falls back to the default, see `Page.from_args`)."""
+
+    def check(self, value: Any) -> Any:
+        return None if value is None else str(value)
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "integer"}
+
+
+PageParam = Annotated[str | None, _Lenient()]
+
+
+class PageQuery(Schema):
+    """The paging parameters of a list route: `p` (1-based), `page_size` (aliases `ps`, `size`)."""
+
+    p: PageParam = Field(None, description="page number, from 1")
+    page_size: PageParam = Field(None, description=f"rows per page, 1–{MAX_PAGE_SIZE} (default "
+                                                   f"{DEFAULT_PAGE_SIZE})")
+    ps: PageParam = Field(None, description="alias of page_size")
+    size: PageParam = Field(None, description="alias of page_size")
+
+    def page(self) -> Page:
+        return Page.from_args({k: v for k, v in self.model_dump().items() if v is not None})
+
+
+T = TypeVar("T")
+
+
+class Paged(Schema, Generic[T]):
+    """One page of a list."""
+
+    items: list[T]
+    total: int
+    page: int
+    page_size: int

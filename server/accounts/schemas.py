@@ -1,0 +1,165 @@
+"""Request and reply schemas of the user routes (`/api/user/self`, the admin `/api/user/…` routes).
+
+Field names are new-api's. Replies are what `server.accounts.views` builds; the request models read the
+body with the project's field rules (`server.web.schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from core.identity import Role
+from server.accounts.service import QUOTA_VALUE_MAX
+from server.web.pagination import PageQuery
+from server.web.schema import (
+    ID_MAX,
+    Int64,
+    IntRule,
+    PathId,
+    QueryTextRule,
+    Schema,
+    Str,
+    StrictFlag,
+    TextRule,
+    Trimmed,
+    problem,
+)
+
+
+def _modules(value: Any) -> Any:
+    if not isinstance(value, str | dict):
+        raise problem("must be a string or an object")
+    return value
+
+
+SidebarModules = Annotated[str | dict[str, Any], BeforeValidator(_modules)]
+
+
+# ---- requests ----------------------------------------------------------------------------------------
+
+class SelfUpdate(Schema):
+    """The fields a user may change on their own account; absent or null fields are left as they are."""
+
+    username: Trimmed | None = None
+    display_name: Trimmed | None = None
+    password: Str | None = Field(None, description="the new password (needs original_password)")
+    original_password: Str | None = None
+    language: Annotated[str, TextRule(trim=True, max_len=16)] | None = None
+    sidebar_modules: SidebarModules | None = Field(None, description="the UI's sidebar layout")
+
+    def changes(self) -> dict[str, Any]:
+        out = self.model_dump(exclude={"sidebar_modules"})
+        if self.sidebar_modules is not None:
+            out["sidebar_modules"] = self.sidebar_modules
+        return out
+
+
+class UserCreate(Schema):
+    username: Trimmed
+    password: Str
+    display_name: Trimmed = ""
+    role: Int64 = Field(int(Role.COMMON), description="1 common user, 10 admin (root only)")
+
+
+class UserUpdate(Schema):
+    """An admin's edit of a user; absent or null fields are left as they are, an empty password too."""
+
+    id: Annotated[int, IntRule(1, ID_MAX)]
+    username: Trimmed | None = None
+    display_name: Trimmed | None = None
+    group: Trimmed | None = None
+    remark: Trimmed | None = None
+    password: Str | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"id"})
+
+
+class ManageAction(Schema):
+    id: Annotated[int, IntRule(1, ID_MAX)]
+    action: Trimmed = Field(description="disable, enable, delete, promote, demote or add_quota")
+    value: Annotated[int, IntRule(max_value=QUOTA_VALUE_MAX)] | None = Field(
+        None, description="add_quota: the amount")
+    mode: Trimmed | None = Field(None, description="add_quota: add, subtract or override")
+
+
+class UserListQuery(PageQuery):
+    include_deleted: StrictFlag = Field(False, description="list soft-deleted users too (1 or true)")
+
+
+class UserSearchQuery(UserListQuery):
+    keyword: Annotated[str, QueryTextRule()] = Field(
+        "", description="part of the id, username, display name or e-mail")
+    group: Annotated[str, QueryTextRule(max_len=64)] = ""
+
+
+class UserPath(Schema):
+    user_id: PathId
+
+
+# ---- replies -----------------------------------------------------------------------------------------
+
+class UserView(Schema):
+    """A user as admins see it (the password is always empty)."""
+
+    id: int
+    username: str
+    password: str
+    display_name: str
+    email: str
+    role: int
+    status: int = Field(description="1 enabled, 2 disabled")
+    group: str
+    quota: int = Field(description="the live balance")
+    used_quota: int
+    request_count: int
+    aff_code: str
+    aff_count: int
+    aff_quota: int
+    aff_history_quota: int
+    inviter_id: int
+    setting: str
+    remark: str
+    stripe_customer: str
+    created_at: int
+    last_login_at: int
+    DeletedAt: int | None
+
+
+class SelfView(Schema):
+    """The caller's own account, with the UI permissions of their role."""
+
+    id: int
+    username: str
+    display_name: str
+    email: str
+    role: int
+    status: int
+    group: str
+    quota: int
+    used_quota: int
+    request_count: int
+    aff_code: str
+    aff_count: int
+    aff_quota: int
+    aff_history_quota: int
+    inviter_id: int
+    setting: str
+    stripe_customer: str
+    created_at: int
+    last_login_at: int
+    sidebar_modules: Any
+    permissions: dict[str, Any]
+
+
+class CreatedId(Schema):
+    id: int
+
+
+class ManageResult(Schema):
+    role: int
+    status: int
+    quota: int
+

@@ -1,0 +1,47 @@
+"""Request and reply schemas of login, logout, registration and the access token."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from server.accounts.rules import PASSWORD_MAX, USERNAME_MAX
+from server.auth.service import EMAIL_MAX
+from server.web.schema import Schema, Str, TextRule, Trimmed
+
+# Nothing longer can name an account or be its password: refused before any lookup, hash or counter.
+LOGIN_NAME_MAX = max(USERNAME_MAX, EMAIL_MAX)
+
+
+class Login(Schema):
+    username: Annotated[str, TextRule(trim=True, min_len=1, max_len=LOGIN_NAME_MAX)] = Field(
+        description="the username or the e-mail address")
+    password: Annotated[str, TextRule(min_len=1, max_len=PASSWORD_MAX)]
+
+
+class Register(Schema):
+    username: Trimmed
+    password: Str
+    email: Trimmed = ""
+    aff_code: Str = Field("", description="an invitation code (never trimmed)")
+
+
+class LoginView(Schema):
+    """Who is now logged in (send `id` as `New-Api-User` with every later request)."""
+
+    id: int
+    username: str
+    display_name: str
+    role: int
+    status: int
+    group: str
+
+
+class SecondFactorRequired(Schema):
+    """The password was right, but the account needs its second factor before a session is granted."""
+
+    require_2fa: bool
+
+
+LoginReply = LoginView | SecondFactorRequired

@@ -1,0 +1,185 @@
+"""Request, query and reply schemas of the admin channel routes (`/api/channel/…`).
+
+The channel fields are read here only for their type (text trimmed — never the key —, the JSON fields as
+text or as an object, which is serialized); what each field may hold is checked by
+`server.channels.rules`. A `PUT` changes exactly the fields it carries: an explicit null is kept (it
+clears an optional field), an absent field is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from server.web.pagination import PageQuery
+from server.web.schema import (
+    ID_MAX,
+    Bool,
+    Int64,
+    IntRule,
+    PathId,
+    QueryTextRule,
+    Rule,
+    Schema,
+    Str,
+    StrictFlag,
+    Trimmed,
+    problem,
+)
+
+KEYWORD_MAX = 8192  # a whole (multi-)key may be searched for
+
+
+def _json_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if not isinstance(value, str):
+        raise problem("must be a string")
+    return value.strip()
+
+
+JsonText = Annotated[str | dict[str, Any], BeforeValidator(_json_text)]
+
+
+class ChannelFields(Schema):
+    """A channel's fields as a request carries them."""
+
+    type: Int64 | None = Field(None, description="the provider type (new-api numbers: 1 OpenAI, 24 Gemini)")
+    name: Trimmed | None = None
+    key: Str | None = Field(None, description="one key per line; never shown back")
+    status: Int64 | None = Field(None, description="1 enabled, 2 disabled (3 is set by the system)")
+    models: Trimmed | None = Field(None, description="comma-separated model names")
+    group: Trimmed | None = Field(None, description="comma-separated groups")
+    priority: Int64 | None = None
+    weight: Int64 | None = None
+    base_url: Trimmed | None = None
+    test_model: Trimmed | None = None
+    openai_organization: Trimmed | None = None
+    other: Trimmed | None = None
+    tag: Trimmed | None = None
+    remark: Trimmed | None = None
+    auto_ban: Int64 | None = None
+    model_mapping: JsonText | None = Field(None, description="JSON object: requested model → upstream model")
+    status_code_mapping: JsonText | None = Field(None, description="JSON object: upstream status → answered "
+                                                                   "status")
+    setting: JsonText | None = None
+    param_override: JsonText | None = None
+    header_override: JsonText | None = None
+    settings: JsonText | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The fields the request carried (an explicit null as None), typed."""
+        return {name: getattr(self, name) for name in ChannelFields.model_fields
+                if name in self.model_fields_set}
+
+
+class ChannelCreate(Schema):
+    bare_members = frozenset({"channel"})  # `name: …`, as `server.channels.rules` names it
+
+    mode: Trimmed = Field(description="single, batch (one channel per key line) or multi_to_single "
+                                      "(one channel with several keys)")
+    multi_key_mode: Trimmed | None = Field(None, description="multi_to_single: random or polling")
+    batch_add_set_key_prefix_2_name: Bool = Field(False, description="batch: append each key's first 8 "
+                                                                     "characters to the name")
+    channel: ChannelFields
+
+
+class ChannelUpdate(ChannelFields):
+    id: Annotated[int, IntRule(1, ID_MAX)]
+    key_mode: Trimmed | None = Field(None, description="multi-key channels: replace or append the keys sent")
+    multi_key_mode: Trimmed | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeArg(Rule):
+    """`type` as a filter: up to 9 digits, anything else does not filter."""
+
+    def check(self, value: Any) -> Any:
+        raw = ("" if value is None else str(value)).strip()
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else None
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "integer", "minimum": 0}
+
+
+class ChannelListQuery(PageQuery):
+    status: str = Field("", description="enabled (or 1), disabled (or 0); anything else lists all")
+    type: Annotated[int | None, _TypeArg()] = Field(None, description="only channels of this type")
+    id_sort: StrictFlag = Field(False, description="sort by id instead of priority")
+    tag_mode: StrictFlag = Field(False, description="page through tags, each with its channels")
+
+
+class ChannelSearchQuery(ChannelListQuery):
+    keyword: Annotated[str, QueryTextRule(max_len=KEYWORD_MAX)] = Field(
+        "", description="part of the id, name or key; a whole key is matched exactly")
+    group: Annotated[str, QueryTextRule()] = ""
+    model: Annotated[str, QueryTextRule()] = ""
+
+
+class ChannelPath(Schema):
+    channel_id: PathId
+
+
+class ChannelInfo(Schema):
+    """The read-only multi-key state of a channel."""
+
+    is_multi_key: bool
+    multi_key_size: int
+    multi_key_status_list: dict[str, int]
+    multi_key_mode: str
+    multi_key_polling_index: int
+
+
+class ChannelView(Schema):
+    """A channel (`key` is always empty)."""
+
+    id: int
+    type: int
+    name: str
+    key: str
+    status: int
+    models: str
+    group: str
+    priority: int
+    weight: int
+    base_url: str
+    test_model: str
+    openai_organization: str
+    other: str
+    tag: str
+    remark: str
+    model_mapping: str
+    status_code_mapping: str
+    setting: str
+    param_override: str
+    header_override: str
+    settings: str
+    auto_ban: int
+    balance: float
+    balance_updated_time: int
+    used_quota: int
+    created_time: int
+    test_time: int
+    response_time: int
+    other_info: str
+    channel_info: ChannelInfo
+
+
+class ChannelPage(Schema):
+    """One page of channels; `type_counts` (channels per type) on the list route only."""
+
+    items: list[ChannelView]
+    total: int
+    page: int
+    page_size: int
+    type_counts: dict[str, int] | None = None
+
+
+class CatalogModel(Schema):
+    id: str
+    object: str
+    created: int
+    owned_by: str

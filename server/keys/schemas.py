@@ -1,0 +1,114 @@
+"""Request and reply schemas of the API-key routes (`/api/token/…`) and of `GET /api/usage/token/`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+
+from server.keys.service import BATCH_MAX
+from server.web.pagination import PageQuery
+from server.web.schema import (
+    ID_MAX,
+    Bool,
+    Flag,
+    Int64,
+    IntRule,
+    PathId,
+    QueryTextRule,
+    Schema,
+    Str,
+    Trimmed,
+    problem,
+)
+
+
+class TokenFields(Schema):
+    """The editable fields of a key; only those sent (and not null) are applied, even `""`, 0 or false."""
+
+    name: Trimmed | None = None
+    group: Trimmed | None = Field(None, description="one of your usable groups, or auto")
+    model_limits: Str | None = Field(None, description="comma-separated model names")
+    allow_ips: Str | None = Field(None, description="IP addresses or CIDR ranges, one per line")
+    expired_time: Int64 | None = Field(None, description="unix seconds, -1 for never")
+    remain_quota: Int64 | None = None
+    status: Int64 | None = Field(None, description="1 enabled, 2 disabled (3 expired and 4 exhausted are set "
+                                                   "by the system)")
+    unlimited_quota: Bool | None = None
+    model_limits_enabled: Bool | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return {name: value for name, value in self.model_dump(exclude={"id"}).items() if value is not None}
+
+
+class TokenUpdate(TokenFields):
+    id: Annotated[int, IntRule(1, ID_MAX)]
+
+
+class TokenUpdateQuery(Schema):
+    status_only: Flag = Field(False, description="apply `status` alone (enable or disable)")
+
+
+def _ids(value: Any) -> Any:
+    if not isinstance(value, list) or not value:
+        raise problem("must be a non-empty array of token ids")
+    if len(value) > BATCH_MAX:
+        raise problem(f"at most {BATCH_MAX} ids")
+    if not all(type(i) is int and 1 <= i <= ID_MAX for i in value):
+        raise problem("must contain positive integers only")
+    return value
+
+
+class TokenBatch(Schema):
+    ids: Annotated[list[Annotated[int, Field(ge=1, le=ID_MAX)]], BeforeValidator(_ids),
+                   Field(min_length=1, max_length=BATCH_MAX)]
+
+
+class TokenListQuery(PageQuery):
+    pass
+
+
+class TokenSearchQuery(PageQuery):
+    keyword: Annotated[str, QueryTextRule()] = Field("", description="part of the key's name")
+    token: Annotated[str, QueryTextRule(trim=False)] = Field("", description="the key itself (sk-… or bare)")
+
+
+class TokenPath(Schema):
+    token_id: PathId
+
+
+class TokenView(Schema):
+    """An API key; `key` is masked (`abcd**********wxyz`) except in the create reply."""
+
+    id: int
+    user_id: int
+    key: str
+    status: int = Field(description="1 enabled, 2 disabled, 3 expired, 4 exhausted")
+    name: str
+    created_time: int
+    accessed_time: int
+    expired_time: int
+    remain_quota: int
+    used_quota: int
+    unlimited_quota: bool
+    model_limits_enabled: bool
+    model_limits: str
+    allow_ips: str
+    group: str
+    DeletedAt: int | None
+
+
+class RevealedKey(Schema):
+    key: str = Field(description="the whole key, sk-…")
+
+
+class TokenUsage(Schema):
+    """The balance of the key used to ask."""
+
+    object: str
+    name: str
+    total_granted: int
+    total_used: int
+    total_available: int
+    unlimited_quota: bool
+    expires_at: int = Field(description="unix seconds, 0 for never")

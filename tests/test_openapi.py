@@ -1,0 +1,157 @@
+"""The API document: every route declares its schemas, the document generated from the route table is a
+valid OpenAPI 3.1 document that lists every route with its access level, and it is served at
+`/api/openapi.json` (with a readable page at `/api/docs`). Also the one translation of a validation
+failure into a 400 naming the field."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+import pytest
+from openapi_spec_validator import validate
+from pydantic import ValidationError
+from sanic import Blueprint
+from sanic.response import text
+
+from server.app import create_app
+from server.web.access import Access
+from server.web.openapi import document, openapi_path
+from server.web.schema import Bool, Int64, IntRule, Schema, Str, message_of
+from tests.harness import Running, make_config
+
+TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key")}  # an action on the path's key: nothing to send
+
+
+def app_for(tmp_path: Any, name: str) -> Any:
+    return create_app(make_config("sqlite+aiosqlite:///:memory:", tmp_path), name=name)
+
+
+def operations(app: Any) -> list[tuple[str, str, Any]]:
+    return sorted((method, r.ctx.path_template if getattr(r.ctx, "declared", False) else "/" + r.path, r.ctx)
+                  for r in app.router.routes for method in r.methods)
+
+
+def test_every_route_declares_its_schemas(tmp_path: Any) -> None:
+    missing = []
+    for method, path, ctx in operations(app_for(tmp_path, "schemas_declared")):
+        if not getattr(ctx, "declared", False):
+            missing.append(f"{method} {path}: not registered with route(...)")
+            continue
+        if not ctx.summary:
+            missing.append(f"{method} {path}: no summary (the handler's docstring)")
+        if method in ("POST", "PUT", "PATCH") and ctx.body is None and (method, path) not in TAKE_NO_BODY:
+            missing.append(f"{method} {path}: no body schema")
+        if re.search(r"<[^>]+>", path) and ctx.path is None:
+            missing.append(f"{method} {path}: no path parameter schema")
+    assert not missing, "\n".join(missing)
+
+
+def test_a_route_registered_without_route_is_reported(tmp_path: Any) -> None:
+    app = app_for(tmp_path, "schemas_undeclared")
+    bp = Blueprint("bare")
+
+    @bp.get("/api/bare")
+    async def bare(request: Any) -> Any:
+        return text("no schemas")
+
+    app.blueprint(bp)
+    undeclared = [(m, p) for m, p, ctx in operations(app) if not getattr(ctx, "declared", False)]
+    assert undeclared == [("GET", "/api/bare")]
+
+
+def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> None:
+    app = app_for(tmp_path, "schemas_document")
+    doc = document(app)
+    validate(doc)
+    assert doc["openapi"] == "3.1.0"
+    listed = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    registered = {(m, openapi_path(p)) for m, p, _ in operations(app)}
+    assert listed == registered
+    for method, path, ctx in operations(app):
+        op = doc["paths"][openapi_path(path)][method.lower()]
+        assert op["x-access"] == ctx.access.name.lower()
+        assert op["summary"] and op["description"]
+        assert "200" in op["responses"] and "4XX" in op["responses"]
+        security = {name for way in op["security"] for name in way}
+        if ctx.access is Access.PUBLIC:
+            assert op["security"] == []
+        elif ctx.access is Access.API_KEY:
+            assert "apiKey" in security
+            assert ("googApiKey" in security) == path.startswith(("/v1beta/", "/v1/models/"))
+        else:
+            assert {"session", "newApiUser", "accessToken"} <= security
+        error = op["responses"]["4XX"]["content"]["application/json"]["schema"]
+        refs = [e["$ref"].rsplit("/", 1)[1] for e in error.get("anyOf", [error])]
+        expected = {"/v1/models": ["OpenAIError"], "/v1/moderations": ["OpenAIError"],
+                    "/v1/models/<target:path>": ["GoogleError", "OpenAIError"]}.get(
+            path, ["GoogleError"] if path.startswith("/v1beta/") else ["ErrorEnvelope"])
+        assert refs == expected, (method, path)
+    # gateway bodies are described, not enforced: other fields are allowed
+    generate = doc["paths"]["/v1beta/models/{target}"]["post"]["requestBody"]["content"]["application/json"]
+    assert doc["components"]["schemas"]["GenerateContentRequest"]["additionalProperties"] is True
+    assert generate["schema"]["$ref"].endswith("/GenerateContentRequest")
+
+
+def test_envelope_replies_wrap_the_declared_data(tmp_path: Any) -> None:
+    doc = document(app_for(tmp_path, "schemas_envelope"))
+    reply = doc["paths"]["/api/user/self"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert reply["required"] == ["success", "message", "data"]
+    assert reply["properties"]["data"]["$ref"].endswith("/SelfView")
+    self_view = doc["components"]["schemas"]["SelfView"]
+    assert "password" not in self_view["properties"]
+    params = {p["name"]: p for p in doc["paths"]["/api/log/"]["get"]["parameters"]}
+    assert params["type"]["schema"]["type"] == "integer" and params["type"]["in"] == "query"
+    assert doc["paths"]["/api/user/{user_id}"]["get"]["parameters"][0]["in"] == "path"
+
+
+async def test_the_document_and_the_page_are_served_to_anyone(embedded_app: Running) -> None:
+    anonymous = embedded_app.client()
+    response = await anonymous.get("/api/openapi.json")
+    assert response.status_code == 200, response.text
+    assert response.json() == document(embedded_app.app)
+    page = await anonymous.get("/api/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/api/openapi.json" in page.text and "http" not in page.text.replace("http-equiv", "")
+
+
+# ---- one translation of validation failures ------------------------------------------------------------
+
+class Inner(Schema):
+    type: Int64
+    flag: Bool | None = None
+
+
+class Outer(Schema):
+    name: Str
+    ids: list[Annotated[int, IntRule(1)]] = []
+    channel: Inner | None = None
+
+
+class Flat(Outer):
+    bare_members = frozenset({"channel"})
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({}, "name: is required"),
+    ({"name": None}, "name: is required"),
+    ({"name": 5}, "name: must be a string"),
+    ({"name": "n", "channel": {"type": True}}, "channel.type: must be an integer"),
+    ({"name": "n", "channel": {"type": 1.5}}, "channel.type: must be an integer"),
+    ({"name": "n", "channel": {"type": 2**63}}, "channel.type: is out of range"),
+    ({"name": "n", "channel": {"type": 1, "flag": 1}}, "channel.flag: must be a boolean"),
+    ({"name": "n", "channel": "x"}, "channel: must be an object"),
+    ({"name": "n", "ids": [1, 2, 0]}, "ids[2]: must be at least 1"),
+    ({"name": "n", "ids": "x"}, "ids: must be an array"),
+])
+def test_a_validation_failure_names_the_field_first(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Outer.model_validate(body)
+    assert message_of(caught.value) == message
+
+
+def test_integral_floats_are_integers_and_members_can_be_named_bare() -> None:
+    assert Outer.model_validate({"name": "n", "channel": {"type": 3.0}}).channel == Inner(type=3)
+    with pytest.raises(ValidationError) as caught:
+        Flat.model_validate({"name": "n", "channel": {"type": "1"}})
+    assert message_of(caught.value, Flat.bare_members) == "type: must be an integer"
