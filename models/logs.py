@@ -1,4 +1,4 @@
-"""The `logs` table (management.md E.1): consume, top-up, manage, system, error and refund records.
+"""The `logs` table (docs/API.md#logs): consume, top-up, manage, system, error and refund records.
 
 Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe)
 and by services for system events (`LogRepository`). `ref` is internal: the hold id or idempotency key of

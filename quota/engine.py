@@ -1,6 +1,6 @@
 """The public API of quota accounting: reserve → settle | release, and credit / debit / set.
 
-Every change of a balance goes through here (contract decision 3), on top of a `QuotaStore` (Redis or in
+Every change of a balance goes through here (docs/API.md#quota), on top of a `QuotaStore` (Redis or in
 process) and a `BalanceSource` (the durable balances in SQL, read only to load an account the store has
 not seen yet — never on the hot path once it is loaded).
 

@@ -1,9 +1,10 @@
-"""Login, logout, registration, access tokens and the session guard (`security.md` §1–§3) over HTTP.
+"""Login, logout, registration, access tokens and the session guard (docs/API.md#authentication-and-sessions)
+over HTTP.
 
 Proves, on every stack (SQLite with SQL sessions; MariaDB and PostgreSQL with Redis):
-- login answers the user and a `session` cookie with the contract's attributes; wrong password, unknown,
-  disabled and deleted accounts get one identical 401; e-mail login is case-insensitive; 10 failures per
-  (account, client IP) lock the 11th attempt with 429 + `Retry-After`; a correct login clears the count;
+- login answers the user and a `session` cookie with the attributes of docs/API.md#sessions; wrong password,
+  unknown, disabled and deleted accounts get one identical 401; e-mail login is case-insensitive; 10 failures
+  per (account, client IP) lock the 11th attempt with 429 + `Retry-After`; a correct login clears the count;
   login rotates the session; `PasswordLoginEnabled=false` is a 403;
 - logout deletes the server-side session and clears the cookie, with or without one;
 - registration validates, refuses duplicates (deleted users included), honours the switches, pays the
@@ -510,7 +511,7 @@ async def test_register_pays_the_invitation_rewards(app: Running) -> None:
 
 @pytest.mark.parametrize("callers", [2, 8])
 async def test_concurrent_registrations_of_one_username_create_one_user(app: Running, callers: int) -> None:
-    """Two callers as the contract says; eight so that some of them really meet at the unique index."""
+    """At least two concurrent callers; eight so that some of them really meet at the unique index."""
     responses = await asyncio.gather(*(
         app.client().post("/api/user/register", json={"username": "dave", "password": f"password-{i}"})
         for i in range(callers)

@@ -1,4 +1,4 @@
-"""Listing and searching channels, and the model catalog (management.md C.2, gateway.md §3), on every stack.
+"""Listing and searching channels, and the model catalog (docs/API.md#channel-routes), on every stack.
 
 - `GET /api/channel/` orders by priority desc, id desc (or id desc with `id_sort`), filters by status and
   type, pages, and answers `type_counts` that ignore only the type filter; `tag_mode` pages over the

@@ -1,6 +1,6 @@
 """Two nodes on one database (MariaDB, then PostgreSQL) and one Redis: a channel created, changed or
 deleted through one node routes (or stops routing) on the other
-within a second — broadcast, no periodic sync (gateway.md §8)."""
+within a second — broadcast, no periodic sync (docs/API.md#channel-routes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP conventions every `/api` route shares (contract README): the envelope on success and on
+"""The HTTP conventions every `/api` route shares (docs/API.md#conventions): the envelope on success and on
 every error (400 naming the field, 404, 405, 413, 429, 503), `X-Request-Id`, pagination, the per-IP
 rate limits (in process and shared through Redis), `TRUSTED_PROXIES`, and Redis going away while the
 app serves.

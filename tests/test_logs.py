@@ -1,4 +1,4 @@
-"""The log routes keep the contract on every stack (management.md E.1, E.2).
+"""The log routes follow docs/API.md#logs on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis, with rows
 inserted straight into SQL for two users:

@@ -1,4 +1,4 @@
-"""Initial setup (`management.md` A.2) over HTTP on every stack.
+"""Initial setup (docs/API.md#setup) over HTTP on every stack.
 
 Proves that `GET /api/setup` and `/api/status` report the state before and after setup; that
 `POST /api/setup` validates every field (400 naming it) and creates exactly one root — role 100, status 1,
@@ -137,7 +137,7 @@ async def test_an_existing_root_means_the_system_is_set_up(app: Running) -> None
 
 @pytest.mark.parametrize("callers", [2, 8])
 async def test_concurrent_setups_create_exactly_one_root(app: Running, callers: int) -> None:
-    """Two callers as the contract says; eight because two rarely overlap inside the transaction (with
+    """At least two concurrent callers; eight because two rarely overlap inside the transaction (with
     eight, dropping the `setups` row collision lets a second root through on MariaDB and PostgreSQL)."""
     responses = await asyncio.gather(*(
         app.client().post("/api/setup", json={**SETUP, "username": f"root_{i}"}) for i in range(callers)

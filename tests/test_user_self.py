@@ -1,9 +1,8 @@
-"""The self routes `GET/PUT/DELETE /api/user/self` keep the contract on every stack (management.md B.4,
-security.md §1).
+"""The self routes `GET/PUT/DELETE /api/user/self` follow docs/API.md#self-routes on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis:
-- the self view has exactly the contract's fields — never `password`, `access_token` or `remark` — and the
-  `permissions` shape of the caller's role;
+- the self view has exactly the fields of the `SelfView` schema — never `password`, `access_token` or
+  `remark` — and the `permissions` shape of the caller's role;
 - `PUT` changes only the non-empty fields present; a username change is refused when the name is taken (even
   by a deleted user); a password change needs the right `original_password`, revokes the caller's other
   sessions and keeps the calling one alive under a rotated cookie; `sidebar_modules`/`language` merge into
@@ -88,7 +87,7 @@ async def alive(api: Api) -> int:
 
 # ---- GET --------------------------------------------------------------------------------------------
 
-async def test_self_view_has_exactly_the_contract_fields(app: Running) -> None:
+async def test_self_view_has_exactly_the_documented_fields(app: Running) -> None:
     uid = await add_user(app.state, "me", quota=1234, group="vip")
     await set_fields(app, uid, remark="secret admin note", email="me@example.com", used_quota=7,
                      request_count=3, stripe_customer="cus_1")

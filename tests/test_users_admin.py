@@ -1,9 +1,9 @@
-"""The admin user routes keep the contract on every stack (management.md B.1–B.3, README, security.md §1).
+"""The admin user routes follow docs/API.md#users on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis:
-- `GET /api/user/` and `GET /api/user/search` page as the contract says (shape, defaults, clamping, id desc),
-  hide soft-deleted users unless `include_deleted=1`, and search by exact id, by a case-insensitive literal
-  substring (`%`, `_`, `\\` match themselves) and by exact group, ANDed;
+- `GET /api/user/` and `GET /api/user/search` page as docs/API.md#paging says (shape, defaults, clamping, id
+  desc), hide soft-deleted users unless `include_deleted=1`, and search by exact id, by a case-insensitive
+  literal substring (`%`, `_`, `\\` match themselves) and by exact group, ANDed;
 - no reply ever carries a password (always `""`) or an `access_token`;
 - `GET/PUT/DELETE /api/user/:id`, `POST /api/user/` and `POST /api/user/manage` answer the documented
   statuses, enforce the role hierarchy (admins cannot touch admins or root; root can act on admins), and
@@ -114,7 +114,7 @@ async def admin_api(app: Running, name: str = "admin") -> Api:
 async def balance(app: Running, api: Api, user_id: int) -> int:
     """The user's balance as the API shows it (the live one, B.1) — checked equal to the SQL row.
 
-    `add_quota` runs through the quota engine (contract decision 3), so the SQL value follows after a sync."""
+    `add_quota` runs through the quota engine (docs/API.md#quota), so the SQL value follows after a sync."""
     shown = data_of(await api.get(f"/api/user/{user_id}"))["quota"]
     await app.state.quota_sync.drain()  # the durable balance follows the live one at the next sync
     assert shown == (await must_exist(app, user_id)).quota

@@ -22,7 +22,7 @@ local function held(u, k)
   return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return held(user, key) end
--- a hold of 0 (a free call) fits any balance, even one below zero (gateway.md §9: 0 skips the check)
+-- a hold of 0 (a free call) fits any balance, even one below zero (docs/API.md#billing: 0 skips the check)
 if amount > 0 and user < amount then return {0, 'user', user} end
 if amount > 0 and limited and key < amount then return {0, 'key', key} end
 local t = redis.call('TIME')

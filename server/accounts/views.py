@@ -1,4 +1,4 @@
-"""How a user is shown: the admin User resource (management.md B.1) and the self view (B.4)."""
+"""How a user is shown: the admin view and the self view (docs/API.md#users)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Login, logout, registration and access tokens (`security.md` §2–3)."""
+"""Login, logout, registration and access tokens (docs/API.md#authentication-and-sessions)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Server-side login sessions behind the `session` cookie: in Redis when configured, else in SQL.
 
 The cookie holds 32 random bytes (base64url); stores only ever see sha256(cookie). A record is a JSON
-object (`security.md` §1: `id`, `role`, `auth_method`, `pending_*`, …) plus `pushed_at`, the last time its
+object (`id`, `role`, `auth_method`, `pending_*`, …; docs/API.md#sessions) plus `pushed_at`, the last time its
 expiry slid forward. Each user's session hashes are indexed so that all of them can be revoked at once.
 """
 

@@ -1,2 +1,2 @@
-"""Channels: the upstream model sources an admin manages (management.md C), their abilities and the
+"""Channels: the upstream model sources an admin manages (docs/API.md#channels), their abilities and the
 built-in model catalog."""

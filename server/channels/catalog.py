@@ -2,11 +2,11 @@
 catalog with each model's capabilities.
 
 - `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400);
-  `SERVED_TYPES`: the ones the gateway calls (1 OpenAI for moderation, 24 Gemini for generateContent —
-  gateway.md §8). Channels of the other types are stored and listed but never selected.
-- `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities (gateway.md §3):
-  `speech_output` for the Gemini TTS models (and inferred for any name containing `-tts`), `moderation`
-  for the OpenAI moderation models.
+  `SERVED_TYPES`: the ones the gateway calls (1 OpenAI for moderation, 24 Gemini for generateContent;
+  docs/API.md#channel-fields). Channels of the other types are stored and listed but never selected.
+- `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities
+  (docs/API.md#gemini-generatecontent-g1): `speech_output` for the Gemini TTS models (and inferred for any
+  name containing `-tts`), `moderation` for the OpenAI moderation models.
 - `capabilities(model, overrides)`: the capabilities of any model name, with the option
   `ModelCapabilities` (`{"<model>": {"speech_output": bool, …}}`) applied on top.
 """

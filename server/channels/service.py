@@ -1,10 +1,10 @@
-"""The rules of the channel routes (management.md C.1–C.3): create (single, batch, multi-key), partial
+"""The rules of the channel routes (docs/API.md#channel-routes): create (single, batch, multi-key), partial
 update, read, list, search, delete, and the model catalog.
 
 Keys are encrypted with `state.box` and digested for the exact-key search; no reply ever carries them.
 Each change writes the channel and rebuilds its abilities in one transaction, then — committed —
 `state.channels.changed()` reloads this worker's routing table and tells every other worker and node, so
-the change routes before the reply leaves (gateway.md §8: "no periodic sync").
+the change routes before the reply leaves (there is no periodic sync).
 """
 
 from __future__ import annotations

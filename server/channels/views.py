@@ -1,5 +1,5 @@
-"""How a channel is shown (management.md C.1): every column but the key (`key` is always `""`; the keys
-are read back only through the root "get key" route), `channel_info` as an object of its read-only
+"""How a channel is shown (docs/API.md#channel-fields): every column but the key (`key` is always `""`; the
+keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
 multi-key fields, `other_info` as its JSON text."""
 
 from __future__ import annotations

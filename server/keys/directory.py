@@ -1,4 +1,4 @@
-"""An API key as every model call needs it, without SQL on the hot path (gateway.md §2, §7).
+"""An API key as every model call needs it, without SQL on the hot path (docs/API.md#api-keys).
 
 `KeyDirectory.lookup(raw)` turns what a caller sent into a `KeyState` through a `RecordCache` keyed by the
 key's HMAC digest (≤ 1 s in process, a shared copy in Redis, SQL on a miss; unknown keys are cached too,
@@ -9,7 +9,7 @@ on every worker and node at once.
 The balance (`remain_quota`) is not part of the state: it lives in the quota engine.
 
 `touch(key_id)` records a use in memory only; `flush_forever` writes `accessed_time` for the touched keys
-in one batch per interval (gateway.md §7: at most once per 60 s), never on the request path.
+in one batch per interval (at most once per 60 s), never on the request path.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The rules of the API key routes (gateway.md §7): a user's own keys only, validated on every save.
+"""The rules of the API key routes (docs/API.md#api-keys): a user's own keys only, validated on every save.
 
 - The key is 48 `[A-Za-z0-9]` from `secrets`, stored encrypted plus its HMAC digest, shown in full once
   (create) and then only through `reveal_key`.
-- `remain_quota` is money (contract decision 3): the row is created with it, and afterwards only the quota
+- `remain_quota` is money (docs/API.md#quota): the row is created with it, and afterwards only the quota
   engine changes it (`state.quota.set`); views show the live value.
 - Every committed change invalidates the key's cached state (`state.keys.invalidate`), so every worker
   and node applies it within 1 s.
@@ -143,7 +143,7 @@ def check_fields(state: State, principal: Principal, changes: dict[str, Any], cu
 
 
 def _check_enable(row: ApiKey, values: dict[str, Any], remain: int, now: int) -> None:
-    """Enabling a key that would at once be expired or exhausted is refused (gateway.md §7)."""
+    """Enabling a key that would at once be expired or exhausted is refused (docs/API.md#api-keys)."""
     if values.get("status") != KeyStatus.ENABLED or row.status == KeyStatus.ENABLED:
         return
     expired = values.get("expired_time", row.expired_time)
@@ -271,7 +271,7 @@ async def update_key(state: State, principal: Principal, key_id: int, changes: d
 
 
 async def _set_remain(state: State, key_id: int, value: int) -> int:
-    """Override the key's live remaining quota through the engine (contract decision 3)."""
+    """Override the key's live remaining quota through the engine (docs/API.md#quota)."""
     try:
         adjusted = await state.quota.set("key", key_id, value,
                                          ref=f"key-set:{key_id}:{secrets.token_hex(12)}")

@@ -1,4 +1,4 @@
-"""How an API key is shown (gateway.md §7): masked everywhere (`abcd**********wxyz`), the full `sk-…`
+"""How an API key is shown (docs/API.md#api-keys): masked everywhere (`abcd**********wxyz`), the full `sk-…`
 only in the create reply and through `POST /api/token/:id/key`."""
 
 from __future__ import annotations

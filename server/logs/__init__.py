@@ -1,1 +1,1 @@
-"""Logs: the admin and self log routes (management.md E) — lists, search, statistics and cleanup."""
+"""Logs: the admin and self log routes (docs/API.md#logs) — lists, search, statistics and cleanup."""

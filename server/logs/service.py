@@ -1,4 +1,4 @@
-"""The rules of the log routes (management.md E.2): admin and self lists, keyword search, statistics and
+"""The rules of the log routes (docs/API.md#logs): admin and self lists, keyword search, statistics and
 the cleanup of old rows.
 
 User-facing replies are sanitized in `views.self_view`; admin replies name the channel from the worker's

@@ -1,4 +1,4 @@
-"""How a log row is shown (management.md E.1): the admin view, with `channel_name` and the whole `other`,
+"""How a log row is shown (docs/API.md#logs): the admin view, with `channel_name` and the whole `other`,
 and the user-facing view, sanitized (`channel` 0, no `channel_name`, and the row's position on the page as
 `id`). The internal `ref` column is never shown.
 

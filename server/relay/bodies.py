@@ -1,5 +1,6 @@
-"""Validation of model-call bodies (gateway.md §3 and §5): what the gateway must know before it reserves
-and routes, read from a parsed copy; the caller's bytes themselves are forwarded untouched.
+"""Validation of model-call bodies (docs/API.md#gemini-generatecontent-g1, #openai-moderation-g2): what the
+gateway must know before it reserves and routes, read from a parsed copy; the caller's bytes themselves are
+forwarded untouched.
 
 Every refusal is a 400 whose message names the field (`param` for OpenAI routes). A string anywhere in the
 body that is not Unicode text (a lone surrogate escape such as `"\\ud800"`) is refused once, here, before

@@ -1,4 +1,4 @@
-"""Who is calling a model route, and may they (gateway.md §2, rows 1–5 of the §6 table, in order).
+"""Who is calling a model route, and may they (steps 1–5 of docs/API.md#gateway-admission-order, in order).
 
 The key comes from `Authorization` (OpenAI routes) or the first of `x-goog-api-key`, `?key=`,
 `Authorization` (Gemini routes). Key and owner come from the shared record caches (no SQL once cached);

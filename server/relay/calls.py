@@ -1,5 +1,5 @@
 """The three model calls end to end: Gemini generateContent (plain and streaming, G1), OpenAI
-moderations (G2), and the two model lists (gateway.md §3–§5).
+moderations (G2), and the two model lists (docs/API.md#gateway).
 
 Streaming: auth, validation, reservation and channel selection finish before the first byte; the 200 goes
 out only after an upstream 2xx. With `?alt=sse` the upstream bytes are written as they arrive; without it

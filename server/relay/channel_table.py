@@ -8,10 +8,10 @@ that learns a newer version from a model call's reservation reloads before it pi
 (quota/versions.py), so a change is routable on every worker from the first request after the writer
 answered, without a periodic sync.
 
-Selection (gateway.md §8): candidates = enabled abilities for (group, model) on channels of the served
-types, minus the channels already tried in this request; the highest priority tier among them; a weighted
-pick among its weight > 0 channels (uniform when every weight is 0, so weight-0 channels serve only after
-their tier's weighted ones failed).
+Selection (docs/API.md#selection-and-retries): candidates = enabled abilities for (group, model) on channels
+of the served types, minus the channels already tried in this request; the highest priority tier among them; a
+weighted pick among its weight > 0 channels (uniform when every weight is 0, so weight-0 channels serve only
+after their tier's weighted ones failed).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Errors of the model-call routes and their two wire shapes (gateway.md §6).
+"""Errors of the model-call routes and their two wire shapes (docs/API.md#gateway-errors).
 
     TollwayError (server.errors)
-     └── GatewayError           a row of the §6 table: HTTP status + `code` (+ `param`, extra headers)
+     └── GatewayError           one refusal of the gateway: HTTP status + `code` (+ `param`, extra headers)
           └── UpstreamPassthrough   a non-retried upstream 4xx, answered with the upstream's body
 
 OpenAI routes answer `{"error": {"message", "type", "param", "code"}}`; Gemini routes answer

@@ -1,7 +1,7 @@
-"""Token estimates for reservations and for billing moderation calls (gateway.md §5).
+"""Token estimates for reservations and for billing moderation calls (docs/API.md#token-usage-and-estimates).
 
-The contract prefers tiktoken's `o200k_base` from a local, hash-checked file; none ships with Tollway
-(fetching it would be a network call, which the gateway never makes), so the documented fallback is used:
+An exact count would use tiktoken's `o200k_base` from a local, hash-checked file; none ships with Tollway
+(fetching it would be a network call, which the gateway never makes), so this fallback is used:
 ceil(ASCII code points / 4) + non-ASCII code points. It is deterministic and errs high for CJK text.
 """
 

@@ -1,4 +1,4 @@
-"""Prices of model calls (gateway.md §9): which price applies to a model, and what a call costs.
+"""Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs.
 
 Lookup, first match wins: the admin's `ModelPrice`, the admin's `ModelRatio`, the built-in price, the
 built-in ratio; none → `model_price_error`, unless `SelfUseModeEnabled` lets unpriced models through at

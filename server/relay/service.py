@@ -1,9 +1,9 @@
-"""The model-call pipeline (gateway.md §6 order, §8 selection, §9 billing):
+"""The model-call pipeline (docs/API.md: #gateway-admission-order, #selection-and-retries, #billing):
 
-    authenticate (rows 1–5) → rate limit (6) → body (7) → admit: model limits (8), ability (9),
+    authenticate (steps 1–5) → rate limit (6) → body (7) → admit: model limits (8), ability (9),
     modality (10), price (11), reservation (12) → attempts over channels (13) → settle | release
 
-Rows 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
+Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
 reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
 older version releases the hold, catches up and decides again, once. A refusal decided on the cached view
 reads the counters first (one round trip on that path only). So a change an admin was told is done applies
@@ -108,9 +108,9 @@ async def rate_limit(state: State, caller: Caller) -> UserPolicy:
 
 
 def resolve_group(state: State, caller: Caller, model: str, types: Collection[int]) -> str:
-    """The key group `auto` (gateway.md §8): the first group of `AutoGroups` usable by the user with an
-    enabled ability for the model; failing that, the first that offers it at all (its channels are down:
-    503), else the first usable one (nothing offers the model: 404)."""
+    """The key group `auto` (docs/API.md#abilities-and-groups): the first group of `AutoGroups` usable by the
+    user with an enabled ability for the model; failing that, the first that offers it at all (its channels
+    are down: 503), else the first usable one (nothing offers the model: 404)."""
     if caller.group != AUTO_GROUP:
         return caller.group
     settings = state.options.settings
@@ -189,7 +189,7 @@ async def admit(state: State, request: Request, caller: Caller, policy: UserPoli
 
 
 async def call_upstream(state: State, ticket: Ticket, build: Build, *, stream: bool = False) -> Success:
-    """Attempts over the channels (§8). Raises the §6 row-13 errors or passes a non-retried 4xx through."""
+    """Attempts over the channels; raises the step-13 errors or passes a non-retried 4xx through."""
     settings = state.options.settings
     attempts = 1 + settings.retry_times
     last_timeout = False

@@ -140,7 +140,7 @@ class Verdict:
 
 
 def judge(settings: Settings, status: int, body: bytes, message: str) -> Verdict:
-    """What a failed upstream answer means (contract decision 6)."""
+    """What a failed upstream answer means (docs/API.md#selection-and-retries, #auto-disable)."""
     effective = 401 if is_key_invalid(status, body) else status
     retry = status_in(effective, settings.automatic_retry_status_codes)
     keyword = retry and keyword_disables(settings, message)

@@ -1,4 +1,5 @@
-"""Token usage read from upstream replies (gateway.md §3), and the SSE framing the streaming relay needs.
+"""Token usage read from upstream replies (docs/API.md#token-usage-and-estimates), and the SSE framing the
+streaming relay needs.
 
 Usage is always read from a parsed copy; the bytes sent to the caller are the upstream's own.
 """

@@ -21,7 +21,7 @@ from quota.versions import OPTIONS, VersionTracker, message
 from server.crypto import SecretBox
 from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
-# switches that cannot be turned on while the option they rely on is empty (management.md A.3)
+# switches that cannot be turned on while the option they rely on is empty (docs/API.md#options)
 _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
 

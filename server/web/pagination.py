@@ -1,4 +1,4 @@
-"""Pagination as the contract fixes it: `p` 1-based, `page_size` (aliases `ps`, `size`) 10 by default,
+"""Pagination (docs/API.md#paging): `p` 1-based, `page_size` (aliases `ps`, `size`) 10 by default,
 at most 100; nonsense falls back to the defaults instead of failing. A page number beyond `MAX_PAGE` is
 read as `MAX_PAGE` (an empty page), so the SQL offset always fits a BIGINT."""
 

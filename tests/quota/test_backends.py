@@ -1,4 +1,4 @@
-"""One contract suite for the engine's storage backends, run against both implementations.
+"""One shared suite for the engine's storage backends, run against both implementations.
 
 `MemoryBackend` (embedded mode) runs on an injected clock that the tests move; `RedisBackend` runs on the
 real Redis at 127.0.0.1:6379 under the test's key prefix, where time passes for real (short periods and

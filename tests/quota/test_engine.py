@@ -1,4 +1,4 @@
-"""One contract suite for the quota engine, run on the in-process store (with SQLite) and on Redis (with
+"""One shared suite for the quota engine, run on the in-process store (with SQLite) and on Redis (with
 MariaDB and with PostgreSQL): reservations, settlement, release, adjustments, loading, sweeping, and the
 exactly-once sync into SQL."""
 
