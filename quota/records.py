@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from quota.backends.base import Backend
+from quota.broadcasts import CHANNEL, Broadcasts
 from quota.cache import LocalMemo
 from quota.versions import RECORDS
 
 T = TypeVar("T")
-CHANNEL = "invalidate"
 _ABSENT = "null"
 
 
@@ -83,10 +83,11 @@ class RecordCache(Generic[T]):
         self._generation += 1
         self._memo.clear()
 
-    def on_message(self, message: str) -> bool:
-        """Apply a broadcast; True when it was for this cache."""
+    def listen(self, broadcasts: Broadcasts) -> None:
+        """Drop the memo of a record another worker changed (`rec:<namespace>:<id>`)."""
         prefix = f"rec:{self.namespace}:"
-        if not message.startswith(prefix):
-            return False
-        self.forget(message[len(prefix):])
-        return True
+
+        async def changed(message: str) -> None:
+            self.forget(message[len(prefix):])
+
+        broadcasts.register(prefix, changed)

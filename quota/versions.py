@@ -26,7 +26,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # quota.broadcasts imports the backends, whose protocol names `Versions` from here
+    from quota.broadcasts import Broadcasts
 
 log = logging.getLogger("tollway.versions")
 
@@ -127,6 +130,18 @@ class VersionTracker:
         """A broadcast said `version` of `name` exists: reload unless already holding it."""
         if version == 0 or version > self.known[name]:
             await self._reload(name, version, force=version == 0)
+
+    def listen(self, broadcasts: Broadcasts) -> None:
+        """Follow the version broadcasts, and reload everything after a (re)subscription."""
+
+        async def announced(text: str) -> None:
+            parsed = parse_message(text)
+            if parsed is not None:
+                await self.announced(*parsed)
+
+        for name in (CHANNELS, OPTIONS):
+            broadcasts.register(f"{name}:", announced)
+        broadcasts.on_resubscribe(self.resync)
 
     async def resync(self) -> None:
         """After a (re)subscription, when broadcasts may have been lost: reload everything."""

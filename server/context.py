@@ -16,23 +16,23 @@ from typing import Any
 from models.db import Database
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
-from quota.backends.base import SUBSCRIBED, Backend
+from quota.backends.base import Backend
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
+from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
-from quota.records import CHANNEL as INVALIDATE_CHANNEL
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
-from quota.versions import RECORDS, VersionTracker, parse_message
+from quota.versions import RECORDS, VersionTracker
 from server.accounts.directory import UserDirectory
 from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStore
+from server.channels.table import ChannelTable
 from server.clock import Clock
 from server.config import Config
 from server.crypto import Passwords, SecretBox
 from server.keys.directory import KeyDirectory
-from server.relay.channel_table import ChannelTable
 from server.relay.upstream import Upstream
 from server.system.options import Options
 
@@ -139,8 +139,12 @@ class State:
             versions=versions, started_at=clock.now_s(),
         )
         versions.register(RECORDS, state._forget_records)
+        broadcasts = Broadcasts(backend)  # each component registers the messages it owns
+        versions.listen(broadcasts)
+        state.users.listen(broadcasts)
+        state.keys.listen(broadcasts)
         await versions.start()
-        state.tasks.start("invalidation-listener", state._listen())
+        state.tasks.start("invalidation-listener", broadcasts.listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
         sweeper_stop = asyncio.Event()
@@ -157,19 +161,6 @@ class State:
     async def _forget_records(self) -> None:
         self.users.forget_all()
         self.keys.forget_all()
-
-    async def _listen(self) -> None:
-        """Apply invalidations broadcast by any worker (this one included)."""
-        async for _channel, message in self.backend.subscribe(INVALIDATE_CHANNEL):
-            try:
-                if message == SUBSCRIBED:  # (re)subscribed: whatever was broadcast meanwhile is lost
-                    await self.versions.resync()
-                elif (announced := parse_message(message)) is not None:
-                    await self.versions.announced(*announced)
-                else:
-                    self.users.on_message(message) or self.keys.on_message(message)
-            except Exception:  # a failed reload must not stop the listener
-                log.exception("could not apply invalidation %r", message[:100])
 
     async def _purge_sessions(self, stop: asyncio.Event, every: float = 3600.0) -> None:
         """Delete expired SQL sessions (Redis expires its own)."""

@@ -11,6 +11,7 @@ from core.identity import UserState
 from models.db import Database
 from models.users import UserRepository
 from quota.backends.base import Backend
+from quota.broadcasts import Broadcasts
 from quota.records import RecordCache
 
 
@@ -56,5 +57,6 @@ class UserDirectory:
         self.states.forget_all()
         self.tokens.forget_all()
 
-    def on_message(self, message: str) -> bool:
-        return self.states.on_message(message) or self.tokens.on_message(message)
+    def listen(self, broadcasts: Broadcasts) -> None:
+        self.states.listen(broadcasts)
+        self.tokens.listen(broadcasts)

@@ -25,6 +25,7 @@ from core.enums import KeyStatus
 from models.db import Database
 from models.keys import ApiKey, ApiKeyRepository
 from quota.backends.base import Backend
+from quota.broadcasts import Broadcasts
 from quota.records import RecordCache
 from server.clock import Clock
 from server.crypto import SecretBox
@@ -163,5 +164,5 @@ class KeyDirectory:
     def forget_all(self) -> None:
         self.cache.forget_all()
 
-    def on_message(self, message: str) -> bool:
-        return self.cache.on_message(message)
+    def listen(self, broadcasts: Broadcasts) -> None:
+        self.cache.listen(broadcasts)

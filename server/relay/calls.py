@@ -24,11 +24,11 @@ from sanic.response import HTTPResponse, raw
 from sanic.response import json as json_response
 
 from core.enums import ChannelType
+from server.channels.table import RoutedChannel
 from server.context import State
 from server.relay import service
 from server.relay.bodies import check_model_name, parse_generate, parse_moderation
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, group_usable
-from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, google_error_payload
 from server.relay.estimate import count_all
 from server.relay.faults import is_timeout

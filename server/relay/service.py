@@ -31,10 +31,10 @@ from core.enums import KeyStatus, LogType
 from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota, Reservation
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
+from server.channels.table import RoutedChannel
 from server.context import State
 from server.redaction import redact
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable
-from server.relay.channel_table import RoutedChannel
 from server.relay.errors import GatewayError, UpstreamPassthrough, upstream_message
 from server.relay.faults import describe, is_timeout
 from server.relay.pricing import Price, price_of

@@ -23,8 +23,8 @@ from core.enums import ChannelType
 from core.multikey import MultiKeyMode
 from core.settings import Settings, status_in
 from quota.backends.base import Backend
+from server.channels.table import RoutedChannel
 from server.destinations import DestinationPolicy, Network
-from server.relay.channel_table import RoutedChannel
 from server.relay.transports import build_transport
 
 DEFAULT_BASE = {ChannelType.GEMINI: "https://generativelanguage.googleapis.com",

@@ -16,7 +16,7 @@ from core.settings import Settings
 from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
-from quota.records import CHANNEL as INVALIDATE_CHANNEL
+from quota.broadcasts import CHANNEL as INVALIDATE_CHANNEL
 from quota.versions import OPTIONS, VersionTracker, message
 from server.crypto import SecretBox
 from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text

@@ -12,7 +12,8 @@ import pytest
 from quota.backends.base import Backend
 from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
-from quota.records import CHANNEL, RecordCache
+from quota.broadcasts import Broadcasts
+from quota.records import RecordCache
 from tests.services import REDIS_URL
 
 
@@ -35,8 +36,9 @@ def cache(backend: Backend, memo_ttl: float = 30.0) -> RecordCache[dict[str, Any
 
 
 async def listen(backend: Backend, c: RecordCache[Any]) -> None:
-    async for _channel, message in backend.subscribe(CHANNEL):
-        c.on_message(message)
+    broadcasts = Broadcasts(backend)
+    c.listen(broadcasts)
+    await broadcasts.listen()
 
 
 async def test_a_record_is_loaded_once_and_then_shared(backends: tuple[Backend, Backend]) -> None:

@@ -30,7 +30,7 @@ from core.multikey import MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
-from quota.records import CHANNEL as INVALIDATE_CHANNEL
+from quota.broadcasts import CHANNEL as INVALIDATE_CHANNEL
 from quota.versions import CHANNELS, VersionTracker, message
 from server.crypto import SecretBox
 
