@@ -39,6 +39,10 @@ class GenerationConfig(Open):
 class GenerateContentRequest(Open):
     """A Gemini generateContent body (camelCase or snake_case, not both at one level)."""
 
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"contents": [{"parts": [{"text": "Say hello"}]}],
+         "generationConfig": {"responseModalities": ["AUDIO"]}}]})
+
     contents: list[Content]
     systemInstruction: Content | None = None
     generationConfig: GenerationConfig | None = None
@@ -57,12 +61,14 @@ class GenerateQuery(Schema):
 
 
 class GeneratePath(Schema):
-    target: str = Field(description="`{model}:generateContent` or `{model}:streamGenerateContent`")
+    target: str = Field(description="`{model}:generateContent` or `{model}:streamGenerateContent`",
+                        examples=["gemini-2.5-flash-preview-tts:generateContent"])
 
 
 class ModerationRequest(Open):
     input: str | list[Any] = Field(description="a text, a list of texts, or text/image_url parts")
-    model: str | None = Field(None, description="defaults to omni-moderation-latest")
+    model: str | None = Field(None, description="defaults to omni-moderation-latest",
+                              examples=["omni-moderation-latest"])
 
 
 class ModerationResponse(Open):
