@@ -29,8 +29,7 @@ class Broadcasts:
         self._resubscribed: list[Callable[[], Awaitable[None]]] = []
 
     def register(self, prefix: str, handler: Handler) -> None:
-        """`handler(message)` for every message that starts with `prefix` (or equals it without its
-        trailing `:`); the longest registered prefix wins."""
+        """`handler(message)` for every message that starts with `prefix`; the longest one wins."""
         if any(p == prefix for p, _ in self._handlers):
             raise ValueError(f"broadcast prefix {prefix!r} is registered twice")
         self._handlers.append((prefix, handler))
@@ -45,7 +44,7 @@ class Broadcasts:
     async def dispatch(self, message: str) -> bool:
         """Run the handler that owns `message`; False when nobody does (ignored)."""
         for prefix, handler in self._handlers:
-            if message.startswith(prefix) or message == prefix.rstrip(":"):
+            if message.startswith(prefix):
                 await handler(message)
                 return True
         return False

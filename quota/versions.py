@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # quota.broadcasts imports the backends, whose protocol names `Versions` from here
+if TYPE_CHECKING:
     from quota.broadcasts import Broadcasts
 
 log = logging.getLogger("tollway.versions")
@@ -52,18 +52,11 @@ class VersionStore(Protocol):
         ...
 
 
-def message(name: str, version: int) -> str:
-    """The broadcast that announces `version` of `name` ("channels:17")."""
-    return f"{name}:{version}"
-
-
 def parse_message(text: str) -> tuple[str, int] | None:
-    """(name, version) of a version broadcast; None for any other message."""
+    """(name, version) of a version broadcast ("channels:17"); None for any other message."""
     name, sep, number = text.partition(":")
-    if name not in NAMES or name == RECORDS:
+    if name not in NAMES or name == RECORDS or not sep:
         return None
-    if not sep:
-        return name, 0  # a bare "channels" (an older node): reload, learn no version
     try:
         return name, int(number)
     except ValueError:
@@ -78,6 +71,7 @@ class VersionTracker:
         self._reloaders: dict[str, Callable[[], Awaitable[None]]] = {}
         self._locks = {name: asyncio.Lock() for name in NAMES}
         self._failed_at: dict[str, float] = {}
+        self._broadcasts: Broadcasts | None = None
 
     def register(self, name: str, reload: Callable[[], Awaitable[None]]) -> None:
         if name not in NAMES:
@@ -119,20 +113,23 @@ class VersionTracker:
         await self.catch_up(seen)
         return self.newer(seen, basis)
 
-    async def changed(self, name: str) -> int:
+    async def changed(self, name: str) -> None:
         """After a committed change of `name` (shared copies already dropped): bump the counter, reload
-        here, and return the new version for the broadcast. Every caller answered after this sees it."""
+        here, and broadcast the new version. Every caller answered after this sees the change."""
         version = await self.store.bump(name)
         await self._reload(name, version, force=True)
-        return version
+        if self._broadcasts is not None:
+            await self._broadcasts.publish(f"{name}:{version}")
 
     async def announced(self, name: str, version: int) -> None:
         """A broadcast said `version` of `name` exists: reload unless already holding it."""
-        if version == 0 or version > self.known[name]:
-            await self._reload(name, version, force=version == 0)
+        if version > self.known[name]:
+            await self._reload(name, version)
 
     def listen(self, broadcasts: Broadcasts) -> None:
-        """Follow the version broadcasts, and reload everything after a (re)subscription."""
+        """Follow the version broadcasts (and send ours through them), and reload everything after a
+        (re)subscription."""
+        self._broadcasts = broadcasts
 
         async def announced(text: str) -> None:
             parsed = parse_message(text)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from quota.versions import Versions
+if TYPE_CHECKING:  # an annotation only: quota.versions sits above the backends
+    from quota.versions import Versions
 
 # A forced charge never pushes a TAT further than this ahead of now (or one period, if longer): the
 # arithmetic stays exact in a Lua double (2^53 ns ≈ 104 days) and a huge charge cannot lock a key for years.

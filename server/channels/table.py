@@ -30,8 +30,7 @@ from core.multikey import MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
-from quota.broadcasts import CHANNEL as INVALIDATE_CHANNEL
-from quota.versions import CHANNELS, VersionTracker, message
+from quota.versions import CHANNELS, VersionTracker
 from server.crypto import SecretBox
 
 log = logging.getLogger("tollway.relay.channels")
@@ -126,8 +125,7 @@ class ChannelTable:
 
     async def changed(self) -> None:
         """After a committed channel change: bump the version, reload here, tell every worker and node."""
-        version = await self.versions.changed(CHANNELS)
-        await self.backend.publish(INVALIDATE_CHANNEL, message(CHANNELS, version))
+        await self.versions.changed(CHANNELS)
 
     # ---- reading ------------------------------------------------------------------------------------
 

@@ -62,8 +62,8 @@ class DeleteQuery(Schema):
         description="delete every row created before this unix second")
 
 
-class LogView(Schema):
-    """A log row as admins see it."""
+class _LogRow(Schema):
+    """The fields every view of a log row has."""
 
     id: int
     user_id: int
@@ -83,32 +83,19 @@ class LogView(Schema):
     group: str
     ip: str
     request_id: str
+
+
+class LogView(_LogRow):
+    """A log row as admins see it."""
+
     channel_name: str
     other: str = Field(description="a JSON object as text, or empty")
 
 
-class OwnLogView(Schema):
+class OwnLogView(_LogRow):
     """A log row as its user sees it: `id` is the row's position on the page, `channel` is 0, `other`
     keeps only the fields about the user's own call."""
 
-    id: int
-    user_id: int
-    created_at: int
-    type: int
-    content: str
-    username: str
-    token_name: str
-    model_name: str
-    quota: int
-    prompt_tokens: int
-    completion_tokens: int
-    use_time: int
-    is_stream: bool
-    channel: int
-    token_id: int
-    group: str
-    ip: str
-    request_id: str
     other: str
 
 

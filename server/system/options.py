@@ -16,8 +16,7 @@ from core.settings import Settings
 from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
-from quota.broadcasts import CHANNEL as INVALIDATE_CHANNEL
-from quota.versions import OPTIONS, VersionTracker, message
+from quota.versions import OPTIONS, VersionTracker
 from server.crypto import SecretBox
 from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
@@ -84,8 +83,7 @@ class Options:
 
     async def changed(self) -> None:
         """After a committed change: bump the version, reload here and tell every other worker."""
-        version = await self.versions.changed(OPTIONS)
-        await self.backend.publish(INVALIDATE_CHANNEL, message(OPTIONS, version))
+        await self.versions.changed(OPTIONS)
 
     def visible(self) -> list[dict[str, str]]:
         """Every option but the secrets, as `[{key, value}]`."""

@@ -5,7 +5,6 @@ change cannot be stored after it, and a worker's tracker reloads exactly what is
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,27 +18,15 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.records import RecordCache
 from quota.store import QuotaStore
 from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker, parse_message
-from tests.services import REDIS_URL, redis_ping, redis_purge, unavailable
+from tests.services import REDIS_URL
 
 
 @pytest.fixture(params=["memory", "redis"])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    if request.param == "memory":
-        memory = MemoryBackend()
-        yield memory
-        await memory.close()
-        return
-    try:
-        await redis_ping()
-    except Exception as exc:
-        unavailable("redis", exc)
-    prefix = f"twtest:{secrets.token_hex(4)}:"
-    redis = RedisBackend(REDIS_URL, prefix)
-    try:
-        yield redis
-    finally:
-        await redis.close()
-        await redis_purge(prefix)
+async def backend(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[Backend]:
+    """Each backend; Redis under the test's fresh key prefix (purged by the `redis_prefix` fixture)."""
+    chosen: Backend = MemoryBackend() if request.param == "memory" else RedisBackend(REDIS_URL, redis_prefix)
+    yield chosen
+    await chosen.close()
 
 
 def store_for(backend: Backend) -> QuotaStore:
@@ -193,7 +180,7 @@ async def test_a_failed_reload_keeps_the_old_version_and_is_retried_later(backen
 
 def test_version_broadcasts_parse() -> None:
     assert parse_message("channels:17") == ("channels", 17)
-    assert parse_message("options") == ("options", 0)
+    assert parse_message("options") is None
     assert parse_message("rec:key:abc") is None
     assert parse_message("records:3") is None  # records travel as per-record drops
     assert parse_message("channels:x") is None
