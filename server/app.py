@@ -1,5 +1,6 @@
-"""`create_app(config)`: builds the Sanic app — routes, the request pipeline, the error handler and the
-per-worker state — and does no work until a server starts it."""
+"""`create_app(config)`: builds the Sanic app — routes, the request pipeline, the error handler, and the
+listeners that open the worker's infrastructure and build its services — and does no work until a server
+starts it."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ from sanic.response import BaseHTTPResponse
 
 from server import errors
 from server.accounts.routes import bp as accounts_bp
-from server.auth.guard import PIPELINE, finish
 from server.auth.routes import bp as auth_bp
 from server.channels.routes import bp as channels_bp
 from server.clock import Clock
 from server.config import Config
+from server.container import build_services
 from server.context import State
 from server.keys.routes import bp as keys_bp
 from server.logs.routes import bp as logs_bp
 from server.relay.errors import shape_for
 from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
+from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, accounts_bp, channels_bp, logs_bp, keys_bp, relay_bp)
 APP_NAME = "tollway"
@@ -50,7 +52,9 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
         missing = undeclared_routes(app)
         if missing:
             raise RuntimeError(f"routes without an access level: {', '.join(missing)}")
-        app.ctx.state = await State.open(config, clock)
+        state = await State.open(config, clock)
+        app.ctx.state = state  # read directly by the relay's routes only; they move to the container next
+        app.ctx.services = build_services(state)
 
     @app.after_server_stop
     async def close_state(app: Sanic[Any, Any]) -> None:
@@ -60,12 +64,11 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
 
     @app.on_request
     async def pipeline(request: Request) -> None:
-        state: State = request.app.ctx.state
-        for step in PIPELINE:
-            await step(request, state)
+        for step in services_of(request).guard.steps:
+            await step(request)
 
     @app.on_response
     async def after(request: Request, response: BaseHTTPResponse) -> None:
-        await finish(request, response, request.app.ctx.state)
+        await services_of(request).guard.finish(request, response)
 
     return app

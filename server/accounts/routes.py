@@ -20,11 +20,10 @@ from server.accounts.schemas import (
     UserUpdate,
     UserView,
 )
-from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.pagination import Paged
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of, state_of
 
 bp = Blueprint("accounts")
 
@@ -47,7 +46,7 @@ async def put_self(request: Request, body: SelfUpdate) -> HTTPResponse:
     view, rotated = await service.update_self(state, principal_of(request), body.changes())
     response = ok(view)
     if rotated:
-        set_session_cookie(response, rotated, secure=secure_cookies(state))
+        services_of(request).cookies.set(response, rotated)
     return response
 
 
@@ -58,7 +57,7 @@ async def delete_self(request: Request) -> HTTPResponse:
     state = state_of(request)
     await service.delete_self(state, principal_of(request))
     response = ok()
-    clear_session_cookie(response, secure=secure_cookies(state))
+    services_of(request).cookies.clear(response)
     return response
 
 

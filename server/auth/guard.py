@@ -1,4 +1,4 @@
-"""The request pipeline: small steps in one ordered list, run before every handler.
+"""The request pipeline: small steps in one ordered list (`Guard.steps`), run before every handler.
 
 1. request id     — `X-Request-Id` echoed or made
 2. client ip      — peer or trusted `X-Forwarded-For`
@@ -7,7 +7,8 @@
                     worker is behind (users, options, channels changed on another worker a moment ago)
 5. access         — the route's declared level; login, `New-Api-User`, role, session-only
 
-and after every handler: the request id header and, when the session slid or rotated, its cookie.
+and after every handler (`Guard.finish`): the request id header and, when the session slid or rotated,
+its cookie.
 """
 
 from __future__ import annotations
@@ -18,88 +19,83 @@ from typing import Any
 from sanic import Request
 from sanic.response import BaseHTTPResponse
 
-from quota.backends.base import Limit
-from server.auth.identity import authenticate, check_user_header
-from server.auth.sessions import COOKIE, SESSION_TTL
-from server.context import State
+from quota.backends.base import Backend, Limit
+from quota.versions import VersionTracker
+from server.auth.cookies import SessionCookies
+from server.auth.identity import Identity, check_user_header
+from server.auth.sessions import COOKIE
+from server.config import RateLimit
 from server.errors import Forbidden, RateLimited
 from server.web.access import Access
-from server.web.client_ip import client_ip
+from server.web.client_ip import Network, client_ip
 from server.web.request_id import request_id_from
 
-Step = Callable[[Request, State], Awaitable[None]]
+Step = Callable[[Request], Awaitable[None]]
 
 
-async def assign_request_id(request: Request, state: State) -> None:
-    request.ctx.request_id = request_id_from(request.headers.get("x-request-id"))
+class Guard:
+    """Built once per worker with what the steps use; `steps` is the one ordered list the app runs."""
 
+    def __init__(self, *, trusted_proxies: tuple[Network, ...], global_limit: RateLimit,
+                 critical_limit: RateLimit, backend: Backend, versions: VersionTracker, identity: Identity,
+                 cookies: SessionCookies) -> None:
+        self.trusted_proxies = trusted_proxies
+        self.global_limit = global_limit
+        self.critical_limit = critical_limit
+        self.backend = backend
+        self.versions = versions
+        self.identity = identity
+        self.cookies = cookies
+        self.steps: tuple[Step, ...] = (self.assign_request_id, self.resolve_client_ip, self.limit_rate,
+                                        self.catch_up, self.check_access)
 
-async def resolve_client_ip(request: Request, state: State) -> None:
-    request.ctx.client_ip = client_ip(request, state.config.trusted_proxies)
+    async def assign_request_id(self, request: Request) -> None:
+        request.ctx.request_id = request_id_from(request.headers.get("x-request-id"))
 
+    async def resolve_client_ip(self, request: Request) -> None:
+        request.ctx.client_ip = client_ip(request, self.trusted_proxies)
 
-async def limit_rate(request: Request, state: State) -> None:
-    if not request.path.startswith("/api"):
-        return
-    configured = [("api", state.config.global_rate_limit)]
-    if request.route is not None and getattr(request.route.ctx, "critical", False):
-        configured.append(("critical", state.config.critical_rate_limit))
-    limits = [Limit(f"rl:{name}:{request.ctx.client_ip}", rate.count, rate.period)
-              for name, rate in configured if rate.enabled]
-    if not limits:
-        return
-    result = await state.backend.gcra_many(limits)  # both or neither are charged
-    if not result.allowed:
-        raise RateLimited(retry_after=result.retry_after)
+    async def limit_rate(self, request: Request) -> None:
+        if not request.path.startswith("/api"):
+            return
+        configured = [("api", self.global_limit)]
+        if request.route is not None and getattr(request.route.ctx, "critical", False):
+            configured.append(("critical", self.critical_limit))
+        limits = [Limit(f"rl:{name}:{request.ctx.client_ip}", rate.count, rate.period)
+                  for name, rate in configured if rate.enabled]
+        if not limits:
+            return
+        result = await self.backend.gcra_many(limits)  # both or neither are charged
+        if not result.allowed:
+            raise RateLimited(retry_after=result.retry_after)
 
+    async def catch_up(self, request: Request) -> None:
+        if request.path.startswith("/api"):
+            await self.versions.refresh()
 
-async def catch_up(request: Request, state: State) -> None:
-    if request.path.startswith("/api"):
-        await state.versions.refresh()
+    async def check_access(self, request: Request) -> None:
+        request.ctx.principal = None
+        route = request.route
+        if route is None:
+            return
+        access = getattr(route.ctx, "access", None)
+        if access is None:
+            raise Forbidden("route has no declared access level")
+        if access in (Access.PUBLIC, Access.API_KEY):
+            return
+        principal = await self.identity.authenticate(request)
+        check_user_header(request, principal)
+        if not access.admits(principal.role):
+            raise Forbidden("permission denied")
+        if getattr(route.ctx, "session_only", False) and principal.via != "session":
+            raise Forbidden("this action requires a login session")
+        request.ctx.principal = principal
 
-
-async def check_access(request: Request, state: State) -> None:
-    request.ctx.principal = None
-    route = request.route
-    if route is None:
-        return
-    access = getattr(route.ctx, "access", None)
-    if access is None:
-        raise Forbidden("route has no declared access level")
-    if access in (Access.PUBLIC, Access.API_KEY):
-        return
-    principal = await authenticate(state, request)
-    check_user_header(request, principal)
-    if not access.admits(principal.role):
-        raise Forbidden("permission denied")
-    if getattr(route.ctx, "session_only", False) and principal.via != "session":
-        raise Forbidden("this action requires a login session")
-    request.ctx.principal = principal
-
-
-PIPELINE: tuple[Step, ...] = (assign_request_id, resolve_client_ip, limit_rate, catch_up, check_access)
-
-
-def secure_cookies(state: State) -> bool:
-    """The session cookie gets `Secure` when users reach the site over https: `PUBLIC_URL` or the
-    `ServerAddress` option (changeable at run time, so read on every use) starts with `https://`."""
-    return state.config.secure_cookies or str(state.options["ServerAddress"]).lower().startswith("https://")
-
-
-def set_session_cookie(response: BaseHTTPResponse, raw: str, *, secure: bool) -> None:
-    response.add_cookie(COOKIE, raw, path="/", max_age=SESSION_TTL, httponly=True, samesite="Strict",
-                        secure=secure)
-
-
-def clear_session_cookie(response: BaseHTTPResponse, *, secure: bool) -> None:
-    response.add_cookie(COOKIE, "", path="/", max_age=0, httponly=True, samesite="Strict", secure=secure)
-
-
-async def finish(request: Request, response: BaseHTTPResponse, state: State) -> None:
-    ctx: Any = request.ctx
-    rid = getattr(ctx, "request_id", None)
-    if rid and "x-request-id" not in response.headers:
-        response.headers["X-Request-Id"] = rid
-    raw = getattr(ctx, "set_session_cookie", None)
-    if raw and not response.cookies.has_cookie(COOKIE):
-        set_session_cookie(response, raw, secure=secure_cookies(state))
+    async def finish(self, request: Request, response: BaseHTTPResponse) -> None:
+        ctx: Any = request.ctx
+        rid = getattr(ctx, "request_id", None)
+        if rid and "x-request-id" not in response.headers:
+            response.headers["X-Request-Id"] = rid
+        raw = getattr(ctx, "set_session_cookie", None)
+        if raw and not response.cookies.has_cookie(COOKIE):
+            self.cookies.set(response, raw)

@@ -17,8 +17,10 @@ from sanic import Request
 
 from core.enums import UserStatus
 from core.identity import Principal
-from server.auth.sessions import COOKIE, new_session_id
-from server.context import State
+from server.accounts.directory import UserDirectory
+from server.auth.sessions import COOKIE, SessionStore, new_session_id
+from server.clock import Clock
+from server.crypto import SecretBox
 from server.errors import Forbidden, Unauthorized
 
 SLIDE_EVERY = 60
@@ -41,52 +43,59 @@ def bearer(header: str) -> str:
     return header
 
 
-async def _from_session(state: State, request: Request, raw: str) -> Principal | None:
-    data = await state.sessions.get(raw)
-    if not data or not data.get("id"):
-        return None
-    user = await state.users.state(int(data["id"]))
-    if user is None or not user.active:
-        await state.sessions.delete(raw)
-        return None
-    now = state.clock.now_s()
-    if user.role > int(data.get("role", 0)):
-        fresh = new_session_id()
-        data = {**data, "role": user.role, "pushed_at": now}
-        await state.sessions.save(fresh, data)
-        await state.sessions.delete(raw)
-        raw = fresh
-        request.ctx.set_session_cookie = raw
-    elif now - int(data.get("pushed_at", 0)) >= SLIDE_EVERY:
-        data = {**data, "pushed_at": now}
-        await state.sessions.save(raw, data)
-        request.ctx.set_session_cookie = raw
-    return Principal(user=user, via="session", session_id=raw, session=data)
+class Identity:
+    """Authenticates management requests from the session store, the user directory and the token box."""
 
+    def __init__(self, sessions: SessionStore, users: UserDirectory, box: SecretBox, clock: Clock) -> None:
+        self.sessions = sessions
+        self.users = users
+        self.box = box
+        self.clock = clock
 
-async def _from_token(state: State, token: str) -> Principal:
-    if not _TOKEN.fullmatch(token):
-        raise Unauthorized("invalid access token")
-    digest = state.box.digest(token)
-    user_id = await state.users.id_for_token(digest)
-    user = await state.users.state(user_id) if user_id is not None else None
-    if user is None or user.deleted or user.token_digest != digest:
-        raise Unauthorized("invalid access token")
-    if user.status != UserStatus.ENABLED:
-        raise Forbidden("user is disabled")
-    return Principal(user=user, via="token")
+    async def authenticate(self, request: Request) -> Principal:
+        raw = session_cookie(request)
+        if raw:
+            principal = await self._from_session(request, raw)
+            if principal is not None:
+                return principal
+        token = bearer(request.headers.get("authorization", ""))
+        if token:
+            return await self._from_token(token)
+        raise Unauthorized("not logged in")
 
+    async def _from_session(self, request: Request, raw: str) -> Principal | None:
+        data = await self.sessions.get(raw)
+        if not data or not data.get("id"):
+            return None
+        user = await self.users.state(int(data["id"]))
+        if user is None or not user.active:
+            await self.sessions.delete(raw)
+            return None
+        now = self.clock.now_s()
+        if user.role > int(data.get("role", 0)):
+            fresh = new_session_id()
+            data = {**data, "role": user.role, "pushed_at": now}
+            await self.sessions.save(fresh, data)
+            await self.sessions.delete(raw)
+            raw = fresh
+            request.ctx.set_session_cookie = raw
+        elif now - int(data.get("pushed_at", 0)) >= SLIDE_EVERY:
+            data = {**data, "pushed_at": now}
+            await self.sessions.save(raw, data)
+            request.ctx.set_session_cookie = raw
+        return Principal(user=user, via="session", session_id=raw, session=data)
 
-async def authenticate(state: State, request: Request) -> Principal:
-    raw = session_cookie(request)
-    if raw:
-        principal = await _from_session(state, request, raw)
-        if principal is not None:
-            return principal
-    token = bearer(request.headers.get("authorization", ""))
-    if token:
-        return await _from_token(state, token)
-    raise Unauthorized("not logged in")
+    async def _from_token(self, token: str) -> Principal:
+        if not _TOKEN.fullmatch(token):
+            raise Unauthorized("invalid access token")
+        digest = self.box.digest(token)
+        user_id = await self.users.id_for_token(digest)
+        user = await self.users.state(user_id) if user_id is not None else None
+        if user is None or user.deleted or user.token_digest != digest:
+            raise Unauthorized("invalid access token")
+        if user.status != UserStatus.ENABLED:
+            raise Forbidden("user is disabled")
+        return Principal(user=user, via="token")
 
 
 def check_user_header(request: Request, principal: Principal) -> None:

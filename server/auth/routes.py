@@ -6,13 +6,11 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.accounts.views import login_view
-from server.auth import service
-from server.auth.guard import clear_session_cookie, secure_cookies, set_session_cookie
 from server.auth.identity import session_cookie
 from server.auth.schemas import Login, LoginReply, Register
 from server.web.access import Access, route
 from server.web.envelope import ok
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("auth")
 
@@ -22,9 +20,9 @@ async def login(request: Request, body: Login) -> HTTPResponse:
     """Log in with a username (or e-mail) and password.
     Sets the `session` cookie. Repeated failures for one account from one address are refused for a
     while; a disabled or deleted account cannot log in. Any session cookie sent along is replaced."""
-    state = state_of(request)
-    result = await service.login(
-        state, username=body.username, password=body.password, client_ip=request.ctx.client_ip,
+    services = services_of(request)
+    result = await services.auth.login(
+        username=body.username, password=body.password, client_ip=request.ctx.client_ip,
         old_session=session_cookie(request),
     )
     if result.require_2fa:
@@ -32,7 +30,7 @@ async def login(request: Request, body: Login) -> HTTPResponse:
     else:
         assert result.user is not None
         response = ok(login_view(result.user))
-    set_session_cookie(response, result.session_id, secure=secure_cookies(state))
+    services.cookies.set(response, result.session_id)
     return response
 
 
@@ -40,10 +38,10 @@ async def login(request: Request, body: Login) -> HTTPResponse:
 async def logout(request: Request) -> HTTPResponse:
     """Log out.
     Ends the session of the cookie sent (if any) and clears the cookie; always succeeds."""
-    state = state_of(request)
-    await service.logout(state, session_cookie(request))
+    services = services_of(request)
+    await services.auth.logout(session_cookie(request))
     response = ok()
-    clear_session_cookie(response, secure=secure_cookies(state))
+    services.cookies.clear(response)
     return response
 
 
@@ -52,8 +50,8 @@ async def register(request: Request, body: Register) -> HTTPResponse:
     """Create an account.
     Only when registration is enabled. Usernames are unique regardless of case and width; an invitation
     code rewards the inviter and the new user as the options say."""
-    await service.register(state_of(request), username=body.username, password=body.password,
-                           email=body.email, aff_code=body.aff_code)
+    await services_of(request).auth.register(username=body.username, password=body.password,
+                                             email=body.email, aff_code=body.aff_code)
     return ok()
 
 
@@ -62,4 +60,4 @@ async def access_token(request: Request) -> HTTPResponse:
     """Issue a new access token for your account.
     Shown once; the previous token stops working at once. Send it as `Authorization: Bearer <token>`
     with `New-Api-User`."""
-    return ok(await service.new_access_token(state_of(request), principal_of(request).id))
+    return ok(await services_of(request).auth.new_access_token(principal_of(request).id))

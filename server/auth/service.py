@@ -10,13 +10,17 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import UserStatus
 from core.identity import Role
+from models.db import Database
 from models.tables import User, username_key
 from models.users import UserRepository
+from quota.backends.base import Backend
+from server.accounts.directory import UserDirectory
 from server.accounts.rules import AFF_CODE_MAX, check_password, check_username, fresh_aff_code
-from server.auth.sessions import new_session_id
-from server.context import State
-from server.crypto import sha256_hex
+from server.auth.sessions import SessionStore, new_session_id
+from server.clock import Clock
+from server.crypto import Passwords, SecretBox, sha256_hex
 from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
+from server.system.options import Options
 from server.web.body import has_control_chars
 
 LOGIN_FAIL_TTL = 900
@@ -33,53 +37,9 @@ class LoginResult:
     require_2fa: bool = False
 
 
-async def _second_factor_required(state: State, user: User) -> bool:
-    """Hook for TOTP 2FA (the security issue): True sends the login to `/api/user/login/2fa`."""
-    return False
-
-
 def login_fail_key(account: str, client_ip: str) -> str:
     """The lockout counter of (account, client IP): a fixed-size digest, whatever name was attempted."""
     return f"login_fail:{sha256_hex(f'{account}|{client_ip}')}"
-
-
-async def login(state: State, username: str, password: str, client_ip: str,
-                old_session: str | None) -> LoginResult:
-    if not state.options.settings.password_login_enabled:
-        raise Forbidden("password login is disabled")
-    async with state.db.transaction() as tx:
-        user = await UserRepository(tx).by_login(username)
-    account = str(user.id) if user is not None else username_key(username)
-    fail_key = login_fail_key(account, client_ip)
-    # Counted before the password check, in one atomic step (INCR), so that however many attempts run
-    # at once, at most LOGIN_FAIL_LIMIT of them reach `verify`; a correct password clears the count.
-    if await state.backend.incr(fail_key, LOGIN_FAIL_TTL) > LOGIN_FAIL_LIMIT:
-        raise RateLimited("too many failed logins, try again later",
-                          retry_after=await state.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
-    valid = await state.passwords.verify(user.password if user else None, password)
-    if user is None or not valid or user.status != UserStatus.ENABLED:
-        raise Unauthorized(INVALID_LOGIN)
-    await state.backend.delete(fail_key)
-
-    now = state.clock.now_s()
-    if old_session:
-        await state.sessions.delete(old_session)
-    fresh = new_session_id()
-    if await _second_factor_required(state, user):
-        await state.sessions.save(fresh, {"pending_user_id": user.id, "pending_expires_at": now + 300},
-                                  ttl=300)
-        return LoginResult(None, fresh, require_2fa=True)
-    await state.sessions.save(fresh, {"id": user.id, "role": user.role, "auth_method": "password",
-                                      "pushed_at": now, "created_at": now})
-    async with state.db.transaction() as tx:
-        await UserRepository(tx).update_fields(user.id, last_login_at=now)
-    user.last_login_at = now
-    return LoginResult(user, fresh)
-
-
-async def logout(state: State, session_id: str | None) -> None:
-    if session_id:
-        await state.sessions.delete(session_id)
 
 
 def _check_email(email: str) -> str:
@@ -90,49 +50,102 @@ def _check_email(email: str) -> str:
     return email
 
 
-async def register(state: State, username: str, password: str, email: str, aff_code: str) -> int:
-    s = state.options.settings
-    if not (s.register_enabled and s.password_register_enabled):
-        raise Forbidden("registration is disabled")
-    username = check_username(username)
-    check_password(password)
-    email = _check_email(email) if email else ""
-    hashed = await state.passwords.hash(password)
-    now = state.clock.now_s()
-    try:
-        async with state.db.transaction() as tx:
-            users = UserRepository(tx)
-            if await users.username_taken(username):
-                raise Conflict("username is already taken")
-            if email and await users.email_taken(email):
-                raise Conflict("email is already used")
-            # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
-            inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
-            quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
-            user_id = await users.add(User(
-                username=username, password=hashed, display_name=username, email=email,
-                role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
-                aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
-                created_at=now, setting="", remark="", stripe_customer="",
-            ))
-            if inviter is not None:
-                reward = s.quota_for_inviter
-                await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
-    except IntegrityError:  # a concurrent registration won the race on a unique key
-        async with state.db.transaction() as tx:
-            if email and await UserRepository(tx).email_taken(email) and not await UserRepository(
-                    tx).username_taken(username):
-                raise Conflict("email is already used") from None
-        raise Conflict("username is already taken") from None
-    return user_id
+class AuthService:
+    """Login, logout, registration and access tokens, with exactly the components they use."""
 
+    def __init__(self, *, db: Database, backend: Backend, sessions: SessionStore, users: UserDirectory,
+                 passwords: Passwords, box: SecretBox, options: Options, clock: Clock) -> None:
+        self.db = db
+        self.backend = backend
+        self.sessions = sessions
+        self.users = users
+        self.passwords = passwords
+        self.box = box
+        self.options = options
+        self.clock = clock
 
-async def new_access_token(state: State, user_id: int) -> str:
-    """A fresh token, shown once; only its HMAC digest is stored and the previous token dies at once."""
-    token = secrets.token_urlsafe(24)
-    digest = state.box.digest(token)
-    async with state.db.transaction() as tx:
-        await UserRepository(tx).update_fields(user_id, access_token=digest)
-    await state.users.invalidate(user_id, digest)  # (the old digest fails the state check from now on)
-    return token
+    async def _second_factor_required(self, user: User) -> bool:
+        """Hook for TOTP 2FA (the security issue): True sends the login to `/api/user/login/2fa`."""
+        return False
 
+    async def login(self, username: str, password: str, client_ip: str,
+                    old_session: str | None) -> LoginResult:
+        if not self.options.settings.password_login_enabled:
+            raise Forbidden("password login is disabled")
+        async with self.db.transaction() as tx:
+            user = await UserRepository(tx).by_login(username)
+        account = str(user.id) if user is not None else username_key(username)
+        fail_key = login_fail_key(account, client_ip)
+        # Counted before the password check, in one atomic step (INCR), so that however many attempts run
+        # at once, at most LOGIN_FAIL_LIMIT of them reach `verify`; a correct password clears the count.
+        if await self.backend.incr(fail_key, LOGIN_FAIL_TTL) > LOGIN_FAIL_LIMIT:
+            raise RateLimited("too many failed logins, try again later",
+                              retry_after=await self.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
+        valid = await self.passwords.verify(user.password if user else None, password)
+        if user is None or not valid or user.status != UserStatus.ENABLED:
+            raise Unauthorized(INVALID_LOGIN)
+        await self.backend.delete(fail_key)
+
+        now = self.clock.now_s()
+        if old_session:
+            await self.sessions.delete(old_session)
+        fresh = new_session_id()
+        if await self._second_factor_required(user):
+            await self.sessions.save(fresh, {"pending_user_id": user.id, "pending_expires_at": now + 300},
+                                      ttl=300)
+            return LoginResult(None, fresh, require_2fa=True)
+        await self.sessions.save(fresh, {"id": user.id, "role": user.role, "auth_method": "password",
+                                          "pushed_at": now, "created_at": now})
+        async with self.db.transaction() as tx:
+            await UserRepository(tx).update_fields(user.id, last_login_at=now)
+        user.last_login_at = now
+        return LoginResult(user, fresh)
+
+    async def logout(self, session_id: str | None) -> None:
+        if session_id:
+            await self.sessions.delete(session_id)
+
+    async def register(self, username: str, password: str, email: str, aff_code: str) -> int:
+        s = self.options.settings
+        if not (s.register_enabled and s.password_register_enabled):
+            raise Forbidden("registration is disabled")
+        username = check_username(username)
+        check_password(password)
+        email = _check_email(email) if email else ""
+        hashed = await self.passwords.hash(password)
+        now = self.clock.now_s()
+        try:
+            async with self.db.transaction() as tx:
+                users = UserRepository(tx)
+                if await users.username_taken(username):
+                    raise Conflict("username is already taken")
+                if email and await users.email_taken(email):
+                    raise Conflict("email is already used")
+                # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
+                inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
+                quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
+                user_id = await users.add(User(
+                    username=username, password=hashed, display_name=username, email=email,
+                    role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
+                    aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
+                    created_at=now, setting="", remark="", stripe_customer="",
+                ))
+                if inviter is not None:
+                    reward = s.quota_for_inviter
+                    await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
+        except IntegrityError:  # a concurrent registration won the race on a unique key
+            async with self.db.transaction() as tx:
+                if email and await UserRepository(tx).email_taken(email) and not await UserRepository(
+                        tx).username_taken(username):
+                    raise Conflict("email is already used") from None
+            raise Conflict("username is already taken") from None
+        return user_id
+
+    async def new_access_token(self, user_id: int) -> str:
+        """A fresh token, shown once; only its HMAC digest is stored and the previous token dies at once."""
+        token = secrets.token_urlsafe(24)
+        digest = self.box.digest(token)
+        async with self.db.transaction() as tx:
+            await UserRepository(tx).update_fields(user_id, access_token=digest)
+        await self.users.invalidate(user_id, digest)  # (the old digest fails the state check from now on)
+        return token

@@ -1,0 +1,37 @@
+"""The worker's services, wired once from its infrastructure: who builds what.
+
+`server/context.py` opens and closes the infrastructure (engine, Redis pool, stores, caches, the quota
+engine, background tasks); `build_services(state)` hands each service exactly the components it uses and
+returns them as one frozen `Services`. `create_app` stores it on `app.ctx.services` after opening the
+infrastructure; handlers reach their service with `services_of(request)` (`server/web/state.py`).
+Services never import this module or `server/context.py` (tests/test_layers.py checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.auth.cookies import SessionCookies
+from server.auth.guard import Guard
+from server.auth.identity import Identity
+from server.auth.service import AuthService
+from server.context import State
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    guard: Guard
+    cookies: SessionCookies
+    auth: AuthService
+
+
+def build_services(state: State) -> Services:
+    config = state.config
+    cookies = SessionCookies(config.secure_cookies, state.options)
+    identity = Identity(state.sessions, state.users, state.box, state.clock)
+    guard = Guard(trusted_proxies=config.trusted_proxies, global_limit=config.global_rate_limit,
+                  critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
+                  identity=identity, cookies=cookies)
+    auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
+                       passwords=state.passwords, box=state.box, options=state.options, clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth)
