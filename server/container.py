@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
@@ -23,6 +24,7 @@ class Services:
     guard: Guard
     cookies: SessionCookies
     auth: AuthService
+    accounts: AccountService
 
 
 def build_services(state: State) -> Services:
@@ -34,4 +36,7 @@ def build_services(state: State) -> Services:
                   identity=identity, cookies=cookies)
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth)
+    accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
+                              passwords=state.passwords, quota=state.quota, options=state.options,
+                              clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts)

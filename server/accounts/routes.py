@@ -6,7 +6,6 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.accounts import service
 from server.accounts.schemas import (
     CreatedId,
     ManageAction,
@@ -23,7 +22,7 @@ from server.accounts.schemas import (
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.pagination import Paged
-from server.web.state import principal_of, services_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("accounts")
 
@@ -34,7 +33,7 @@ bp = Blueprint("accounts")
 async def get_self(request: Request) -> HTTPResponse:
     """Your own account.
     Shows the live balance and the UI permissions of your role; never the password or the remark."""
-    return ok(await service.get_self(state_of(request), principal_of(request)))
+    return ok(await services_of(request).accounts.get_self(principal_of(request)))
 
 
 @route(bp, "PUT", "/api/user/self", access=Access.USER, body=SelfUpdate, reply=SelfView)
@@ -42,11 +41,11 @@ async def put_self(request: Request, body: SelfUpdate) -> HTTPResponse:
     """Change your own account.
     Only the fields sent (and not null) change. A new password needs `original_password`; changing it
     ends your other sessions and rotates this one (a new session cookie comes back)."""
-    state = state_of(request)
-    view, rotated = await service.update_self(state, principal_of(request), body.changes())
+    services = services_of(request)
+    view, rotated = await services.accounts.update_self(principal_of(request), body.changes())
     response = ok(view)
     if rotated:
-        services_of(request).cookies.set(response, rotated)
+        services.cookies.set(response, rotated)
     return response
 
 
@@ -54,10 +53,10 @@ async def put_self(request: Request, body: SelfUpdate) -> HTTPResponse:
 async def delete_self(request: Request) -> HTTPResponse:
     """Delete your own account.
     The account is soft-deleted and every session of it ends; root cannot delete itself."""
-    state = state_of(request)
-    await service.delete_self(state, principal_of(request))
+    services = services_of(request)
+    await services.accounts.delete_self(principal_of(request))
     response = ok()
-    services_of(request).cookies.clear(response)
+    services.cookies.clear(response)
     return response
 
 
@@ -67,17 +66,16 @@ async def delete_self(request: Request) -> HTTPResponse:
 async def list_users(request: Request, query: UserListQuery) -> HTTPResponse:
     """List users.
     Soft-deleted users are listed only with `include_deleted`."""
-    return ok(await service.list_users(state_of(request), query.page(),
-                                       include_deleted=query.include_deleted))
+    return ok(await services_of(request).accounts.list_users(query.page(),
+                                                             include_deleted=query.include_deleted))
 
 
 @route(bp, "GET", "/api/user/search", access=Access.ADMIN, query=UserSearchQuery, reply=Paged[UserView])
 async def search_users(request: Request, query: UserSearchQuery) -> HTTPResponse:
     """Search users by keyword and group.
     The keyword matches the id exactly or the username, display name or e-mail in part."""
-    return ok(await service.list_users(
-        state_of(request), query.page(), include_deleted=query.include_deleted,
-        keyword=query.keyword, group=query.group,
+    return ok(await services_of(request).accounts.list_users(
+        query.page(), include_deleted=query.include_deleted, keyword=query.keyword, group=query.group,
     ))
 
 
@@ -85,15 +83,15 @@ async def search_users(request: Request, query: UserSearchQuery) -> HTTPResponse
 async def get_user(request: Request, user_id: int) -> HTTPResponse:
     """One user.
     An admin acts only on users whose role is below their own."""
-    return ok(await service.get_user(state_of(request), principal_of(request), user_id))
+    return ok(await services_of(request).accounts.get_user(principal_of(request), user_id))
 
 
 @route(bp, "POST", "/api/user/", access=Access.ADMIN, body=UserCreate, reply=CreatedId)
 async def create_user(request: Request, body: UserCreate) -> HTTPResponse:
     """Create a user.
     The username and password follow the registration rules; only root creates admins."""
-    new_id = await service.create_user(
-        state_of(request), principal_of(request), username=body.username, password=body.password,
+    new_id = await services_of(request).accounts.create_user(
+        principal_of(request), username=body.username, password=body.password,
         display_name=body.display_name, role=body.role,
     )
     return ok({"id": new_id})
@@ -104,14 +102,14 @@ async def update_user(request: Request, body: UserUpdate) -> HTTPResponse:
     """Edit a user.
     Only the fields sent (and not null) change; a new password ends the user's sessions. An admin edits
     only users of a lower role."""
-    return ok(await service.update_user(state_of(request), principal_of(request), body.id, body.changes()))
+    return ok(await services_of(request).accounts.update_user(principal_of(request), body.id, body.changes()))
 
 
 @route(bp, "DELETE", "/api/user/<user_id>", access=Access.ADMIN, path_params=UserPath, reply=None)
 async def delete_user(request: Request, user_id: int) -> HTTPResponse:
     """Delete a user.
     The user is soft-deleted and their sessions end; root cannot be deleted."""
-    await service.delete_user(state_of(request), principal_of(request), user_id)
+    await services_of(request).accounts.delete_user(principal_of(request), user_id)
     return ok()
 
 
@@ -120,7 +118,6 @@ async def manage_user(request: Request, body: ManageAction) -> HTTPResponse:
     """Disable, enable, delete, promote or demote a user, or change their balance.
     `add_quota` takes `mode` (add, subtract, override) and `value`; a change of balance is logged with
     the admin's name. Only root promotes; root itself cannot be disabled, deleted or demoted."""
-    return ok(await service.manage(
-        state_of(request), principal_of(request), user_id=body.id, action=body.action, value=body.value,
-        mode=body.mode,
+    return ok(await services_of(request).accounts.manage(
+        principal_of(request), user_id=body.id, action=body.action, value=body.value, mode=body.mode,
     ))

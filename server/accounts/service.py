@@ -16,10 +16,13 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Principal, Role
+from models.db import Database
 from models.logs import LogRepository
 from models.tables import User
 from models.users import UserRepository
+from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
+from server.accounts.directory import UserDirectory
 from server.accounts.rules import (
     DISPLAY_NAME_MAX,
     check_password,
@@ -28,9 +31,11 @@ from server.accounts.rules import (
     require_hierarchy,
 )
 from server.accounts.views import self_view, settings_of, user_view
-from server.auth.sessions import new_session_id
-from server.context import State
+from server.auth.sessions import SessionStore, new_session_id
+from server.clock import Clock
+from server.crypto import Passwords
 from server.errors import BadRequest, Conflict, Forbidden, NotFound
+from server.system.options import Options
 from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
@@ -47,287 +52,290 @@ async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock
     return user
 
 
-async def _revoke(state: State, user_id: int, keep_session: str | None = None,
-                  token_digest: str | None = None) -> None:
-    await state.sessions.revoke_user(user_id, keep_session)
-    await state.users.invalidate(user_id, token_digest)
-
-
-# ---- self -------------------------------------------------------------------------------------------
-
-async def get_self(state: State, principal: Principal) -> dict[str, Any]:
-    async with state.db.transaction() as tx:
-        user = await UserRepository(tx).get(principal.id)
-    if user is None:
-        raise NotFound("user not found")
-    return (await with_live_quota(state, [self_view(user)]))[0]
-
-
-async def update_self(state: State, principal: Principal, changes: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                                        str | None]:
-    """Apply the non-empty fields; returns the self view and the caller's new session id (if rotated)."""
-    values: dict[str, Any] = {}
-    password = changes.get("password") or ""
-    old_token: str | None = None
-    async with state.db.transaction() as tx:
-        users = UserRepository(tx)
-        user = await users.get_for_update(principal.id)
-        if user is None:
-            raise NotFound("user not found")
-        if changes.get("username"):
-            name = check_username(changes["username"])
-            if name != user.username and await users.username_taken(name, except_id=user.id):
-                raise Conflict("username is already taken")
-            values["username"] = name
-        if changes.get("display_name"):
-            if len(changes["display_name"]) > DISPLAY_NAME_MAX:
-                raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
-            values["display_name"] = changes["display_name"]
-        if password:
-            check_password(password)
-            original = changes.get("original_password") or ""
-            if not original:
-                raise BadRequest("original_password: is required to change the password")
-            if not await state.passwords.verify(user.password, original):
-                raise Forbidden("original_password: is wrong")
-            values["password"] = await state.passwords.hash(password)
-            values["access_token"] = None  # a new password ends the access token with the sessions
-            old_token = user.access_token
-        merged = {k: changes[k] for k in ("sidebar_modules", "language") if changes.get(k) not in (None, "")}
-        if merged:
-            values["setting"] = json.dumps({**settings_of(user), **merged}, ensure_ascii=False)
-        if values:
-            try:
-                await users.update_fields(user.id, **values)
-            except IntegrityError:
-                raise Conflict("username is already taken") from None
-            for name, value in values.items():
-                setattr(user, name, value)
-        view = self_view(user)
-    view = (await with_live_quota(state, [view]))[0]
-    rotated = None
-    if password:
-        if principal.via == "session" and principal.session_id and principal.session is not None:
-            rotated = new_session_id()
-            await state.sessions.save(rotated, {**principal.session, "pushed_at": state.clock.now_s()})
-        await _revoke(state, principal.id, keep_session=rotated, token_digest=old_token)
-    elif values:
-        await state.users.invalidate(principal.id)
-    return view, rotated
-
-
-async def delete_self(state: State, principal: Principal) -> None:
-    if principal.role == Role.ROOT:
-        raise Forbidden("root cannot delete its own account")
-    await _soft_delete(state, principal.id)
-
-
-async def _soft_delete(state: State, user_id: int) -> None:
-    async with state.db.transaction() as tx:
-        await UserRepository(tx).update_fields(user_id, deleted_at=state.clock.now_s(), access_token=None)
-    await _revoke(state, user_id)
-
-
-# ---- admin ------------------------------------------------------------------------------------------
-
-async def list_users(state: State, page: Page, *, include_deleted: bool, keyword: str = "",
-                     group: str = "") -> dict[str, Any]:
-    async with state.db.transaction() as tx:
-        rows, total = await UserRepository(tx).page(
-            offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword, group=group
-        )
-    return page.payload(await with_live_quota(state, _views(rows)), total)
-
-
 def _views(rows: Sequence[User]) -> list[dict[str, Any]]:
     return [user_view(u) for u in rows]
-
-
-async def get_user(state: State, actor: Principal, user_id: int) -> dict[str, Any]:
-    async with state.db.transaction() as tx:
-        view = user_view(await _target(UserRepository(tx), actor, user_id))
-    return (await with_live_quota(state, [view]))[0]
-
-
-async def create_user(state: State, actor: Principal, username: str, password: str, display_name: str,
-                      role: int) -> int:
-    username = check_username(username)
-    check_password(password)
-    if len(display_name) > DISPLAY_NAME_MAX:
-        raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
-    if role not in (Role.COMMON, Role.ADMIN):
-        raise BadRequest("role: must be 1 (common user) or 10 (admin)")
-    if role >= actor.role:
-        raise Forbidden("you can only create users with a role below yours")
-    hashed = await state.passwords.hash(password)
-    try:
-        async with state.db.transaction() as tx:
-            users = UserRepository(tx)
-            if await users.username_taken(username):
-                raise Conflict("username is already taken")
-            return await users.add(User(
-                username=username, password=hashed, display_name=display_name or username, role=role,
-                status=UserStatus.ENABLED, group="default", quota=state.options.settings.quota_for_new_user,
-                aff_code=await fresh_aff_code(users), created_at=state.clock.now_s(), email="",
-                setting="", remark="", stripe_customer="",
-            ))
-    except IntegrityError:
-        raise Conflict("username is already taken") from None
-
-
-async def update_user(state: State, actor: Principal, user_id: int, changes: dict[str, Any]
-                      ) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if changes.get("username") is not None:
-        values["username"] = check_username(changes["username"])
-    if changes.get("display_name") is not None:
-        if len(changes["display_name"]) > DISPLAY_NAME_MAX:
-            raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
-        values["display_name"] = changes["display_name"]
-    if changes.get("group") is not None:
-        if changes["group"] not in state.options.settings.group_ratio:
-            raise BadRequest("group: must be a group of GroupRatio")
-        values["group"] = changes["group"]
-    if changes.get("remark") is not None:
-        if len(changes["remark"]) > 255:
-            raise BadRequest("remark: must be at most 255 characters")
-        values["remark"] = changes["remark"]
-    new_password = changes.get("password") or ""
-    if new_password:
-        values["password"] = await state.passwords.hash(check_password(new_password))
-        values["access_token"] = None  # a new password ends the access token with the sessions
-    old_token: str | None = None
-    async with state.db.transaction() as tx:
-        users = UserRepository(tx)
-        user = await _target(users, actor, user_id, lock=True)
-        old_token = user.access_token
-        if "username" in values and await users.username_taken(values["username"], except_id=user.id):
-            raise Conflict("username is already taken")
-        if values:
-            try:
-                await users.update_fields(user.id, **values)
-            except IntegrityError:
-                raise Conflict("username is already taken") from None
-            for name, value in values.items():
-                setattr(user, name, value)
-        view = user_view(user)
-    view = (await with_live_quota(state, [view]))[0]
-    if new_password:
-        await _revoke(state, user_id, token_digest=old_token)
-    elif values:
-        await state.users.invalidate(user_id)
-    return view
-
-
-async def delete_user(state: State, actor: Principal, user_id: int) -> None:
-    async with state.db.transaction() as tx:
-        target = await _target(UserRepository(tx), actor, user_id)
-        if target.role == Role.ROOT:
-            raise Forbidden("root cannot be deleted")
-        await UserRepository(tx).update_fields(user_id, deleted_at=state.clock.now_s(), access_token=None)
-        await _manage_log(LogRepository(tx), state, actor, target,
-                          f"admin {actor.user.username} deleted user {target.username}")
-    await _revoke(state, user_id)
 
 
 def _admin_info(actor: Principal) -> dict[str, Any]:
     return {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}}
 
 
-async def _manage_log(logs: LogRepository, state: State, actor: Principal, target: User, content: str
-                      ) -> None:
-    await logs.add(type=LogType.MANAGE, user_id=target.id, username=target.username, content=content,
-                   created_at=state.clock.now_s(), other=_admin_info(actor))
-
-
 MANAGE_TEXT = {"disable": "disabled", "enable": "enabled", "delete": "deleted",
                "promote": "promoted to admin", "demote": "demoted to common user"}
 
 
-async def manage(state: State, actor: Principal, user_id: int, action: str, value: int | None,
-                 mode: str | None) -> dict[str, Any]:
-    if action not in MANAGE_ACTIONS:
-        raise BadRequest(f"action: unknown action {action!r}")
-    if action == "add_quota":
-        return await _change_quota(state, actor, user_id, value, mode)
-    revoke = False
-    async with state.db.transaction() as tx:
-        users = UserRepository(tx)
-        user = await _target(users, actor, user_id, lock=True)
-        if action in ("disable", "delete", "demote") and user.role == Role.ROOT:
-            raise Forbidden(f"root cannot be {action}d" if action != "demote" else "root cannot be demoted")
-        if action == "disable":
-            await users.update_fields(user.id, status=UserStatus.DISABLED)
-            revoke = True
-        elif action == "enable":
-            await users.update_fields(user.id, status=UserStatus.ENABLED)
-        elif action == "delete":
-            await users.update_fields(user.id, deleted_at=state.clock.now_s(), access_token=None)
-            revoke = True
-        elif action == "promote":
-            if actor.role != Role.ROOT:
-                raise Forbidden("only root can promote users")
-            if user.role >= Role.ADMIN:
-                raise Conflict("the user is already an admin")
-            await users.update_fields(user.id, role=Role.ADMIN)
-        else:  # demote
-            if user.role <= Role.COMMON:
-                raise Conflict("the user is already a common user")
-            await users.update_fields(user.id, role=Role.COMMON)
-            revoke = True
-        await _manage_log(LogRepository(tx), state, actor, user, f"admin {actor.user.username} "
-                          f"{MANAGE_TEXT[action]} user {user.username}")
-        after = await users.get(user.id, include_deleted=True)
-        assert after is not None
-        reply = {"role": after.role, "status": after.status,
-                 "quota": await _live_quota(state, after.id, after.quota)}
-    if revoke:
-        await _revoke(state, user_id)
-    else:
-        await state.users.invalidate(user_id)
-    return reply
+class AccountService:
+    """Your own account and the admin's user routes, with exactly the components they use."""
 
+    def __init__(self, *, db: Database, users: UserDirectory, sessions: SessionStore, passwords: Passwords,
+                 quota: QuotaEngine, options: Options, clock: Clock) -> None:
+        self.db = db
+        self.users = users
+        self.sessions = sessions
+        self.passwords = passwords
+        self.quota = quota
+        self.options = options
+        self.clock = clock
 
-async def _change_quota(state: State, actor: Principal, user_id: int, value: int | None, mode: str | None
-                        ) -> dict[str, Any]:
-    """One atomic step on the live balance through the quota engine; the manage log travels with it."""
-    if mode not in QUOTA_MODES:
-        raise BadRequest("mode: must be add, subtract or override")
-    if value is None:
-        raise BadRequest("value: is required")
-    if mode == "override" and value < 0:
-        raise BadRequest("value: must be at least 0")
-    if mode != "override" and value <= 0:
-        raise BadRequest("value: must be greater than 0")
-    async with state.db.transaction() as tx:
-        user = await _target(UserRepository(tx), actor, user_id)
-    log = {"type": LogType.MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
-           "content": f"admin {actor.user.username} quota {mode} {value}: balance {{before}} -> {{after}}",
-           "created_at": state.clock.now_s()}
-    ref = f"manage:{secrets.token_hex(12)}"
-    try:
-        if mode == "add":
-            adjusted = await state.quota.credit("user", user.id, value, ref=ref, log=log)
-        elif mode == "subtract":
-            adjusted = await state.quota.debit("user", user.id, value, ref=ref, log=log)
+    async def _revoke(self, user_id: int, keep_session: str | None = None,
+                      token_digest: str | None = None) -> None:
+        await self.sessions.revoke_user(user_id, keep_session)
+        await self.users.invalidate(user_id, token_digest)
+
+    # ---- self ---------------------------------------------------------------------------------------
+
+    async def get_self(self, principal: Principal) -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            user = await UserRepository(tx).get(principal.id)
+        if user is None:
+            raise NotFound("user not found")
+        return (await self.with_live_quota([self_view(user)]))[0]
+
+    async def update_self(self, principal: Principal, changes: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                            str | None]:
+        """Apply the non-empty fields; returns the self view and the caller's new session id (if rotated)."""
+        values: dict[str, Any] = {}
+        password = changes.get("password") or ""
+        old_token: str | None = None
+        async with self.db.transaction() as tx:
+            users = UserRepository(tx)
+            user = await users.get_for_update(principal.id)
+            if user is None:
+                raise NotFound("user not found")
+            if changes.get("username"):
+                name = check_username(changes["username"])
+                if name != user.username and await users.username_taken(name, except_id=user.id):
+                    raise Conflict("username is already taken")
+                values["username"] = name
+            if changes.get("display_name"):
+                if len(changes["display_name"]) > DISPLAY_NAME_MAX:
+                    raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+                values["display_name"] = changes["display_name"]
+            if password:
+                check_password(password)
+                original = changes.get("original_password") or ""
+                if not original:
+                    raise BadRequest("original_password: is required to change the password")
+                if not await self.passwords.verify(user.password, original):
+                    raise Forbidden("original_password: is wrong")
+                values["password"] = await self.passwords.hash(password)
+                values["access_token"] = None  # a new password ends the access token with the sessions
+                old_token = user.access_token
+            merged = {k: changes[k] for k in ("sidebar_modules", "language")
+                      if changes.get(k) not in (None, "")}
+            if merged:
+                values["setting"] = json.dumps({**settings_of(user), **merged}, ensure_ascii=False)
+            if values:
+                try:
+                    await users.update_fields(user.id, **values)
+                except IntegrityError:
+                    raise Conflict("username is already taken") from None
+                for name, value in values.items():
+                    setattr(user, name, value)
+            view = self_view(user)
+        view = (await self.with_live_quota([view]))[0]
+        rotated = None
+        if password:
+            if principal.via == "session" and principal.session_id and principal.session is not None:
+                rotated = new_session_id()
+                await self.sessions.save(rotated, {**principal.session, "pushed_at": self.clock.now_s()})
+            await self._revoke(principal.id, keep_session=rotated, token_digest=old_token)
+        elif values:
+            await self.users.invalidate(principal.id)
+        return view, rotated
+
+    async def delete_self(self, principal: Principal) -> None:
+        if principal.role == Role.ROOT:
+            raise Forbidden("root cannot delete its own account")
+        await self._soft_delete(principal.id)
+
+    async def _soft_delete(self, user_id: int) -> None:
+        async with self.db.transaction() as tx:
+            await UserRepository(tx).update_fields(user_id, deleted_at=self.clock.now_s(), access_token=None)
+        await self._revoke(user_id)
+
+    # ---- admin --------------------------------------------------------------------------------------
+
+    async def list_users(self, page: Page, *, include_deleted: bool, keyword: str = "",
+                         group: str = "") -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            rows, total = await UserRepository(tx).page(
+                offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword,
+                group=group,
+            )
+        return page.payload(await self.with_live_quota(_views(rows)), total)
+
+    async def get_user(self, actor: Principal, user_id: int) -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            view = user_view(await _target(UserRepository(tx), actor, user_id))
+        return (await self.with_live_quota([view]))[0]
+
+    async def create_user(self, actor: Principal, username: str, password: str, display_name: str,
+                          role: int) -> int:
+        username = check_username(username)
+        check_password(password)
+        if len(display_name) > DISPLAY_NAME_MAX:
+            raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+        if role not in (Role.COMMON, Role.ADMIN):
+            raise BadRequest("role: must be 1 (common user) or 10 (admin)")
+        if role >= actor.role:
+            raise Forbidden("you can only create users with a role below yours")
+        hashed = await self.passwords.hash(password)
+        try:
+            async with self.db.transaction() as tx:
+                users = UserRepository(tx)
+                if await users.username_taken(username):
+                    raise Conflict("username is already taken")
+                return await users.add(User(
+                    username=username, password=hashed, display_name=display_name or username, role=role,
+                    status=UserStatus.ENABLED, group="default",
+                    quota=self.options.settings.quota_for_new_user,
+                    aff_code=await fresh_aff_code(users), created_at=self.clock.now_s(), email="",
+                    setting="", remark="", stripe_customer="",
+                ))
+        except IntegrityError:
+            raise Conflict("username is already taken") from None
+
+    async def update_user(self, actor: Principal, user_id: int, changes: dict[str, Any]
+                          ) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        if changes.get("username") is not None:
+            values["username"] = check_username(changes["username"])
+        if changes.get("display_name") is not None:
+            if len(changes["display_name"]) > DISPLAY_NAME_MAX:
+                raise BadRequest(f"display_name: must be at most {DISPLAY_NAME_MAX} characters")
+            values["display_name"] = changes["display_name"]
+        if changes.get("group") is not None:
+            if changes["group"] not in self.options.settings.group_ratio:
+                raise BadRequest("group: must be a group of GroupRatio")
+            values["group"] = changes["group"]
+        if changes.get("remark") is not None:
+            if len(changes["remark"]) > 255:
+                raise BadRequest("remark: must be at most 255 characters")
+            values["remark"] = changes["remark"]
+        new_password = changes.get("password") or ""
+        if new_password:
+            values["password"] = await self.passwords.hash(check_password(new_password))
+            values["access_token"] = None  # a new password ends the access token with the sessions
+        old_token: str | None = None
+        async with self.db.transaction() as tx:
+            users = UserRepository(tx)
+            user = await _target(users, actor, user_id, lock=True)
+            old_token = user.access_token
+            if "username" in values and await users.username_taken(values["username"], except_id=user.id):
+                raise Conflict("username is already taken")
+            if values:
+                try:
+                    await users.update_fields(user.id, **values)
+                except IntegrityError:
+                    raise Conflict("username is already taken") from None
+                for name, value in values.items():
+                    setattr(user, name, value)
+            view = user_view(user)
+        view = (await self.with_live_quota([view]))[0]
+        if new_password:
+            await self._revoke(user_id, token_digest=old_token)
+        elif values:
+            await self.users.invalidate(user_id)
+        return view
+
+    async def delete_user(self, actor: Principal, user_id: int) -> None:
+        async with self.db.transaction() as tx:
+            target = await _target(UserRepository(tx), actor, user_id)
+            if target.role == Role.ROOT:
+                raise Forbidden("root cannot be deleted")
+            await UserRepository(tx).update_fields(user_id, deleted_at=self.clock.now_s(), access_token=None)
+            await self._manage_log(LogRepository(tx), actor, target,
+                                   f"admin {actor.user.username} deleted user {target.username}")
+        await self._revoke(user_id)
+
+    async def _manage_log(self, logs: LogRepository, actor: Principal, target: User, content: str
+                          ) -> None:
+        await logs.add(type=LogType.MANAGE, user_id=target.id, username=target.username, content=content,
+                       created_at=self.clock.now_s(), other=_admin_info(actor))
+
+    async def manage(self, actor: Principal, user_id: int, action: str, value: int | None,
+                     mode: str | None) -> dict[str, Any]:
+        if action not in MANAGE_ACTIONS:
+            raise BadRequest(f"action: unknown action {action!r}")
+        if action == "add_quota":
+            return await self._change_quota(actor, user_id, value, mode)
+        revoke = False
+        async with self.db.transaction() as tx:
+            users = UserRepository(tx)
+            user = await _target(users, actor, user_id, lock=True)
+            if action in ("disable", "delete", "demote") and user.role == Role.ROOT:
+                raise Forbidden(f"root cannot be {action}d" if action != "demote"
+                                else "root cannot be demoted")
+            if action == "disable":
+                await users.update_fields(user.id, status=UserStatus.DISABLED)
+                revoke = True
+            elif action == "enable":
+                await users.update_fields(user.id, status=UserStatus.ENABLED)
+            elif action == "delete":
+                await users.update_fields(user.id, deleted_at=self.clock.now_s(), access_token=None)
+                revoke = True
+            elif action == "promote":
+                if actor.role != Role.ROOT:
+                    raise Forbidden("only root can promote users")
+                if user.role >= Role.ADMIN:
+                    raise Conflict("the user is already an admin")
+                await users.update_fields(user.id, role=Role.ADMIN)
+            else:  # demote
+                if user.role <= Role.COMMON:
+                    raise Conflict("the user is already a common user")
+                await users.update_fields(user.id, role=Role.COMMON)
+                revoke = True
+            await self._manage_log(LogRepository(tx), actor, user, f"admin {actor.user.username} "
+                                   f"{MANAGE_TEXT[action]} user {user.username}")
+            after = await users.get(user.id, include_deleted=True)
+            assert after is not None
+            reply = {"role": after.role, "status": after.status,
+                     "quota": await self._live_quota(after.id, after.quota)}
+        if revoke:
+            await self._revoke(user_id)
         else:
-            adjusted = await state.quota.set("user", user.id, value, ref=ref, log=log)
-    except SubtractTooLarge:
-        raise Conflict("cannot subtract more than the current balance") from None
-    except BalanceOutOfRange:
-        raise Conflict("the balance would exceed the largest supported amount") from None
-    except BalanceUnknown:
-        raise NotFound("user not found") from None
-    return {"role": user.role, "status": user.status, "quota": adjusted.after}
+            await self.users.invalidate(user_id)
+        return reply
 
+    async def _change_quota(self, actor: Principal, user_id: int, value: int | None, mode: str | None
+                            ) -> dict[str, Any]:
+        """One atomic step on the live balance through the quota engine; the manage log travels with it."""
+        if mode not in QUOTA_MODES:
+            raise BadRequest("mode: must be add, subtract or override")
+        if value is None:
+            raise BadRequest("value: is required")
+        if mode == "override" and value < 0:
+            raise BadRequest("value: must be at least 0")
+        if mode != "override" and value <= 0:
+            raise BadRequest("value: must be greater than 0")
+        async with self.db.transaction() as tx:
+            user = await _target(UserRepository(tx), actor, user_id)
+        content = f"admin {actor.user.username} quota {mode} {value}: balance {{before}} -> {{after}}"
+        log = {"type": LogType.MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
+               "content": content, "created_at": self.clock.now_s()}
+        ref = f"manage:{secrets.token_hex(12)}"
+        try:
+            if mode == "add":
+                adjusted = await self.quota.credit("user", user.id, value, ref=ref, log=log)
+            elif mode == "subtract":
+                adjusted = await self.quota.debit("user", user.id, value, ref=ref, log=log)
+            else:
+                adjusted = await self.quota.set("user", user.id, value, ref=ref, log=log)
+        except SubtractTooLarge:
+            raise Conflict("cannot subtract more than the current balance") from None
+        except BalanceOutOfRange:
+            raise Conflict("the balance would exceed the largest supported amount") from None
+        except BalanceUnknown:
+            raise NotFound("user not found") from None
+        return {"role": user.role, "status": user.status, "quota": adjusted.after}
 
-async def _live_quota(state: State, user_id: int, durable: int) -> int:
-    """The live balance when the engine has one, else the durable one (then nothing is pending)."""
-    return (await state.quota.balances("user", [user_id])).get(user_id, durable)
+    async def _live_quota(self, user_id: int, durable: int) -> int:
+        """The live balance when the engine has one, else the durable one (then nothing is pending)."""
+        return (await self.quota.balances("user", [user_id])).get(user_id, durable)
 
-
-async def with_live_quota(state: State, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    live = await state.quota.balances("user", [v["id"] for v in views])
-    for view in views:
-        view["quota"] = live.get(view["id"], view["quota"])
-    return views
+    async def with_live_quota(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        live = await self.quota.balances("user", [v["id"] for v in views])
+        for view in views:
+            view["quota"] = live.get(view["id"], view["quota"])
+        return views
