@@ -17,6 +17,7 @@ from server.auth.guard import Guard
 from server.auth.identity import Identity
 from server.auth.service import AuthService
 from server.context import State
+from server.keys.service import KeyService
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,7 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     accounts: AccountService
+    keys: KeyService
 
 
 def build_services(state: State) -> Services:
@@ -39,4 +41,6 @@ def build_services(state: State) -> Services:
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts)
+    keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
+                      clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys)

@@ -6,7 +6,6 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.errors import Unauthorized
-from server.keys import service
 from server.keys.schemas import (
     RevealedKey,
     TokenBatch,
@@ -22,7 +21,7 @@ from server.keys.schemas import (
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.pagination import Paged
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("keys")
 
@@ -31,21 +30,21 @@ bp = Blueprint("keys")
 async def list_tokens(request: Request, query: TokenListQuery) -> HTTPResponse:
     """List your API keys.
     Keys are masked; everyone, root included, sees only their own keys."""
-    return ok(await service.list_keys(state_of(request), principal_of(request), query.page()))
+    return ok(await services_of(request).keys.list_keys(principal_of(request), query.page()))
 
 
 @route(bp, "GET", "/api/token/search", access=Access.USER, query=TokenSearchQuery, reply=Paged[TokenView])
 async def search_tokens(request: Request, query: TokenSearchQuery) -> HTTPResponse:
     """Search your API keys by name or by the key itself.
     `token` must be a whole key (with or without `sk-`): a partial key matches nothing."""
-    return ok(await service.list_keys(state_of(request), principal_of(request), query.page(),
-                                      keyword=query.keyword, token=query.token))
+    return ok(await services_of(request).keys.list_keys(principal_of(request), query.page(),
+                                                        keyword=query.keyword, token=query.token))
 
 
 @route(bp, "GET", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=TokenView)
 async def get_token(request: Request, token_id: int) -> HTTPResponse:
     """One of your API keys (masked)."""
-    return ok(await service.get_key(state_of(request), principal_of(request), token_id))
+    return ok(await services_of(request).keys.get_key(principal_of(request), token_id))
 
 
 @route(bp, "POST", "/api/token/<token_id>/key", access=Access.USER, critical=True, path_params=TokenPath,
@@ -53,7 +52,7 @@ async def get_token(request: Request, token_id: int) -> HTTPResponse:
 async def reveal_token_key(request: Request, token_id: int) -> HTTPResponse:
     """Show one of your API keys in full.
     Rate-limited like the other sensitive routes."""
-    return ok(await service.reveal_key(state_of(request), principal_of(request), token_id))
+    return ok(await services_of(request).keys.reveal_key(principal_of(request), token_id))
 
 
 @route(bp, "POST", "/api/token/", access=Access.USER, body=TokenFields, reply=TokenView)
@@ -61,7 +60,7 @@ async def create_token(request: Request, body: TokenFields) -> HTTPResponse:
     """Create an API key.
     The reply shows the whole key (`sk-…`) this once; later reads mask it. A user has at most 1000 live
     keys; `status` is ignored (a new key is enabled)."""
-    return ok(await service.create_key(state_of(request), principal_of(request), body.changes()))
+    return ok(await services_of(request).keys.create_key(principal_of(request), body.changes()))
 
 
 @route(bp, "PUT", "/api/token/", access=Access.USER, body=TokenUpdate, query=TokenUpdateQuery,
@@ -70,14 +69,14 @@ async def update_token(request: Request, body: TokenUpdate, query: TokenUpdateQu
     """Edit one of your API keys.
     Only the fields sent change; with `status_only`, only `status`. Stored values sent back unchanged
     are accepted; enabling a key checks that it has neither expired nor run out."""
-    return ok(await service.update_key(state_of(request), principal_of(request), body.id, body.changes(),
-                                       status_only=query.status_only))
+    return ok(await services_of(request).keys.update_key(principal_of(request), body.id, body.changes(),
+                                                         status_only=query.status_only))
 
 
 @route(bp, "DELETE", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=None)
 async def delete_token(request: Request, token_id: int) -> HTTPResponse:
     """Delete one of your API keys (it stops working at once)."""
-    await service.delete_key(state_of(request), principal_of(request), token_id)
+    await services_of(request).keys.delete_key(principal_of(request), token_id)
     return ok()
 
 
@@ -85,7 +84,7 @@ async def delete_token(request: Request, token_id: int) -> HTTPResponse:
 async def delete_tokens(request: Request, body: TokenBatch) -> HTTPResponse:
     """Delete several of your API keys.
     Ids that are not your live keys are skipped; the reply is how many were deleted."""
-    return ok(await service.delete_keys(state_of(request), principal_of(request), body.ids))
+    return ok(await services_of(request).keys.delete_keys(principal_of(request), body.ids))
 
 
 @route(bp, "GET", "/api/usage/token/", access=Access.API_KEY, reply=TokenUsage)
@@ -97,4 +96,4 @@ async def token_usage(request: Request) -> HTTPResponse:
         header = header[7:].strip()
     if not header:
         raise Unauthorized("an API key is required (Authorization: Bearer sk-…)")
-    return ok(await service.usage(state_of(request), header))
+    return ok(await services_of(request).keys.usage(header))

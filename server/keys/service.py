@@ -3,8 +3,8 @@
 - The key is 48 `[A-Za-z0-9]` from `secrets`, stored encrypted plus its HMAC digest, shown in full once
   (create) and then only through `reveal_key`.
 - `remain_quota` is money (docs/API.md#quota): the row is created with it, and afterwards only the quota
-  engine changes it (`state.quota.set`); views show the live value.
-- Every committed change invalidates the key's cached state (`state.keys.invalidate`), so every worker
+  engine changes it (`QuotaEngine.set`); views show the live value.
+- Every committed change invalidates the key's cached state (`KeyDirectory.invalidate`), so every worker
   and node applies it within 1 s.
 """
 
@@ -18,13 +18,17 @@ from typing import Any
 
 from core.enums import KeyStatus
 from core.identity import Principal
+from models.db import Database
 from models.keys import ApiKey, ApiKeyRepository
 from models.users import UserRepository
+from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown
-from server.context import State
+from server.clock import Clock
+from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthorized
-from server.keys.directory import KEY_LENGTH, bare_key
+from server.keys.directory import KEY_LENGTH, KeyDirectory, bare_key
 from server.keys.views import key_view, reveal, usage_view
+from server.system.options import Options
 from server.web.body import has_control_chars
 from server.web.pagination import Page
 
@@ -40,12 +44,6 @@ BALANCE_LIMIT = 2**53 - 1  # the quota engine's exact range (CONVENTIONS.md rule
 def new_key() -> str:
     """48 characters `[A-Za-z0-9]` from the CSPRNG (≈ 285 bits)."""
     return "".join(secrets.choice(ALPHABET) for _ in range(KEY_LENGTH))
-
-
-# ---- validation -------------------------------------------------------------------------------------
-
-def remain_quota_max(state: State) -> int:
-    return min(int(1_000_000_000 * state.options.settings.quota_per_unit), BALANCE_LIMIT)
 
 
 def _name(value: str) -> str:
@@ -89,57 +87,10 @@ def _allow_ips(value: str) -> str:
     return "\n".join(entries)
 
 
-def _group(state: State, principal: Principal, group: str) -> str:
-    if group in ("", "auto"):
-        return group
-    if group not in state.options.settings.user_usable_groups and group != principal.user.group:
-        raise BadRequest(f"group: {group!r} is not a group you can use")
-    if group not in state.options.settings.group_ratio:
-        raise BadRequest(f"group: {group!r} is not in GroupRatio")
-    return group
-
-
 def _status(value: Any) -> int:
     if value not in (KeyStatus.ENABLED, KeyStatus.DISABLED):
         raise BadRequest("status: must be 1 (enabled) or 2 (disabled)")
     return int(value)
-
-
-def check_fields(state: State, principal: Principal, changes: dict[str, Any], current: ApiKey | None,
-                 now: int) -> dict[str, Any]:
-    """The column values of the present fields, validated and normalized. On an edit (`current`), a
-    value equal to the stored one is always accepted (a client that echoes the whole key must not be
-    refused for an expiry that has passed or a group that was withdrawn meanwhile)."""
-
-    def unchanged(name: str) -> bool:
-        return current is not None and changes[name] == getattr(current, name)
-
-    values: dict[str, Any] = {}
-    if "name" in changes:
-        values["name"] = _name(changes["name"])
-    if "expired_time" in changes:
-        expired = changes["expired_time"]
-        if not unchanged("expired_time") and expired != -1 and expired <= now:
-            raise BadRequest("expired_time: must be -1 (never) or a time in the future")
-        values["expired_time"] = expired
-    if "remain_quota" in changes:
-        limit = remain_quota_max(state)
-        if not 0 <= changes["remain_quota"] <= limit:
-            raise BadRequest(f"remain_quota: must be between 0 and {limit}")
-        values["remain_quota"] = changes["remain_quota"]
-    for flag in ("unlimited_quota", "model_limits_enabled"):
-        if flag in changes:
-            values[flag] = bool(changes[flag])
-    if "model_limits" in changes:
-        values["model_limits"] = _model_limits(changes["model_limits"])
-    if "allow_ips" in changes:
-        values["allow_ips"] = _allow_ips(changes["allow_ips"])
-    if "group" in changes:
-        values["group"] = changes["group"] if unchanged("group") else _group(state, principal,
-                                                                               changes["group"])
-    if "status" in changes and not unchanged("status"):
-        values["status"] = _status(changes["status"])
-    return values
 
 
 def _check_enable(row: ApiKey, values: dict[str, Any], remain: int, now: int) -> None:
@@ -153,147 +104,200 @@ def _check_enable(row: ApiKey, values: dict[str, Any], remain: int, now: int) ->
         raise BadRequest("status: the key's quota is used up; raise remain_quota or make it unlimited first")
 
 
-# ---- reads ------------------------------------------------------------------------------------------
+class KeyService:
+    """A user's own API keys, with exactly the components the rules use."""
 
-async def with_live_remain(state: State, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Show each key's live remaining quota (the SQL value lags it by up to one sync interval)."""
-    live = await state.quota.balances("key", [v["id"] for v in views])
-    for view in views:
-        view["remain_quota"] = live.get(view["id"], view["remain_quota"])
-    return views
+    def __init__(self, *, db: Database, keys: KeyDirectory, quota: QuotaEngine, box: SecretBox,
+                 options: Options, clock: Clock) -> None:
+        self.db = db
+        self.keys = keys
+        self.quota = quota
+        self.box = box
+        self.options = options
+        self.clock = clock
 
+    # ---- validation ---------------------------------------------------------------------------------
 
-async def list_keys(state: State, principal: Principal, page: Page, *, keyword: str = "",
-                    token: str = "") -> dict[str, Any]:
-    digest: str | None = None
-    if token:
-        key = bare_key(token)
-        if key is None:  # exact match only: a partial or malformed key matches nothing
-            return page.payload([], 0)
-        digest = state.box.digest(key)
-    async with state.db.transaction() as tx:
-        rows, total = await ApiKeyRepository(tx).page(principal.id, offset=page.offset, limit=page.size,
-                                                      keyword=keyword, digest=digest)
-    views = [key_view(row, reveal(state.box, row)) for row in rows]
-    return page.payload(await with_live_remain(state, views), total)
+    def remain_quota_max(self) -> int:
+        return min(int(1_000_000_000 * self.options.settings.quota_per_unit), BALANCE_LIMIT)
 
+    def _group(self, principal: Principal, group: str) -> str:
+        if group in ("", "auto"):
+            return group
+        if group not in self.options.settings.user_usable_groups and group != principal.user.group:
+            raise BadRequest(f"group: {group!r} is not a group you can use")
+        if group not in self.options.settings.group_ratio:
+            raise BadRequest(f"group: {group!r} is not in GroupRatio")
+        return group
 
-async def _own(state: State, principal: Principal, key_id: int) -> ApiKey:
-    async with state.db.transaction() as tx:
-        row = await ApiKeyRepository(tx).get_own(principal.id, key_id)
-    if row is None:
-        raise NotFound("token not found")
-    return row
+    def check_fields(self, principal: Principal, changes: dict[str, Any], current: ApiKey | None,
+                     now: int) -> dict[str, Any]:
+        """The column values of the present fields, validated and normalized. On an edit (`current`), a
+        value equal to the stored one is always accepted (a client that echoes the whole key must not be
+        refused for an expiry that has passed or a group that was withdrawn meanwhile)."""
 
+        def unchanged(name: str) -> bool:
+            return current is not None and changes[name] == getattr(current, name)
 
-async def get_key(state: State, principal: Principal, key_id: int) -> dict[str, Any]:
-    row = await _own(state, principal, key_id)
-    return (await with_live_remain(state, [key_view(row, reveal(state.box, row))]))[0]
+        values: dict[str, Any] = {}
+        if "name" in changes:
+            values["name"] = _name(changes["name"])
+        if "expired_time" in changes:
+            expired = changes["expired_time"]
+            if not unchanged("expired_time") and expired != -1 and expired <= now:
+                raise BadRequest("expired_time: must be -1 (never) or a time in the future")
+            values["expired_time"] = expired
+        if "remain_quota" in changes:
+            limit = self.remain_quota_max()
+            if not 0 <= changes["remain_quota"] <= limit:
+                raise BadRequest(f"remain_quota: must be between 0 and {limit}")
+            values["remain_quota"] = changes["remain_quota"]
+        for flag in ("unlimited_quota", "model_limits_enabled"):
+            if flag in changes:
+                values[flag] = bool(changes[flag])
+        if "model_limits" in changes:
+            values["model_limits"] = _model_limits(changes["model_limits"])
+        if "allow_ips" in changes:
+            values["allow_ips"] = _allow_ips(changes["allow_ips"])
+        if "group" in changes:
+            values["group"] = changes["group"] if unchanged("group") else self._group(principal,
+                                                                                   changes["group"])
+        if "status" in changes and not unchanged("status"):
+            values["status"] = _status(changes["status"])
+        return values
 
+    # ---- reads --------------------------------------------------------------------------------------
 
-async def reveal_key(state: State, principal: Principal, key_id: int) -> dict[str, Any]:
-    row = await _own(state, principal, key_id)
-    key = reveal(state.box, row)
-    if key is None:
-        raise TollwayError("the key cannot be decrypted (was SECRET_KEY changed?)")
-    return {"key": key_view(row, key, full=True)["key"]}
+    async def with_live_remain(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Show each key's live remaining quota (the SQL value lags it by up to one sync interval)."""
+        live = await self.quota.balances("key", [v["id"] for v in views])
+        for view in views:
+            view["remain_quota"] = live.get(view["id"], view["remain_quota"])
+        return views
 
+    async def list_keys(self, principal: Principal, page: Page, *, keyword: str = "",
+                        token: str = "") -> dict[str, Any]:
+        digest: str | None = None
+        if token:
+            key = bare_key(token)
+            if key is None:  # exact match only: a partial or malformed key matches nothing
+                return page.payload([], 0)
+            digest = self.box.digest(key)
+        async with self.db.transaction() as tx:
+            rows, total = await ApiKeyRepository(tx).page(principal.id, offset=page.offset, limit=page.size,
+                                                          keyword=keyword, digest=digest)
+        views = [key_view(row, reveal(self.box, row)) for row in rows]
+        return page.payload(await self.with_live_remain(views), total)
 
-async def usage(state: State, raw: str) -> dict[str, Any]:
-    """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""
-    found = await state.keys.lookup(raw) if raw else None
-    if found is None or found.deleted:
-        raise Unauthorized("invalid API key")
-    async with state.db.transaction() as tx:
-        row = await ApiKeyRepository(tx).by_digest(found.digest)
-    if row is None or row.deleted_at is not None:
-        raise Unauthorized("invalid API key")
-    remain = (await state.quota.balances("key", [row.id])).get(row.id, row.remain_quota)
-    return usage_view(row, remain)
-
-
-# ---- writes -----------------------------------------------------------------------------------------
-
-async def create_key(state: State, principal: Principal, changes: dict[str, Any]) -> dict[str, Any]:
-    now = state.clock.now_s()
-    values = check_fields(state, principal, {k: v for k, v in changes.items() if k != "status"}, None, now)
-    key = new_key()
-    row = ApiKey(
-        user_id=principal.id, name=values.get("name", ""), key_digest=state.box.digest(key),
-        key_encrypted=state.box.encrypt(key), status=KeyStatus.ENABLED, created_time=now, accessed_time=now,
-        expired_time=values.get("expired_time", -1), remain_quota=values.get("remain_quota", 0),
-        used_quota=0, unlimited_quota=values.get("unlimited_quota", False),
-        model_limits_enabled=values.get("model_limits_enabled", False),
-        model_limits=values.get("model_limits", ""), allow_ips=values.get("allow_ips", ""),
-        group=values.get("group", ""),
-    )
-    async with state.db.transaction() as tx:
-        if await UserRepository(tx).get_for_update(principal.id) is None:  # serializes the count below
-            raise NotFound("user not found")
-        keys = ApiKeyRepository(tx)
-        if await keys.count_live(principal.id) >= MAX_KEYS_PER_USER:
-            raise Forbidden(f"a user can have at most {MAX_KEYS_PER_USER} tokens")
-        await keys.add(row)
-    await state.keys.invalidate(row.key_digest)  # an unknown-key answer for it may have been cached
-    return key_view(row, key, full=True)
-
-
-async def update_key(state: State, principal: Principal, key_id: int, changes: dict[str, Any], *,
-                     status_only: bool) -> dict[str, Any]:
-    """Apply the present fields (even ""/0/false); `status_only` applies `status` alone."""
-    now = state.clock.now_s()
-    if status_only:
-        if "status" not in changes:
-            raise BadRequest("status: is required")
-        changes = {"status": _status(changes["status"])}
-    live = (await state.quota.balances("key", [key_id])).get(key_id)
-    async with state.db.transaction() as tx:
-        keys = ApiKeyRepository(tx)
-        row = await keys.get_own(principal.id, key_id, lock=True)
+    async def _own(self, principal: Principal, key_id: int) -> ApiKey:
+        async with self.db.transaction() as tx:
+            row = await ApiKeyRepository(tx).get_own(principal.id, key_id)
         if row is None:
             raise NotFound("token not found")
-        values = check_fields(state, principal, changes, row, now)
-        current_remain = live if live is not None else row.remain_quota
-        new_remain = values.pop("remain_quota", None)
-        _check_enable(row, values, current_remain if new_remain is None else new_remain, now)
+        return row
+
+    async def get_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
+        row = await self._own(principal, key_id)
+        return (await self.with_live_remain([key_view(row, reveal(self.box, row))]))[0]
+
+    async def reveal_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
+        row = await self._own(principal, key_id)
+        key = reveal(self.box, row)
+        if key is None:
+            raise TollwayError("the key cannot be decrypted (was SECRET_KEY changed?)")
+        return {"key": key_view(row, key, full=True)["key"]}
+
+    async def usage(self, raw: str) -> dict[str, Any]:
+        """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""
+        found = await self.keys.lookup(raw) if raw else None
+        if found is None or found.deleted:
+            raise Unauthorized("invalid API key")
+        async with self.db.transaction() as tx:
+            row = await ApiKeyRepository(tx).by_digest(found.digest)
+        if row is None or row.deleted_at is not None:
+            raise Unauthorized("invalid API key")
+        remain = (await self.quota.balances("key", [row.id])).get(row.id, row.remain_quota)
+        return usage_view(row, remain)
+
+    # ---- writes -------------------------------------------------------------------------------------
+
+    async def create_key(self, principal: Principal, changes: dict[str, Any]) -> dict[str, Any]:
+        now = self.clock.now_s()
+        values = self.check_fields(principal, {k: v for k, v in changes.items() if k != "status"}, None, now)
+        key = new_key()
+        row = ApiKey(
+            user_id=principal.id, name=values.get("name", ""), key_digest=self.box.digest(key),
+            key_encrypted=self.box.encrypt(key), status=KeyStatus.ENABLED, created_time=now,
+            accessed_time=now, expired_time=values.get("expired_time", -1),
+            remain_quota=values.get("remain_quota", 0), used_quota=0,
+            unlimited_quota=values.get("unlimited_quota", False),
+            model_limits_enabled=values.get("model_limits_enabled", False),
+            model_limits=values.get("model_limits", ""), allow_ips=values.get("allow_ips", ""),
+            group=values.get("group", ""),
+        )
+        async with self.db.transaction() as tx:
+            if await UserRepository(tx).get_for_update(principal.id) is None:  # serializes the count below
+                raise NotFound("user not found")
+            keys = ApiKeyRepository(tx)
+            if await keys.count_live(principal.id) >= MAX_KEYS_PER_USER:
+                raise Forbidden(f"a user can have at most {MAX_KEYS_PER_USER} tokens")
+            await keys.add(row)
+        await self.keys.invalidate(row.key_digest)  # an unknown-key answer for it may have been cached
+        return key_view(row, key, full=True)
+
+    async def update_key(self, principal: Principal, key_id: int, changes: dict[str, Any], *,
+                         status_only: bool) -> dict[str, Any]:
+        """Apply the present fields (even ""/0/false); `status_only` applies `status` alone."""
+        now = self.clock.now_s()
+        if status_only:
+            if "status" not in changes:
+                raise BadRequest("status: is required")
+            changes = {"status": _status(changes["status"])}
+        live = (await self.quota.balances("key", [key_id])).get(key_id)
+        async with self.db.transaction() as tx:
+            keys = ApiKeyRepository(tx)
+            row = await keys.get_own(principal.id, key_id, lock=True)
+            if row is None:
+                raise NotFound("token not found")
+            values = self.check_fields(principal, changes, row, now)
+            current_remain = live if live is not None else row.remain_quota
+            new_remain = values.pop("remain_quota", None)
+            _check_enable(row, values, current_remain if new_remain is None else new_remain, now)
+            if values:
+                await keys.update_fields(row.id, **values)
+                for name, value in values.items():
+                    setattr(row, name, value)
+            view = key_view(row, reveal(self.box, row))
+        if new_remain is not None and new_remain != current_remain:
+            view["remain_quota"] = await self._set_remain(row.id, new_remain)
+        else:
+            view = (await self.with_live_remain([view]))[0]
         if values:
-            await keys.update_fields(row.id, **values)
-            for name, value in values.items():
-                setattr(row, name, value)
-        view = key_view(row, reveal(state.box, row))
-    if new_remain is not None and new_remain != current_remain:
-        view["remain_quota"] = await _set_remain(state, row.id, new_remain)
-    else:
-        view = (await with_live_remain(state, [view]))[0]
-    if values:
-        await state.keys.invalidate(row.key_digest)
-    return view
+            await self.keys.invalidate(row.key_digest)
+        return view
 
+    async def _set_remain(self, key_id: int, value: int) -> int:
+        """Override the key's live remaining quota through the engine (docs/API.md#quota)."""
+        try:
+            adjusted = await self.quota.set("key", key_id, value,
+                                             ref=f"key-set:{key_id}:{secrets.token_hex(12)}")
+        except BalanceOutOfRange:
+            raise Conflict("remain_quota: exceeds the largest supported amount") from None
+        except BalanceUnknown:
+            raise NotFound("token not found") from None
+        return adjusted.after
 
-async def _set_remain(state: State, key_id: int, value: int) -> int:
-    """Override the key's live remaining quota through the engine (docs/API.md#quota)."""
-    try:
-        adjusted = await state.quota.set("key", key_id, value,
-                                         ref=f"key-set:{key_id}:{secrets.token_hex(12)}")
-    except BalanceOutOfRange:
-        raise Conflict("remain_quota: exceeds the largest supported amount") from None
-    except BalanceUnknown:
-        raise NotFound("token not found") from None
-    return adjusted.after
+    async def delete_key(self, principal: Principal, key_id: int) -> None:
+        if await self.delete_keys(principal, [key_id]) == 0:
+            raise NotFound("token not found")
 
-
-async def delete_key(state: State, principal: Principal, key_id: int) -> None:
-    if await delete_keys(state, principal, [key_id]) == 0:
-        raise NotFound("token not found")
-
-
-async def delete_keys(state: State, principal: Principal, key_ids: Sequence[int]) -> int:
-    """Soft-delete those of `key_ids` that are the caller's live keys; how many were deleted."""
-    ids = sorted(set(key_ids))
-    async with state.db.transaction() as tx:
-        keys = ApiKeyRepository(tx)
-        digests = await keys.live_digests(principal.id, ids)
-        deleted = await keys.soft_delete(principal.id, list(digests), state.clock.now_s())
-    for digest in digests.values():
-        await state.keys.invalidate(digest)
-    return deleted
+    async def delete_keys(self, principal: Principal, key_ids: Sequence[int]) -> int:
+        """Soft-delete those of `key_ids` that are the caller's live keys; how many were deleted."""
+        ids = sorted(set(key_ids))
+        async with self.db.transaction() as tx:
+            keys = ApiKeyRepository(tx)
+            digests = await keys.live_digests(principal.id, ids)
+            deleted = await keys.soft_delete(principal.id, list(digests), self.clock.now_s())
+        for digest in digests.values():
+            await self.keys.invalidate(digest)
+        return deleted
