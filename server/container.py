@@ -16,7 +16,10 @@ from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
 from server.auth.service import AuthService
+from server.channels.destination import KeyDestinations
+from server.channels.service import ChannelService
 from server.context import State
+from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 
 
@@ -27,6 +30,7 @@ class Services:
     auth: AuthService
     accounts: AccountService
     keys: KeyService
+    channels: ChannelService
 
 
 def build_services(state: State) -> Services:
@@ -43,4 +47,7 @@ def build_services(state: State) -> Services:
                               clock=state.clock)
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
                       clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys)
+    destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
+    channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
+                              destinations=destinations, clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels)

@@ -14,7 +14,8 @@ Every route that changes these fields on an existing channel calls `require_key_
 transaction, with the row it locked. Creating a channel needs no such check (its keys are entered then).
 
 Where a key may be sent at all is the private-address policy (`server/destinations.py`), checked here
-when a `base_url` is saved (400 naming `base_url`) and again by the transport at every new connection.
+when a `base_url` is saved (`KeyDestinations.check_base_url`, a 400 naming `base_url`) and again by the
+transport at every new connection.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from urllib.parse import urlsplit
 from core.identity import Role
 from models.channels import Channel
 from models.routing import load_json
-from server.context import State
 from server.destinations import DestinationPolicy
 from server.errors import BadRequest, Forbidden
 
@@ -34,17 +34,20 @@ KEY_HOLDER_ONLY = ("{field}: changing where this channel's key is sent needs roo
                    "entered again in the same request")
 
 
-async def check_base_url(state: State, base_url: str) -> None:
-    """400 when `base_url` (already well-formed) points at a destination the configuration forbids."""
-    if not base_url:
-        return
-    policy = DestinationPolicy(state.config.upstream_allow_private)
-    if policy.allows_all:
-        return
-    host = urlsplit(base_url).hostname or ""
-    reason = await policy.host_refusal(host)
-    if reason is not None:
-        raise BadRequest(f"base_url: {reason}")
+class KeyDestinations:
+    """The private-address policy as it applies when a channel's `base_url` is saved."""
+
+    def __init__(self, policy: DestinationPolicy) -> None:
+        self.policy = policy
+
+    async def check_base_url(self, base_url: str) -> None:
+        """400 when `base_url` (already well-formed) points at a destination the configuration forbids."""
+        if not base_url or self.policy.allows_all:
+            return
+        host = urlsplit(base_url).hostname or ""
+        reason = await self.policy.host_refusal(host)
+        if reason is not None:
+            raise BadRequest(f"base_url: {reason}")
 
 
 def _same(name: str, stored: Any, new: Any) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.channels import service
 from server.channels.schemas import (
     CatalogModel,
     ChannelCreate,
@@ -16,20 +15,21 @@ from server.channels.schemas import (
     ChannelUpdate,
     ChannelView,
 )
+from server.channels.service import models_catalog, status_filter
 from server.web.access import Access, route
 from server.web.envelope import ok
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("channels")
 
 
 async def _page(request: Request, query: ChannelListQuery, *, keyword: str = "", group: str = "",
                 model: str = "", type_counts: bool) -> HTTPResponse:
-    state = state_of(request)
-    flt = service.search_filter(state, keyword=keyword, group=group, model=model,
-                                statuses=service.status_filter(query.status), channel_type=query.type)
-    return ok(await service.list_channels(state, query.page(), flt, id_sort=query.id_sort,
-                                          tag_mode=query.tag_mode, type_counts=type_counts))
+    channels = services_of(request).channels
+    flt = channels.search_filter(keyword=keyword, group=group, model=model,
+                                 statuses=status_filter(query.status), channel_type=query.type)
+    return ok(await channels.list_channels(query.page(), flt, id_sort=query.id_sort,
+                                           tag_mode=query.tag_mode, type_counts=type_counts))
 
 
 @route(bp, "GET", "/api/channel/", access=Access.ADMIN, query=ChannelListQuery, reply=ChannelPage)
@@ -50,20 +50,20 @@ async def search_channels(request: Request, query: ChannelSearchQuery) -> HTTPRe
 @route(bp, "GET", "/api/channel/models", access=Access.ADMIN, reply=list[CatalogModel])
 async def catalog_models(request: Request) -> HTTPResponse:
     """The built-in model catalog (the models Tollway knows without asking a provider)."""
-    return ok(service.models_catalog())
+    return ok(models_catalog())
 
 
 @route(bp, "GET", "/api/channel/models_enabled", access=Access.ADMIN, reply=list[str])
 async def enabled_models(request: Request) -> HTTPResponse:
     """The models some enabled channel serves."""
-    return ok(service.enabled_models(state_of(request)))
+    return ok(services_of(request).channels.enabled_models())
 
 
 @route(bp, "GET", "/api/channel/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,
        reply=ChannelView)
 async def get_channel(request: Request, channel_id: int) -> HTTPResponse:
     """One channel (its key is never shown)."""
-    return ok(await service.get_channel(state_of(request), channel_id))
+    return ok(await services_of(request).channels.get_channel(channel_id))
 
 
 @route(bp, "POST", "/api/channel/", access=Access.ADMIN, body=ChannelCreate, reply=list[int])
@@ -71,8 +71,8 @@ async def create_channels(request: Request, body: ChannelCreate) -> HTTPResponse
     """Create one channel, one per key line (batch), or one channel with several keys.
     `name` and `type` are required; a `base_url` must not point at a private address. The reply is the
     new ids, in key order."""
-    return ok(await service.create_channels(
-        state_of(request), mode=body.mode, multi_key_mode=body.multi_key_mode,
+    return ok(await services_of(request).channels.create_channels(
+        mode=body.mode, multi_key_mode=body.multi_key_mode,
         name_from_key=body.batch_add_set_key_prefix_2_name, fields=body.channel.fields(),
     ))
 
@@ -82,8 +82,8 @@ async def update_channel(request: Request, body: ChannelUpdate) -> HTTPResponse:
     """Edit a channel.
     Only the fields sent change (null clears an optional field). Changing where a keyed channel's key
     is sent (type, base URL, header override, proxy) needs root or the key in the same request."""
-    return ok(await service.update_channel(
-        state_of(request), body.id, body.fields(), key_mode=body.key_mode, multi_key_mode=body.multi_key_mode,
+    return ok(await services_of(request).channels.update_channel(
+        body.id, body.fields(), key_mode=body.key_mode, multi_key_mode=body.multi_key_mode,
         actor_role=principal_of(request).role,
     ))
 
@@ -91,5 +91,5 @@ async def update_channel(request: Request, body: ChannelUpdate) -> HTTPResponse:
 @route(bp, "DELETE", "/api/channel/<channel_id>", access=Access.ADMIN, path_params=ChannelPath, reply=None)
 async def delete_channel(request: Request, channel_id: int) -> HTTPResponse:
     """Delete a channel (it stops serving at once)."""
-    await service.delete_channel(state_of(request), channel_id)
+    await services_of(request).channels.delete_channel(channel_id)
     return ok()
