@@ -100,13 +100,14 @@ def _serve(config: Config) -> None:
 
 
 async def _run_setup(config: Config, username: str, password: str) -> None:
+    from server.container import build_services
     from server.context import State
-    from server.system.service import run_setup
 
     await _migrate(config)
     state = await State.open(config)
     try:
-        await run_setup(state, username.strip(), password, password, self_use=False, demo=False)
+        await build_services(state).system.run_setup(username.strip(), password, password, self_use=False,
+                                                     demo=False)
     finally:
         await state.close()
 

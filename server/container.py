@@ -21,6 +21,8 @@ from server.channels.service import ChannelService
 from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
+from server.logs.service import LogService
+from server.system.service import SystemService
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,8 @@ class Services:
     accounts: AccountService
     keys: KeyService
     channels: ChannelService
+    logs: LogService
+    system: SystemService
 
 
 def build_services(state: State) -> Services:
@@ -50,4 +54,8 @@ def build_services(state: State) -> Services:
     destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
     channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
                               destinations=destinations, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels)
+    logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
+    system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
+                           database_kind=config.database_kind, started_at=state.started_at)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels,
+                    logs=logs, system=system)

@@ -106,7 +106,6 @@ class State:
     versions: VersionTracker
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
-    setup_done: bool = False  # once true, never reverts
 
     @classmethod
     async def open(cls, config: Config, clock: Clock | None = None) -> State:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.logs import service
 from server.logs.schemas import (
     DeleteQuery,
     LogQuery,
@@ -20,7 +19,7 @@ from server.logs.schemas import (
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.pagination import Paged
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("logs")
 
@@ -31,7 +30,7 @@ bp = Blueprint("logs")
 async def list_logs(request: Request, query: LogQuery) -> HTTPResponse:
     """Every log row, newest first, filtered.
     Name filters are exact; a zero or empty filter does not filter."""
-    return ok(await service.list_logs(state_of(request), query.page(), query.filters()))
+    return ok(await services_of(request).logs.list_logs(query.page(), query.filters()))
 
 
 @route(bp, "GET", "/api/log/search", access=Access.ADMIN, query=SearchQuery, reply=Paged[LogView])
@@ -39,7 +38,7 @@ async def search_logs(request: Request, query: SearchQuery) -> HTTPResponse:
     """Log rows matching a keyword.
     A row matches when a name column (user, key, model) equals the keyword or its content contains it
     (case-insensitive, taken literally)."""
-    return ok(await service.search_logs(state_of(request), query.page(), query.keyword))
+    return ok(await services_of(request).logs.search_logs(query.page(), query.keyword))
 
 
 @route(bp, "GET", "/api/log/stat", access=Access.ADMIN, query=StatQuery, reply=LogStat)
@@ -47,13 +46,13 @@ async def log_stat(request: Request, query: StatQuery) -> HTTPResponse:
     """Usage statistics.
     The quota used by the matching consume rows, and the requests and tokens of those in the last 60
     seconds."""
-    return ok(await service.log_stat(state_of(request), query.filters()))
+    return ok(await services_of(request).logs.log_stat(query.filters()))
 
 
 @route(bp, "DELETE", "/api/log/", access=Access.ADMIN, query=DeleteQuery, reply=int)
 async def delete_logs(request: Request, query: DeleteQuery) -> HTTPResponse:
     """Delete every log row created before `target_timestamp`; the reply is how many went."""
-    return ok(await service.delete_logs(state_of(request), principal_of(request), query.target_timestamp))
+    return ok(await services_of(request).logs.delete_logs(principal_of(request), query.target_timestamp))
 
 
 # ---- self -------------------------------------------------------------------------------------------
@@ -62,8 +61,8 @@ async def delete_logs(request: Request, query: DeleteQuery) -> HTTPResponse:
 async def list_own_logs(request: Request, query: OwnLogQuery) -> HTTPResponse:
     """Your own log rows, newest first, filtered.
     Channel ids and admin details are never shown; `id` is the row's position on the page."""
-    return ok(await service.list_own_logs(state_of(request), principal_of(request), query.page(),
-                                          query.filters()))
+    return ok(await services_of(request).logs.list_own_logs(principal_of(request), query.page(),
+                                                            query.filters()))
 
 
 @route(bp, "GET", "/api/log/self/search", access=Access.USER, query=SearchQuery, reply=Paged[OwnLogView])
@@ -71,11 +70,11 @@ async def search_own_logs(request: Request, query: SearchQuery) -> HTTPResponse:
     """Your own log rows matching a keyword.
     Your key name or model name equal to it, or content containing it; limited to a few searches a
     minute per user."""
-    return ok(await service.search_own_logs(state_of(request), principal_of(request), query.page(),
-                                            query.keyword))
+    return ok(await services_of(request).logs.search_own_logs(principal_of(request), query.page(),
+                                                              query.keyword))
 
 
 @route(bp, "GET", "/api/log/self/stat", access=Access.USER, query=OwnStatQuery, reply=LogStat)
 async def own_log_stat(request: Request, query: OwnStatQuery) -> HTTPResponse:
     """Your own usage statistics, as `GET /api/log/stat` counts them."""
-    return ok(await service.own_log_stat(state_of(request), principal_of(request), query.filters()))
+    return ok(await services_of(request).logs.own_log_stat(principal_of(request), query.filters()))

@@ -16,8 +16,10 @@ from sqlalchemy import ColumnElement
 
 from core.enums import LogType
 from core.identity import Principal
+from models.db import Database
 from models.logs import LogFilter, LogQuery, LogRepository
-from server.context import State
+from quota.backends.base import Backend
+from server.clock import Clock
 from server.errors import RateLimited
 from server.logs.views import admin_view, self_view
 from server.web.pagination import Page
@@ -30,65 +32,68 @@ RECENT_SECONDS = 60  # the "last 60 s" of rpm and tpm
 Conditions = Callable[[LogQuery], list[ColumnElement[bool]]]
 
 
-async def _page(state: State, page: Page, where: Conditions, *, own: bool) -> dict[str, Any]:
-    async with state.db.transaction() as tx:
-        query = LogQuery(tx)
-        rows, total = await query.page(where(query), offset=page.offset, limit=page.size)
-    if own:
-        items = [self_view(row, page.offset + i + 1) for i, row in enumerate(rows)]
-    else:
-        items = [admin_view(row, state.channels.name(row.channel) if row.channel else "") for row in rows]
-    return page.payload(items, total)
+class LogService:
+    """The log rules, with exactly the components they use."""
 
+    def __init__(self, *, db: Database, backend: Backend, channel_name: Callable[[int], str],
+                 clock: Clock) -> None:
+        self.db = db
+        self.backend = backend
+        self.channel_name = channel_name  # the routing table's name of a channel id ("" if unknown)
+        self.clock = clock
 
-async def list_logs(state: State, page: Page, filters: LogFilter) -> dict[str, Any]:
-    return await _page(state, page, lambda q: q.conditions(filters), own=False)
+    async def _page(self, page: Page, where: Conditions, *, own: bool) -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            query = LogQuery(tx)
+            rows, total = await query.page(where(query), offset=page.offset, limit=page.size)
+        if own:
+            items = [self_view(row, page.offset + i + 1) for i, row in enumerate(rows)]
+        else:
+            items = [admin_view(row, self.channel_name(row.channel) if row.channel else "") for row in rows]
+        return page.payload(items, total)
 
+    async def list_logs(self, page: Page, filters: LogFilter) -> dict[str, Any]:
+        return await self._page(page, lambda q: q.conditions(filters), own=False)
 
-async def list_own_logs(state: State, principal: Principal, page: Page, filters: LogFilter
-                        ) -> dict[str, Any]:
-    own = replace(filters, user_id=principal.id, username="", channel=0)
-    return await _page(state, page, lambda q: q.conditions(own), own=True)
+    async def list_own_logs(self, principal: Principal, page: Page, filters: LogFilter
+                            ) -> dict[str, Any]:
+        own = replace(filters, user_id=principal.id, username="", channel=0)
+        return await self._page(page, lambda q: q.conditions(own), own=True)
 
+    async def search_logs(self, page: Page, keyword: str) -> dict[str, Any]:
+        return await self._page(page, lambda q: q.keyword(keyword), own=False)
 
-async def search_logs(state: State, page: Page, keyword: str) -> dict[str, Any]:
-    return await _page(state, page, lambda q: q.keyword(keyword), own=False)
+    async def search_own_logs(self, principal: Principal, page: Page, keyword: str) -> dict[str, Any]:
+        count, period = SELF_SEARCH_LIMIT
+        result = await self.backend.gcra(f"rl:logsearch:{principal.id}", count, period)
+        if not result.allowed:
+            raise RateLimited(retry_after=result.retry_after)
+        return await self._page(page, lambda q: q.keyword(keyword, user_id=principal.id,
+                                                            names=("token_name", "model_name")), own=True)
 
+    async def log_stat(self, filters: LogFilter) -> dict[str, int]:
+        since = self.clock.now_s() - RECENT_SECONDS
+        async with self.db.transaction() as tx:
+            stat = await LogQuery(tx).stat(filters, since)
+        return {"quota": stat.quota, "rpm": stat.rpm, "tpm": stat.tpm}
 
-async def search_own_logs(state: State, principal: Principal, page: Page, keyword: str) -> dict[str, Any]:
-    count, period = SELF_SEARCH_LIMIT
-    result = await state.backend.gcra(f"rl:logsearch:{principal.id}", count, period)
-    if not result.allowed:
-        raise RateLimited(retry_after=result.retry_after)
-    return await _page(state, page, lambda q: q.keyword(keyword, user_id=principal.id,
-                                                        names=("token_name", "model_name")), own=True)
+    async def own_log_stat(self, principal: Principal, filters: LogFilter) -> dict[str, int]:
+        return await self.log_stat(replace(filters, user_id=principal.id, username="", channel=0))
 
-
-async def log_stat(state: State, filters: LogFilter) -> dict[str, int]:
-    since = state.clock.now_s() - RECENT_SECONDS
-    async with state.db.transaction() as tx:
-        stat = await LogQuery(tx).stat(filters, since)
-    return {"quota": stat.quota, "rpm": stat.rpm, "tpm": stat.tpm}
-
-
-async def own_log_stat(state: State, principal: Principal, filters: LogFilter) -> dict[str, int]:
-    return await log_stat(state, replace(filters, user_id=principal.id, username="", channel=0))
-
-
-async def delete_logs(state: State, actor: Principal, before: int) -> int:
-    """Delete every row created before `before` (unix s), batch by batch; returns how many went."""
-    deleted = 0
-    while True:
-        async with state.db.transaction() as tx:
-            found, gone = await LogQuery(tx).delete_batch(before, DELETE_BATCH)
-        deleted += gone
-        if found < DELETE_BATCH:
-            break
-    name = actor.user.username
-    async with state.db.transaction() as tx:
-        await LogRepository(tx).add(
-            type=LogType.SYSTEM, user_id=actor.id, username=name, created_at=state.clock.now_s(),
-            content=f"admin {name} deleted {deleted} logs created before {before}",
-            other={"target_timestamp": before, "deleted": deleted},
-        )
-    return deleted
+    async def delete_logs(self, actor: Principal, before: int) -> int:
+        """Delete every row created before `before` (unix s), batch by batch; returns how many went."""
+        deleted = 0
+        while True:
+            async with self.db.transaction() as tx:
+                found, gone = await LogQuery(tx).delete_batch(before, DELETE_BATCH)
+            deleted += gone
+            if found < DELETE_BATCH:
+                break
+        name = actor.user.username
+        async with self.db.transaction() as tx:
+            await LogRepository(tx).add(
+                type=LogType.SYSTEM, user_id=actor.id, username=name, created_at=self.clock.now_s(),
+                content=f"admin {name} deleted {deleted} logs created before {before}",
+                other={"target_timestamp": before, "deleted": deleted},
+            )
+        return deleted

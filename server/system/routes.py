@@ -5,12 +5,11 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse, html, json
 
-from server.system import service
 from server.system.schemas import Option, OptionUpdate, SetupRequest, SetupState, Status
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.openapi import DOCS_PAGE, ApiDocument, document
-from server.web.state import principal_of, state_of
+from server.web.state import principal_of, services_of
 
 bp = Blueprint("system")
 
@@ -18,22 +17,22 @@ bp = Blueprint("system")
 @route(bp, "GET", "/api/status", access=Access.PUBLIC, reply=Status)
 async def get_status(request: Request) -> HTTPResponse:
     """The site's public settings and whether it is set up."""
-    state = state_of(request)
-    return ok(service.status(state, await service.is_set_up(state)))
+    system = services_of(request).system
+    return ok(system.status(await system.is_set_up()))
 
 
 @route(bp, "GET", "/api/setup", access=Access.PUBLIC, reply=SetupState)
 async def get_setup(request: Request) -> HTTPResponse:
     """Whether the first-run setup is done (and, until then, whether root exists and the database kind)."""
-    return ok(await service.setup_state(state_of(request)))
+    return ok(await services_of(request).system.setup_state())
 
 
 @route(bp, "POST", "/api/setup", access=Access.PUBLIC, critical=True, body=SetupRequest, reply=None)
 async def post_setup(request: Request, body: SetupRequest) -> HTTPResponse:
     """Run the first-run setup: create root.
     Works once; afterwards it is a 409."""
-    await service.run_setup(
-        state_of(request), username=body.username, password=body.password, confirm=body.confirmPassword,
+    await services_of(request).system.run_setup(
+        username=body.username, password=body.password, confirm=body.confirmPassword,
         self_use=body.SelfUseModeEnabled, demo=body.DemoSiteEnabled,
     )
     return ok(None, "setup complete")
@@ -42,7 +41,7 @@ async def post_setup(request: Request, body: SetupRequest) -> HTTPResponse:
 @route(bp, "GET", "/api/option/", access=Access.ROOT, reply=list[Option])
 async def get_options(request: Request) -> HTTPResponse:
     """Every option with its stored value, except the secrets (keys, tokens, secrets are never listed)."""
-    return ok(state_of(request).options.visible())
+    return ok(services_of(request).system.visible_options())
 
 
 @route(bp, "PUT", "/api/option/", access=Access.ROOT, body=OptionUpdate, reply=None)
@@ -51,7 +50,7 @@ async def put_option(request: Request, body: OptionUpdate) -> HTTPResponse:
     The value is checked against the option's kind and rule; the change is logged (without the value)
     and applies on every node."""
     actor = principal_of(request)
-    await service.update_option(state_of(request), actor.id, actor.user.username, body.key, body.value)
+    await services_of(request).system.update_option(actor.id, actor.user.username, body.key, body.value)
     return ok()
 
 
