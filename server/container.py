@@ -27,6 +27,8 @@ from server.system.service import SystemService
 
 @dataclass(frozen=True, slots=True)
 class Services:
+    """Everything the management routes and the request pipeline call, one instance per worker."""
+
     guard: Guard
     cookies: SessionCookies
     auth: AuthService
@@ -38,6 +40,7 @@ class Services:
 
 
 def build_services(state: State) -> Services:
+    """Wire every service to the worker's infrastructure (opened by `State.open`, closed by `State.close`)."""
     config = state.config
     cookies = SessionCookies(config.secure_cookies, state.options)
     identity = Identity(state.sessions, state.users, state.box, state.clock)

@@ -1,7 +1,10 @@
 """What one worker holds: database, Redis or in-process backend, session store, caches, options, clock.
 
 `State.open(config)` builds it inside the worker (one Redis pool and one engine per worker);
-`State.close()` releases it. Background tasks are named, owned here, and drained on shutdown.
+`State.close()` releases it: this is the one place that opens and closes the worker's resources.
+Background tasks are named, owned here, and drained on shutdown. Services never see `State`:
+`server/container.py` hands each the components it uses (the model-call routes still read it through
+`state_of` until they move to the container).
 """
 
 from __future__ import annotations
