@@ -125,6 +125,15 @@ class Backend(Protocol):
 
     async def set_text(self, key: str, value: str, ttl: float) -> None: ...
 
+    async def set_text_if_absent(self, key: str, value: str, ttl: float) -> bool:
+        """Store `value` under `key` for `ttl` seconds only if the key does not exist (one atomic step);
+        False (nothing changed) when it does. The building block of `quota.locks.exclusive`."""
+        ...
+
+    async def delete_if_equal(self, key: str, value: str) -> bool:
+        """Delete `key` only if it holds the text `value` (one atomic step); False when it does not."""
+        ...
+
     async def versions(self) -> Versions:
         """The version counters of the shared state workers cache (quota/versions.py)."""
         ...

@@ -151,6 +151,18 @@ class MemoryBackend:
         self._texts[key] = (value, self._clock() + ttl)
         self._wrote()
 
+    async def set_text_if_absent(self, key: str, value: str, ttl: float) -> bool:
+        if self._get(key) is not None or await self.get_text(key) is not None:  # one key space
+            return False
+        await self.set_text(key, value, ttl)
+        return True
+
+    async def delete_if_equal(self, key: str, value: str) -> bool:
+        if await self.get_text(key) != value:
+            return False
+        self._texts.pop(key, None)
+        return True
+
     def versions_now(self) -> Versions:
         v = self._versions
         return (v[NAMES[0]], v[NAMES[1]], v[NAMES[2]])

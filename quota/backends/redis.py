@@ -11,9 +11,10 @@ After Redis restarts, every pooled connection is dead. Two rules make the first 
 - A call whose connection breaks once the command may have been written (`Connection closed by server`
   on the reply: the server may or may not have run it) is retried once, on a fresh connection, only if
   running it twice has the effect of running it once: the calls marked `@idempotent` — reads, `SET`,
-  `DEL`, `PUBLISH`, the session store, and the quota scripts, which are idempotent by hold id or
-  adjustment ref. Rate-limit charges and counters (`gcra_multi.lua`, `incr_ttl.lua`) are `@guarded` only:
-  after an ambiguous failure they answer `BackendUnavailable` rather than risk counting twice.
+  `DEL`, `PUBLISH`, the session store, a compare-and-delete, and the quota scripts, which are idempotent
+  by hold id or adjustment ref. Rate-limit charges, counters (`gcra_multi.lua`, `incr_ttl.lua`) and
+  `SET … NX` (a lock taken) are `@guarded` only: after an ambiguous failure they answer
+  `BackendUnavailable` rather than risk counting twice or finding their own lock taken.
 A timeout is never retried (the deadline covers the whole call, retry included).
 """
 
@@ -142,6 +143,7 @@ class RedisBackend:
         self._incr = LuaScript(self.client, lua.load("incr_ttl"))
         self._bump = LuaScript(self.client, lua.load("bump"))
         self._set_if = LuaScript(self.client, lua.load("set_if_version"))
+        self._del_if = LuaScript(self.client, lua.load("delete_if_equal"))
         self.versions_key = self.key("ver")
 
     def key(self, name: str) -> str:
@@ -204,6 +206,15 @@ class RedisBackend:
     @idempotent
     async def set_text(self, key: str, value: str, ttl: float) -> None:
         await self.client.set(self.key(key), value, px=max(1, int(ttl * 1000)))
+
+    @guarded
+    async def set_text_if_absent(self, key: str, value: str, ttl: float) -> bool:
+        # Not retried: after an ambiguous failure a second SET NX would find our own value and say False.
+        return bool(await self.client.set(self.key(key), value, px=max(1, int(ttl * 1000)), nx=True))
+
+    @idempotent
+    async def delete_if_equal(self, key: str, value: str) -> bool:
+        return int(await self._del_if(keys=[self.key(key)], args=[value])) == 1
 
     @idempotent
     async def versions(self) -> Versions:

@@ -7,8 +7,10 @@ it names to become due.
 
 Covered: GCRA (burst of `limit`, refusal with `retry_after` ≈ period/limit, `remaining` counting down,
 the `cost` argument, independent keys, replenishment), counters with a time to live (expiry set only on
-creation, `ttl`, `get_int`, `delete`), text values with a time to live, and publish/subscribe. GCRA over
-several limits at once (`gcra_many`, `gcra_charge`) has its own two-backend suite in test_ratelimit.py.
+creation, `ttl`, `get_int`, `delete`), text values with a time to live, "set if absent" and
+"delete if equal" with the cluster lock built on them (`quota.locks.exclusive`), and publish/subscribe.
+GCRA over several limits at once (`gcra_many`, `gcra_charge`) has its own two-backend suite in
+test_ratelimit.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import redis.asyncio as aioredis
 from quota.backends.base import SUBSCRIBED, Backend, BackendUnavailable
 from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
+from quota.locks import Busy, exclusive
 from tests.services import REDIS_URL
 
 EPS = 1e-6  # Redis counts whole microseconds
@@ -268,6 +271,45 @@ async def test_a_text_replaces_a_counter_of_the_same_key(subject: Subject) -> No
     await b.set_text("k", "text", 30)
     assert await b.get_text("k") == "text"
     assert 29 < await b.ttl("k") <= 30 + EPS
+
+
+async def test_set_if_absent_takes_a_free_key_only_and_expires(subject: Subject) -> None:
+    b = subject.backend
+    assert await b.set_text_if_absent("lock", "mine", 0.3)
+    assert not await b.set_text_if_absent("lock", "theirs", 60)  # held: nothing changes
+    assert await b.get_text("lock") == "mine"
+    await subject.wait(0.5)
+    assert await b.set_text_if_absent("lock", "theirs", 60)  # expired: free again
+    await b.incr("counter", 60)
+    assert not await b.set_text_if_absent("counter", "x", 60)  # one key space, as in Redis
+
+
+async def test_delete_if_equal_deletes_only_its_own_value(subject: Subject) -> None:
+    b = subject.backend
+    await b.set_text("lock", "mine", 60)
+    assert not await b.delete_if_equal("lock", "theirs")
+    assert await b.get_text("lock") == "mine"
+    assert await b.delete_if_equal("lock", "mine")
+    assert await b.get_text("lock") is None
+    assert not await b.delete_if_equal("lock", "mine")  # nothing left to delete
+
+
+async def test_exclusive_admits_one_holder_and_releases_only_its_own(subject: Subject) -> None:
+    b = subject.backend
+    async with exclusive(b, "job", ttl=60):
+        with pytest.raises(Busy):
+            async with exclusive(b, "job", ttl=60):
+                pass  # pragma: no cover - never entered
+        async with exclusive(b, "other-job", ttl=60):
+            pass  # another name is another lock
+    async with exclusive(b, "job", ttl=0.3):  # released: free again
+        await subject.wait(0.5)  # outlived its time to live: someone else takes it
+        assert await b.set_text_if_absent("job", "someone-else", 60)
+    assert await b.get_text("job") == "someone-else"  # the late release left their lock alone
+    with pytest.raises(RuntimeError, match="boom"):
+        async with exclusive(b, "job2", ttl=60):
+            raise RuntimeError("boom")
+    assert await b.get_text("job2") is None  # released on an error too
 
 
 async def test_ping(subject: Subject) -> None:
