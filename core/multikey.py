@@ -6,14 +6,16 @@ indexes as strings, only keys whose status is not enabled listed), `multi_key_mo
 `multi_key_polling_index`, `multi_key_disabled_reason` and `multi_key_disabled_time` (`{index: …}`).
 
 Creating a channel, editing its keys, showing it, loading it into the routing table, deciding whether it
-can serve (its abilities' `enabled`) and disabling one of its keys all go through `MultiKeyState`, so the
-format is interpreted in one place. `parse` never fails: damaged text or entries of the wrong type read as
+can serve (its abilities' `enabled`), disabling one of its keys and the admin's key management (set a
+key's status, delete keys and re-index the rest) all go through `MultiKeyState`, so the format is
+interpreted in one place. `parse` never fails: damaged text or entries of the wrong type read as
 absent (a key without a status is enabled); fields it does not know are kept as they were.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -149,3 +151,43 @@ class MultiKeyState:
     def append_keys(self, size: int) -> None:
         """Keys added after the existing ones (which keep their statuses): `size` keys in all."""
         self.size = size
+
+    # ---- the admin's key management -----------------------------------------------------------------
+
+    def reason(self, index: int) -> str:
+        return self.disabled_reason.get(index, "")
+
+    def disabled_at(self, index: int) -> int:
+        return self.disabled_time.get(index, 0)
+
+    def set_status(self, index: int, status: int, reason: str, now: int) -> bool:
+        """Key `index` → `status`: enabled clears its reason and time, disabled records them. False
+        (nothing changed) when the key already has that status or there is no such key."""
+        if not 0 <= index < self.size or self.status(index) == status:
+            return False
+        if status == ChannelStatus.ENABLED:
+            self.statuses.pop(index, None)
+            self.disabled_reason.pop(index, None)
+            self.disabled_time.pop(index, None)
+        else:
+            self.statuses[index] = status
+            self.disabled_reason[index] = reason[:REASON_MAX]
+            self.disabled_time[index] = now
+        return True
+
+    def delete_keys(self, indices: Collection[int]) -> None:
+        """Remove the keys `indices`; the others move down to close the gaps and keep their status,
+        reason and time. The polling position starts over if it pointed past the end."""
+        gone = {i for i in indices if 0 <= i < self.size}
+        kept = [i for i in range(self.size) if i not in gone]
+        moved = {old: new for new, old in enumerate(kept)}
+        self.statuses = {moved[i]: s for i, s in self.statuses.items() if i in moved}
+        self.disabled_reason = {moved[i]: r for i, r in self.disabled_reason.items() if i in moved}
+        self.disabled_time = {moved[i]: t for i, t in self.disabled_time.items() if i in moved}
+        self.size = len(kept)
+        if self.polling_index >= self.size:
+            self.polling_index = 0
+
+    def count(self, status: int) -> int:
+        """How many keys have `status`."""
+        return sum(1 for i in range(self.size) if self.status(i) == status)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -132,6 +133,9 @@ class ChannelFilter:
     type: int | None = None
 
 
+CHUNK = 500  # ids per IN (…) list
+
+
 class ChannelRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
@@ -162,9 +166,53 @@ class ChannelRepository:
 
     async def delete(self, channel_id: int) -> bool:
         """The channel and its abilities; False when there was no such channel."""
-        await self.s.execute(delete(Ability).where(Ability.channel_id == channel_id))
-        result = await self.s.execute(delete(Channel).where(Channel.id == channel_id))
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return await self.delete_many([channel_id]) == 1
+
+    async def delete_many(self, ids: Sequence[int]) -> int:
+        """The channels `ids` and their abilities → how many channels there were to delete."""
+        deleted = 0
+        for start in range(0, len(ids), CHUNK):
+            chunk = list(ids[start:start + CHUNK])
+            await self.s.execute(delete(Ability).where(Ability.channel_id.in_(chunk)))
+            result = await self.s.execute(delete(Channel).where(Channel.id.in_(chunk)))
+            deleted += int(result.rowcount)  # type: ignore[attr-defined]
+        return deleted
+
+    async def existing_ids(self, ids: Sequence[int]) -> list[int]:
+        """The ids among `ids` that are channels, locked (`SELECT … FOR UPDATE`), by id."""
+        out: list[int] = []
+        for start in range(0, len(ids), CHUNK):
+            chunk = list(ids[start:start + CHUNK])
+            out += (await self.s.scalars(select(Channel.id).where(Channel.id.in_(chunk)).order_by(Channel.id)
+                                         .with_for_update())).all()
+        return sorted(out)
+
+    async def set_tag(self, ids: Sequence[int], tag: str) -> None:
+        """The tag of the channels `ids` and of their abilities."""
+        for start in range(0, len(ids), CHUNK):
+            chunk = list(ids[start:start + CHUNK])
+            await self.s.execute(update(Channel).where(Channel.id.in_(chunk)).values(tag=tag)
+                                 .execution_options(synchronize_session=False))
+            await self.s.execute(update(Ability).where(Ability.channel_id.in_(chunk)).values(tag=tag)
+                                 .execution_options(synchronize_session=False))
+
+    async def ids_with_status(self, statuses: Sequence[int]) -> list[int]:
+        """The ids of the channels whose status is one of `statuses`, locked, by id."""
+        return list((await self.s.scalars(select(Channel.id).where(Channel.status.in_(statuses))
+                                          .order_by(Channel.id).with_for_update())).all())
+
+    async def with_tag(self, tag: str, *, lock: bool = False) -> list[Channel]:
+        """The channels whose tag is exactly `tag`, by id (locked with `lock`)."""
+        query = select(Channel).where(Channel.tag == tag).order_by(Channel.id)
+        return list((await self.s.scalars(query.with_for_update() if lock else query)).all())
+
+    async def all_ids(self) -> list[int]:
+        return list((await self.s.scalars(select(Channel.id).order_by(Channel.id))).all())
+
+    async def delete_stray_abilities(self) -> int:
+        """Abilities whose channel no longer exists → how many were deleted."""
+        result = await self.s.execute(delete(Ability).where(Ability.channel_id.not_in(select(Channel.id))))
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
     # ---- lists --------------------------------------------------------------------------------------
 

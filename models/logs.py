@@ -76,12 +76,12 @@ class LogRepository:
         self.s = session
 
     async def add(self, *, type: int, user_id: int, username: str, content: str, created_at: int,
-                  other: dict[str, Any] | None = None, quota: int = 0) -> None:
+                  other: dict[str, Any] | None = None, quota: int = 0, channel: int = 0) -> None:
         self.s.add(Log(
             type=type, user_id=user_id, username=username, content=content, created_at=created_at,
             quota=quota, other=json.dumps(other, separators=(",", ":"), ensure_ascii=False) if other else "",
             token_name="", model_name="", prompt_tokens=0, completion_tokens=0, use_time=0, is_stream=False,
-            channel=0, token_id=0, group="", ip="", request_id="",
+            channel=channel, token_id=0, group="", ip="", request_id="",
         ))
         await self.s.flush()
 

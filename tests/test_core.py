@@ -61,3 +61,23 @@ def test_damaged_text_reads_as_absent_and_unknown_fields_are_kept() -> None:
     assert state.size == 3 and state.statuses == {0: 2} and state.mode == MultiKeyMode.RANDOM
     assert state.key_statuses(3) == [2, 1, 1] and state.polling_index == 0
     assert json.loads(state.dump())["future_field"] == {"a": 1}
+
+
+def test_the_admin_sets_key_statuses_and_deletes_keys_reindexing_the_rest() -> None:
+    state = MultiKeyState.multi(5, MultiKeyMode.RANDOM)
+    assert state.set_status(1, ChannelStatus.MANUALLY_DISABLED, "manually disabled", 100)
+    assert not state.set_status(1, ChannelStatus.MANUALLY_DISABLED, "again", 200)  # unchanged
+    assert state.disable(3, "upstream 401", 150)
+    assert not state.set_status(9, ChannelStatus.MANUALLY_DISABLED, "x", 1)  # no such key
+    assert (state.count(ChannelStatus.ENABLED), state.count(ChannelStatus.MANUALLY_DISABLED),
+            state.count(ChannelStatus.AUTO_DISABLED)) == (3, 1, 1)
+    state.polling_index = 4
+    state.delete_keys([0, 2])  # keys 1, 3, 4 remain as 0, 1, 2
+    assert state.size == 3 and state.polling_index == 0
+    assert state.key_statuses(3) == [2, 3, 1]
+    assert (state.reason(0), state.disabled_at(0)) == ("manually disabled", 100)
+    assert (state.reason(1), state.disabled_at(1)) == ("upstream 401", 150)
+    assert state.set_status(1, ChannelStatus.ENABLED, "", 300)  # enabling clears reason and time
+    assert (state.status(1), state.reason(1), state.disabled_at(1)) == (1, "", 0)
+    again = MultiKeyState.parse(state.dump())
+    assert again.key_statuses(3) == [2, 1, 1] and again.disabled_reason == {0: "manually disabled"}
