@@ -16,6 +16,7 @@ from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
 from server.auth.service import AuthService
+from server.auth.verification import NoVerificationYet
 from server.channels.destination import KeyDestinations
 from server.channels.service import ChannelService
 from server.context import State
@@ -56,7 +57,8 @@ def build_services(state: State) -> Services:
                       clock=state.clock)
     destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
     channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
-                              destinations=destinations, clock=state.clock)
+                              destinations=destinations, backend=state.backend,
+                              verifier=NoVerificationYet(), clock=state.clock)
     logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)

@@ -1,14 +1,17 @@
 """Two nodes on one database (MariaDB, then PostgreSQL) and one Redis: a channel created, changed or
-deleted through one node routes (or stops routing) on the other
-within a second — broadcast, no periodic sync (docs/API.md#channel-routes)."""
+deleted through one node — one by one, by tag or in a batch — routes (or stops routing) on the other
+within a second — broadcast, no periodic sync (docs/API.md#channel-routes); the abilities rebuild is
+refused on one node while it runs on the other."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 
-from tests.harness import Running
-from tests.test_channels import GEMINI, admin_of, create, data_of
+from quota.locks import exclusive
+from server.channels.tools import FIX_LOCK
+from tests.harness import Running, logged_in
+from tests.test_channels import GEMINI, admin_of, create, data_of, fails
 
 
 async def within_a_second(check: Callable[[], bool]) -> bool:
@@ -45,3 +48,32 @@ async def test_channel_changes_on_one_node_route_on_the_other(nodes: tuple[Runni
     data_of(await admin.delete(f"/api/channel/{cid}"))
     assert one.state.channels.get(cid) is None
     assert await within_a_second(lambda: two.state.channels.get(cid) is None)
+
+
+async def test_a_tag_disabled_or_a_batch_deleted_on_one_node_stops_routing_on_the_other(
+        nodes: tuple[Running, Running]) -> None:
+    one, two = nodes
+    admin = await admin_of(one)
+    [tagged] = await create(admin, models="gemini-2.5-flash", tag="fleet", priority=5)
+    [spare] = await create(admin, models="gemini-2.5-flash", name="spare")
+    assert await within_a_second(lambda: routed_to(two, "gemini-2.5-flash") == tagged)
+    assert data_of(await admin.post("/api/channel/tag/disabled", json={"tag": "fleet"})) == 1
+    assert routed_to(one, "gemini-2.5-flash") == spare  # before the reply, on the handling node
+    assert await within_a_second(lambda: routed_to(two, "gemini-2.5-flash") == spare)
+    assert data_of(await admin.post("/api/channel/tag/enabled", json={"tag": "fleet"})) == 1
+    assert await within_a_second(lambda: routed_to(two, "gemini-2.5-flash") == tagged)
+
+    assert data_of(await admin.post("/api/channel/batch", json={"ids": [tagged, spare]})) == 2
+    assert one.state.channels.get(tagged) is None and routed_to(one, "gemini-2.5-flash") is None
+    assert await within_a_second(lambda: two.state.channels.get(tagged) is None
+                                 and routed_to(two, "gemini-2.5-flash") is None)
+
+
+async def test_the_abilities_rebuild_runs_once_across_nodes(nodes: tuple[Running, Running]) -> None:
+    one, two = nodes
+    admin_one = await admin_of(one)
+    admin_two = await logged_in(two, "chadmin")
+    await create(admin_one, models="gemini-2.5-flash")
+    async with exclusive(one.state.backend, FIX_LOCK, ttl=60):  # a rebuild in progress on node one
+        fails(await admin_two.post("/api/channel/fix"), 409, "a rebuild of the abilities is already running")
+    assert data_of(await admin_two.post("/api/channel/fix")) == {"success": 1, "fails": 0}

@@ -66,6 +66,13 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "param_override": "", "header_override": "", "status_code_mapping": ""}},
     ("PUT", "/api/channel/"): {"id": "{channel}", "name": "c", "models": "m1", "group": "default",
                                "tag": "t", "remark": "r", "model_mapping": "", "key": ""},
+    ("POST", "/api/channel/batch"): {"ids": [999999]},
+    ("POST", "/api/channel/batch/tag"): {"ids": ["{channel}"], "tag": "t"},
+    ("POST", "/api/channel/tag/disabled"): {"tag": "t"},
+    ("POST", "/api/channel/tag/enabled"): {"tag": "t"},
+    ("PUT", "/api/channel/tag"): {"tag": "t", "new_tag": "t2", "models": "m1", "groups": "default",
+                                  "model_mapping": "", "param_override": "", "header_override": ""},
+    ("POST", "/api/channel/multi_key/manage"): {"channel_id": "{channel}", "action": "get_key_status"},
     ("POST", "/api/token/"): {"name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("PUT", "/api/token/"): {"id": "{token}", "name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("POST", "/api/token/batch"): {"ids": ["{token}"]},
@@ -76,7 +83,7 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
 GENERIC_FIELDS = ("name", "username", "display_name", "email", "key", "value", "group", "model", "models",
                   "remark", "tag", "action", "mode", "code", "token", "input", "text", "description")
 QUERY_FIELDS = ("keyword", "group", "model", "model_name", "token_name", "username", "token", "request_id",
-                "type", "status", "p", "page_size", "start_timestamp", "alt", "key")
+                "type", "status", "p", "page_size", "start_timestamp", "alt", "key", "tag", "suffix")
 PATH_VALUES = {"user_id": "{user}", "channel_id": "{channel}", "token_id": "{token}",
                "target": "gemini-2.5-flash:generateContent"}
 

@@ -20,7 +20,9 @@ from server.web.openapi import document, openapi_path
 from server.web.schema import Bool, Int64, IntRule, Schema, Str, message_of
 from tests.harness import Running, make_config
 
-TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key")}  # an action on the path's key: nothing to send
+# actions named by their path (and query): nothing to send
+TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key"), ("POST", "/api/channel/<channel_id>/key"),
+                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix")}
 
 
 def app_for(tmp_path: Any, name: str) -> Any:

@@ -1,4 +1,6 @@
-"""The admin channel routes: create, update, read, list, search, delete, and the model catalog lists."""
+"""The admin channel routes: create, update, read, list, search, delete, the model catalog lists, and the
+tools that call no upstream (key reveal, batch delete and tag, copy, abilities rebuild, tags, multi-key
+management)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,23 @@ from sanic.response import HTTPResponse
 from server.channels.schemas import (
     CatalogModel,
     ChannelCreate,
+    ChannelIds,
+    ChannelIdsTag,
     ChannelListQuery,
     ChannelPage,
     ChannelPath,
     ChannelSearchQuery,
     ChannelUpdate,
     ChannelView,
+    CopyQuery,
+    CreatedChannel,
+    FixResult,
+    KeyManage,
+    KeyReveal,
+    KeyStatusPage,
+    TagBody,
+    TagEdit,
+    TagQuery,
 )
 from server.channels.service import models_catalog, status_filter
 from server.web.access import Access, route
@@ -93,3 +106,108 @@ async def delete_channel(request: Request, channel_id: int) -> HTTPResponse:
     """Delete a channel (it stops serving at once)."""
     await services_of(request).channels.delete_channel(channel_id)
     return ok()
+
+
+# ---- tools that call no upstream --------------------------------------------------------------------
+
+
+@route(bp, "POST", "/api/channel/<channel_id>/key", access=Access.ROOT, critical=True,
+       path_params=ChannelPath, reply=KeyReveal)
+async def reveal_channel_key(request: Request, channel_id: int) -> HTTPResponse:
+    """Show a channel's key (one per line for a multi-key channel).
+    Needs a secure verification made in the last 5 minutes, checked before the channel is looked up:
+    without one the answer is 403 with `code` `VERIFICATION_REQUIRED` (or `VERIFICATION_EXPIRED`), then
+    404 for an unknown channel. Each reveal writes a system log naming the admin and the channel."""
+    return ok(await services_of(request).channels.reveal_key(principal_of(request), channel_id))
+
+
+@route(bp, "DELETE", "/api/channel/disabled", access=Access.ADMIN, reply=int)
+async def delete_disabled_channels(request: Request) -> HTTPResponse:
+    """Delete every disabled channel (status 2 or 3) and its abilities.
+    The reply is the number of channels deleted."""
+    return ok(await services_of(request).channels.delete_disabled())
+
+
+@route(bp, "POST", "/api/channel/batch", access=Access.ADMIN, body=ChannelIds, reply=int)
+async def delete_channels(request: Request, body: ChannelIds) -> HTTPResponse:
+    """Delete several channels (1–1000 ids) and their abilities in one transaction.
+    Unknown ids are skipped; the reply is the number of channels actually deleted."""
+    return ok(await services_of(request).channels.delete_many(body.ids))
+
+
+@route(bp, "POST", "/api/channel/batch/tag", access=Access.ADMIN, body=ChannelIdsTag, reply=int)
+async def tag_channels(request: Request, body: ChannelIdsTag) -> HTTPResponse:
+    """Set the tag of several channels (1–1000 ids); a null or empty tag clears it.
+    Unknown ids are skipped; the reply is the number of channels tagged."""
+    return ok(await services_of(request).channels.tag_many(body.ids, body.tag))
+
+
+@route(bp, "POST", "/api/channel/copy/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,
+       query=CopyQuery, reply=CreatedChannel)
+async def copy_channel(request: Request, channel_id: int, query: CopyQuery) -> HTTPResponse:
+    """Copy a channel: the same keys and settings, named with `suffix` appended (default `_copy`).
+    The copy is created now, has no test result, and with `reset_balance` (default true) starts with a
+    zero balance and used quota. The reply is the new channel's id."""
+    return ok(await services_of(request).channels.copy_channel(channel_id, suffix=query.suffix,
+                                                               reset_balance=query.reset_balance))
+
+
+@route(bp, "POST", "/api/channel/fix", access=Access.ADMIN, reply=FixResult)
+async def fix_abilities(request: Request) -> HTTPResponse:
+    """Rebuild every channel's abilities from the channel.
+    Counts the channels rebuilt (`success`) and those that could not be (`fails`); a second rebuild
+    while one runs on any worker or node is a 409."""
+    return ok(await services_of(request).channels.fix_abilities())
+
+
+# ---- tags -----------------------------------------------------------------------------------------------
+
+
+@route(bp, "POST", "/api/channel/tag/disabled", access=Access.ADMIN, body=TagBody, reply=int)
+async def disable_tag(request: Request, body: TagBody) -> HTTPResponse:
+    """Disable every channel of a tag (status 2).
+    The reply is the number of channels whose status changed; a tag no channel has is a 404."""
+    return ok(await services_of(request).channels.set_tag_status(body.tag, enabled=False))
+
+
+@route(bp, "POST", "/api/channel/tag/enabled", access=Access.ADMIN, body=TagBody, reply=int)
+async def enable_tag(request: Request, body: TagBody) -> HTTPResponse:
+    """Enable every channel of a tag (status 1).
+    The reply is the number of channels whose status changed; a tag no channel has is a 404."""
+    return ok(await services_of(request).channels.set_tag_status(body.tag, enabled=True))
+
+
+@route(bp, "PUT", "/api/channel/tag", access=Access.ADMIN, body=TagEdit, reply=int)
+async def edit_tag(request: Request, body: TagEdit) -> HTTPResponse:
+    """Edit every channel of a tag at once.
+    Only fields with a value change (absent, null and "" leave a field as it is); `new_tag` renames the
+    tag and `groups` sets the groups. A header override that would send a keyed channel's key elsewhere
+    needs root. The reply is the number of channels with the tag; a tag no channel has is a 404."""
+    return ok(await services_of(request).channels.edit_tag(body.tag, body.changes(),
+                                                           actor_role=principal_of(request).role))
+
+
+@route(bp, "GET", "/api/channel/tag/models", access=Access.ADMIN, query=TagQuery, reply=str)
+async def tag_models(request: Request, query: TagQuery) -> HTTPResponse:
+    """The models of a tag's channels, as one comma list.
+    Each model once, in the order it first appears (channels by id); a missing tag is a 400, a tag no
+    channel has a 404."""
+    return ok(await services_of(request).channels.tag_models(query.tag))
+
+
+# ---- multi-key management --------------------------------------------------------------------------------
+
+
+@route(bp, "POST", "/api/channel/multi_key/manage", access=Access.ADMIN, body=KeyManage,
+       reply=KeyStatusPage | int | None)
+async def manage_keys(request: Request, body: KeyManage) -> HTTPResponse:
+    """Manage the keys of a multi-key channel.
+    `get_key_status` pages through the keys (masked previews, optional status filter) with the counts
+    per status; `disable_key`/`enable_key`/`delete_key` act on `key_index`; `disable_all_keys`/
+    `enable_all_keys` answer how many keys changed; `delete_disabled_keys` removes the keys the system
+    disabled and answers how many. The last key cannot be deleted (409). With no enabled key left the
+    channel gets status 3; enabling a key brings a status-3 channel back to 1. Calls on one channel run
+    one at a time."""
+    return ok(await services_of(request).channels.manage_keys(
+        body.channel_id, body.action, key_index=body.key_index, page=body.page, page_size=body.page_size,
+        status=body.status))

@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     **{name: "" for name in JSON_FIELDS},
 }
 REQUIRED = ("name", "type")  # on create
+KEY_ACTIONS = ("get_key_status", "disable_key", "enable_key", "disable_all_keys", "enable_all_keys",
+               "delete_key", "delete_disabled_keys")  # of the multi-key management
 NOT_EMPTY = ("name", "type", "group", "status")  # on update
 
 

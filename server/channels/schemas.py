@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from server.channels.rules import KEY_ACTIONS, NAME_MAX, TAG_MAX
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -26,6 +27,7 @@ from server.web.schema import (
     Schema,
     Str,
     StrictFlag,
+    TextRule,
     Trimmed,
     problem,
 )
@@ -183,3 +185,140 @@ class CatalogModel(Schema):
     object: str
     created: int
     owned_by: str
+
+
+# ---- the tools, tags and multi-key management (server/channels/tools.py, tags.py, keyring.py) -----------
+
+IDS_MAX = 1000
+
+
+def _ids(value: Any) -> Any:
+    if not isinstance(value, list) or not value:
+        raise problem("must be a non-empty array of channel ids")
+    if len(value) > IDS_MAX:
+        raise problem(f"at most {IDS_MAX} ids")
+    if not all(type(i) is int and 1 <= i <= ID_MAX for i in value):
+        raise problem("must contain positive integers only")
+    return value
+
+
+ChannelIdList = Annotated[list[Annotated[int, Field(ge=1, le=ID_MAX)]], BeforeValidator(_ids),
+                          Field(min_length=1, max_length=IDS_MAX, examples=[[1]])]
+TagText = Annotated[str, TextRule(trim=True, max_len=TAG_MAX)]
+
+
+class KeyReveal(Schema):
+    key: str = Field(description="the channel's key; a multi-key channel's keys one per line")
+
+
+class ChannelIds(Schema):
+    ids: ChannelIdList
+
+
+class ChannelIdsTag(ChannelIds):
+    tag: TagText | None = Field(None, description="the new tag; null or \"\" clears it")
+
+
+@dataclass(frozen=True, slots=True)
+class _QueryBool(Rule):
+    """A query switch that must say what it means: `true`/`1` or `false`/`0`."""
+
+    def check(self, value: Any) -> Any:
+        raw = ("" if value is None else str(value)).strip().lower()
+        if raw in ("true", "1"):
+            return True
+        if raw in ("false", "0"):
+            return False
+        raise problem("must be true or false")
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+class CopyQuery(Schema):
+    suffix: Annotated[str, QueryTextRule(trim=False, plain=True, max_len=NAME_MAX)] = Field(
+        "_copy", description="appended to the name of the copy")
+    reset_balance: Annotated[bool, _QueryBool()] = Field(
+        True, description="start the copy with a zero balance and used quota")
+
+
+class CreatedChannel(Schema):
+    id: int
+
+
+class FixResult(Schema):
+    success: int = Field(description="channels whose abilities were rebuilt")
+    fails: int = Field(description="channels whose abilities could not be written")
+
+
+class TagBody(Schema):
+    tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
+
+
+class TagEdit(Schema):
+    """Absent, null and "" all leave a field as it is."""
+
+    tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
+    new_tag: TagText | None = Field(None, description="rename the tag")
+    priority: Int64 | None = None
+    weight: Int64 | None = None
+    model_mapping: JsonText | None = Field(None, description="JSON object: requested model → upstream model")
+    models: Trimmed | None = Field(None, description="comma-separated model names")
+    groups: Trimmed | None = Field(None, description="comma-separated groups")
+    param_override: JsonText | None = None
+    header_override: JsonText | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields that carry a value, by their wire names."""
+        return {name: value for name, value in self.model_dump(exclude={"tag"}).items()
+                if value is not None and value != ""}
+
+
+class TagQuery(Schema):
+    tag: Annotated[str, QueryTextRule(max_len=TAG_MAX)] = Field("", description="the tag (required)",
+                                                               examples=["alpha"])
+
+
+@dataclass(frozen=True, slots=True)
+class _OneOf(Rule):
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            raise problem("is required")
+        if value not in self.choices:
+            raise problem(f"must be one of {', '.join(self.choices)}")
+        return value
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.choices)}
+
+
+class KeyManage(Schema):
+    channel_id: Annotated[int, IntRule(1, ID_MAX)] = Field(examples=[1])
+    action: Annotated[str, _OneOf(KEY_ACTIONS)]
+    key_index: Annotated[int, IntRule(0, ID_MAX)] | None = Field(
+        None, description="the key's position, from 0 (disable_key, enable_key, delete_key)")
+    page: Int64 | None = Field(None, description="get_key_status: page, from 1")
+    page_size: Int64 | None = Field(None, description="get_key_status: keys per page, 1–100 (default 50)")
+    status: Annotated[int, IntRule(1, 3)] | None = Field(None, description="get_key_status: only keys with "
+                                                                          "this status")
+
+
+class KeyStatusItem(Schema):
+    index: int
+    status: int
+    disabled_time: int
+    reason: str
+    key_preview: str = Field(description="the key masked, e.g. abcd**********wxyz")
+
+
+class KeyStatusPage(Schema):
+    keys: list[KeyStatusItem]
+    total: int
+    page: int
+    page_size: int
+    total_pages: int
+    enabled_count: int
+    manual_disabled_count: int
+    auto_disabled_count: int

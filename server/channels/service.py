@@ -1,10 +1,12 @@
 """The rules of the channel routes (docs/API.md#channel-routes): create (single, batch, multi-key), partial
-update, read, list, search, delete, and the model catalog.
+update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal, batch
+delete and tag, copy, abilities rebuild), tags.py (tag routes) and keyring.py (multi-key management),
+`ChannelService` is the one service the channel routes call (see server/channels/base.py).
 
-Keys are encrypted with the `SecretBox` and digested for the exact-key search; no reply ever carries them.
-Each change writes the channel and rebuilds its abilities in one transaction, then — committed —
-`ChannelTable.changed()` reloads this worker's routing table and tells every other worker and node, so
-the change routes before the reply leaves (there is no periodic sync).
+Keys are encrypted with the `SecretBox` and digested for the exact-key search; no reply ever carries them
+(except the root's key reveal). Each change writes the channel and rebuilds its abilities in one
+transaction, then — committed — `ChannelTable.changed()` reloads this worker's routing table and tells
+every other worker and node, so the change routes before the reply leaves (there is no periodic sync).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from sqlalchemy.exc import IntegrityError
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyMode, MultiKeyState
 from models.channels import Channel, ChannelFilter, ChannelRepository
-from models.db import Database
-from models.routing import dump_json, load_json
+from models.routing import load_json
+from server.channels.base import ALL_KEYS_DISABLED, COLLIDING, KEYS_BACK, STATUS_REASONS, status_info
 from server.channels.catalog import capabilities, catalog_models
-from server.channels.destination import KeyDestinations, require_key_holder
+from server.channels.destination import require_key_holder
+from server.channels.keyring import ChannelKeyring
 from server.channels.rules import (
     NAME_MAX,
     clean_fields,
@@ -28,23 +31,15 @@ from server.channels.rules import (
     key_text,
     unique,
 )
-from server.channels.table import ChannelTable
+from server.channels.tags import ChannelTags
+from server.channels.tools import ChannelTools
 from server.channels.views import channel_view
-from server.clock import Clock
-from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, NotFound
-from server.system.options import Options
 from server.web.pagination import Page
 
 MODES = ("single", "batch", "multi_to_single")
 KEY_MODES = ("replace", "append")
 BATCH_MAX = 1000
-ALL_KEYS_DISABLED = "all keys are disabled"
-STATUS_REASONS = {ChannelStatus.ENABLED: "manually enabled",
-                  ChannelStatus.MANUALLY_DISABLED: "manually disabled"}
-# MariaDB compares the abilities' primary key without case or accents: `GPT-4o` and `gpt-4o` are one row.
-COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
-             "accents); keep one")
 
 
 def _multi_key_mode(value: str | None) -> MultiKeyMode | None:
@@ -53,12 +48,6 @@ def _multi_key_mode(value: str | None) -> MultiKeyMode | None:
     if value not in tuple(MultiKeyMode):
         raise BadRequest("multi_key_mode: must be random or polling")
     return MultiKeyMode(value)
-
-
-def _status_info(reason: str, now: int, previous: str | None = None) -> str:
-    info = load_json(previous)
-    info.update(status_reason=reason, status_time=now)
-    return dump_json(info)
 
 
 def status_filter(raw: str) -> tuple[int, ...]:
@@ -75,17 +64,8 @@ def models_catalog() -> list[dict[str, Any]]:
     return catalog_models()
 
 
-class ChannelService:
-    """The channel rules, with exactly the components they use."""
-
-    def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, options: Options,
-                 destinations: KeyDestinations, clock: Clock) -> None:
-        self.db = db
-        self.channels = channels
-        self.box = box
-        self.options = options
-        self.destinations = destinations
-        self.clock = clock
+class ChannelService(ChannelTools, ChannelTags, ChannelKeyring):
+    """The channel rules, with exactly the components they use (`ChannelBase.__init__`)."""
 
     async def create_channels(self, *, mode: str, multi_key_mode: str | None, name_from_key: bool,
                               fields: dict[str, Any]) -> list[int]:
@@ -100,7 +80,7 @@ class ChannelService:
         await self.destinations.check_base_url(values["base_url"])
         now = self.clock.now_s()
         values["created_time"] = now
-        values["other_info"] = (_status_info(STATUS_REASONS[values["status"]], now)
+        values["other_info"] = (status_info(STATUS_REASONS[values["status"]], now)
                                 if values["status"] != ChannelStatus.ENABLED else "")
         drafts: list[tuple[dict[str, Any], list[str], MultiKeyState]] = []  # (values, keys, channel_info)
         if mode == "single":
@@ -168,12 +148,12 @@ class ChannelService:
                 if multi and (keys_changed or new_mode is not None):
                     values["channel_info"] = info.dump()
                 if "status" in values and values["status"] != channel.status:
-                    values["other_info"] = _status_info(STATUS_REASONS[values["status"]], now,
+                    values["other_info"] = status_info(STATUS_REASONS[values["status"]], now,
                                                         channel.other_info)
                 elif (keys_changed and channel.status == ChannelStatus.AUTO_DISABLED
                       and load_json(channel.other_info).get("status_reason") == ALL_KEYS_DISABLED):
                     values["status"] = ChannelStatus.ENABLED  # enabled keys again: the channel serves again
-                    values["other_info"] = _status_info("keys available again", now, channel.other_info)
+                    values["other_info"] = status_info(KEYS_BACK, now, channel.other_info)
                 for name, value in values.items():
                     setattr(channel, name, value)
                 await repo.save(channel)

@@ -1,6 +1,7 @@
 """How a channel is shown (docs/API.md#channel-fields): every column but the key (`key` is always `""`; the
 keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
-multi-key fields, `other_info` as its JSON text."""
+multi-key fields, `other_info` as its JSON text. The keys of a multi-key channel are listed to admins only
+as previews (`key_preview`: at most the first and last four characters, never more than half the key)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,20 @@ from typing import Any
 
 from core.multikey import MultiKeyState
 from models.channels import Channel
+
+MASK = "**********"
+
+
+def key_preview(key: str) -> str:
+    """`abcd**********wxyz` for a long key; a short one shows less (a quarter at each end at most)."""
+    shown = min(4, len(key) // 4)
+    return f"{key[:shown]}{MASK}{key[-shown:]}" if shown else MASK
+
+
+def key_status_view(info: MultiKeyState, index: int, key: str) -> dict[str, Any]:
+    """One key of a multi-key channel, as the key management lists it."""
+    return {"index": index, "status": info.status(index), "disabled_time": info.disabled_at(index),
+            "reason": info.reason(index), "key_preview": key_preview(key)}
 
 
 def channel_view(channel: Channel) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""The key management of a multi-key channel (docs/API.md#multi-key-channels),
+`POST /api/channel/multi_key/manage`: list the keys with their statuses, enable or disable one or all,
+delete one, delete those the system disabled.
+
+Calls on one channel are serialized: each runs in one transaction that first locks the channel's row
+(`SELECT … FOR UPDATE` on MariaDB and PostgreSQL; SQLite runs one writer at a time), reads the keys and
+their statuses, changes them and writes both back with the abilities. Two deletes at once, on any workers
+or nodes, therefore each remove exactly the key they named at the time they ran, and the key list and the
+statuses never disagree. The key text is the truth for how many keys there are; `channel_info` is read
+and written only through `MultiKeyState`.
+
+The channel's status follows its keys (`ChannelBase.follow_keys`): no enabled key left makes an enabled
+channel 3 "all keys are disabled"; enabling a key brings a channel with status 3 back to 1 (a channel an
+admin disabled, status 2, stays disabled).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
+from models.channels import ChannelRepository
+from server.channels.base import STATUS_REASONS, ChannelBase
+from server.channels.rules import KEY_ACTIONS
+from server.channels.views import key_status_view
+from server.errors import BadRequest, Conflict, NotFound
+
+ONE_KEY = ("disable_key", "enable_key", "delete_key")
+ENABLING = ("enable_key", "enable_all_keys")
+PAGE_SIZE, PAGE_SIZE_MAX = 50, 100
+DISABLED = STATUS_REASONS[ChannelStatus.MANUALLY_DISABLED]
+
+
+def key_page(info: MultiKeyState, keys: list[str], *, page: int | None, page_size: int | None,
+             status: int | None) -> dict[str, Any]:
+    """`get_key_status`: one page of the keys (those with `status`, if given) and the counts of all."""
+    size = PAGE_SIZE if page_size is None or page_size < 1 else min(page_size, PAGE_SIZE_MAX)
+    number = 1 if page is None or page < 1 else page
+    listed = [i for i in range(len(keys)) if status is None or info.status(i) == status]
+    start = (number - 1) * size
+    return {
+        "keys": [key_status_view(info, i, keys[i]) for i in listed[start:start + size]],
+        "total": len(listed), "page": number, "page_size": size,
+        "total_pages": math.ceil(len(listed) / size),
+        "enabled_count": info.count(ChannelStatus.ENABLED),
+        "manual_disabled_count": info.count(ChannelStatus.MANUALLY_DISABLED),
+        "auto_disabled_count": info.count(ChannelStatus.AUTO_DISABLED),
+    }
+
+
+class ChannelKeyring(ChannelBase):
+    async def manage_keys(self, channel_id: int, action: str, *, key_index: int | None = None,
+                          page: int | None = None, page_size: int | None = None,
+                          status: int | None = None) -> Any:
+        """One action on the keys of a multi-key channel → the key page, a count, or None (see
+        docs/API.md#multi-key-channels)."""
+        if action not in KEY_ACTIONS:
+            raise BadRequest(f"action: must be one of {', '.join(KEY_ACTIONS)}")
+        if action in ONE_KEY and key_index is None:
+            raise BadRequest(f"key_index: is required for {action}")
+        now = self.clock.now_s()
+        result: int | None = None
+        async with self.db.transaction() as tx:
+            repo = ChannelRepository(tx)
+            reading = action == "get_key_status"
+            channel = await (repo.get(channel_id) if reading else repo.get_for_update(channel_id))
+            if channel is None:
+                raise NotFound("channel not found")
+            info = MultiKeyState.parse(channel.channel_info)
+            if not info.is_multi_key:
+                raise BadRequest("channel_id: the channel is not a multi-key channel")
+            keys = self.keys_of(channel)
+            info.size = len(keys)
+            if action in ONE_KEY and not 0 <= (key_index or 0) < len(keys):
+                raise BadRequest(f"key_index: must be 0–{len(keys) - 1}")
+            index = key_index or 0
+            if action == "get_key_status":
+                return key_page(info, keys, page=page, page_size=page_size, status=status)
+            if action == "disable_key":
+                info.set_status(index, ChannelStatus.MANUALLY_DISABLED, DISABLED, now)
+            elif action == "enable_key":
+                info.set_status(index, ChannelStatus.ENABLED, "", now)
+            elif action in ("disable_all_keys", "enable_all_keys"):
+                to = ChannelStatus.ENABLED if action == "enable_all_keys" else ChannelStatus.MANUALLY_DISABLED
+                result = sum(info.set_status(i, to, DISABLED, now) for i in range(len(keys)))
+            else:
+                gone = [index] if action == "delete_key" else [
+                    i for i in range(len(keys)) if info.status(i) == ChannelStatus.AUTO_DISABLED]
+                if len(gone) >= len(keys):
+                    raise Conflict("a channel keeps at least one key: delete the channel instead")
+                self.store_keys(channel, [k for i, k in enumerate(keys) if i not in gone])
+                info.delete_keys(gone)
+                result = None if action == "delete_key" else len(gone)
+            channel.channel_info = info.dump()
+            self.follow_keys(channel, info, now, revive=action in ENABLING)
+            await repo.save(channel)
+        await self.channels.changed()
+        return result
