@@ -19,6 +19,7 @@ from server.context import State
 from server.keys.routes import bp as keys_bp
 from server.logs.routes import bp as logs_bp
 from server.relay.errors import shape_for
+from server.relay.pipeline import Relay
 from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
 
@@ -50,7 +51,11 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
         missing = undeclared_routes(app)
         if missing:
             raise RuntimeError(f"routes without an access level: {', '.join(missing)}")
-        app.ctx.state = await State.open(config, clock)
+        state = app.ctx.state = await State.open(config, clock)
+        app.ctx.relay = Relay(keys=state.keys, users=state.users, options=state.options,
+                              channels=state.channels, quota=state.quota, backend=state.backend,
+                              versions=state.versions, upstream=state.upstream, clock=state.clock,
+                              tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
 
     @app.after_server_stop
     async def close_state(app: Sanic[Any, Any]) -> None:
