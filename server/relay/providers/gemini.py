@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from core.enums import ChannelType
+from server.channels.catalog import SPEECH_OUTPUT
 from server.errors import UnknownMethod
 from server.relay.bodies import check_model_name, invalid
 from server.relay.providers.base import (
@@ -223,7 +224,7 @@ class Gemini:
     def test_call(self, channel: ChannelTarget, key: str, model: str, capabilities: Mapping[str, bool]
                   ) -> UpstreamCall:
         """A speech model: one short spoken answer in a built-in voice; any other: the model list."""
-        if not capabilities.get("speech_output"):
+        if not capabilities.get(SPEECH_OUTPUT):
             return self.models_call(channel, key)
         body = {"contents": [{"parts": [{"text": "Say: ok"}]}],
                 "generationConfig": {"responseModalities": ["AUDIO"], "speechConfig": {

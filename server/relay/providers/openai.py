@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.enums import ChannelType
+from server.channels.catalog import MODERATION
 from server.errors import UnknownMethod
 from server.relay.bodies import check_model_name, invalid, parse_object
 from server.relay.providers.base import (
@@ -195,7 +196,7 @@ class OpenAI:
     def test_call(self, channel: ChannelTarget, key: str, model: str, capabilities: Mapping[str, bool]
                   ) -> UpstreamCall:
         """A moderation model: one word to moderate; any other: the model list."""
-        if not capabilities.get("moderation"):
+        if not capabilities.get(MODERATION):
             return self.models_call(channel, key)
         body = json.dumps({"model": model, "input": TEST_INPUT}).encode()
         return UpstreamCall("POST", f"{base_of(channel, DEFAULT_BASE)}/v1/moderations",
