@@ -21,6 +21,7 @@ from ipaddress import ip_network
 import httpx
 import uvloop
 
+from server.relay.providers.base import UpstreamCall
 from server.relay.upstream import Upstream
 
 REPLY = (b'{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":false,"categories":{},'
@@ -67,7 +68,7 @@ async def run(variant: str, url: str, total: int, concurrency: int) -> tuple[flo
         upstream = Upstream(30.0, transport=transport, allow_private=LOOPBACK)  # the upstream is local
 
         async def via_upstream() -> None:
-            response = await upstream.send(upstream.request(url, headers, BODY))
+            response = await upstream.send(UpstreamCall("POST", url, headers, BODY))
             await response.aread()
             await response.aclose()
 

@@ -53,7 +53,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
         if missing:
             raise RuntimeError(f"routes without an access level: {', '.join(missing)}")
         state = await State.open(config, clock)
-        app.ctx.state = state  # read directly by the relay's routes only; they move to the container next
+        app.ctx.state = state  # the infrastructure: closed below; tests inspect its stores directly
         app.ctx.services = build_services(state)
 
     @app.after_server_stop

@@ -23,6 +23,7 @@ from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.service import LogService
+from server.relay.pipeline import Relay
 from server.system.service import SystemService
 
 
@@ -38,6 +39,7 @@ class Services:
     channels: ChannelService
     logs: LogService
     system: SystemService
+    relay: Relay
 
 
 def build_services(state: State) -> Services:
@@ -62,5 +64,8 @@ def build_services(state: State) -> Services:
     logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)
+    relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
+                  quota=state.quota, backend=state.backend, versions=state.versions, upstream=state.upstream,
+                  clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels,
-                    logs=logs, system=system)
+                    logs=logs, system=system, relay=relay)

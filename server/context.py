@@ -3,8 +3,7 @@
 `State.open(config)` builds it inside the worker (one Redis pool and one engine per worker);
 `State.close()` releases it: this is the one place that opens and closes the worker's resources.
 Background tasks are named, owned here, and drained on shutdown. Services never see `State`:
-`server/container.py` hands each the components it uses (the model-call routes still read it through
-`state_of` until they move to the container).
+`server/container.py` hands each the components it uses.
 """
 
 from __future__ import annotations

@@ -13,12 +13,33 @@ Services raise these; handlers never build error responses themselves.
      ├── RateLimited           429  `retry_after` seconds → `Retry-After`
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed
      ├── ServiceUnavailable    503  the database or Redis is unreachable right now
-     └── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
+     ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
+     └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
+          ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
+          ├── TokenDisabled         401 token_disabled      (2)
+          ├── TokenExpired          401 token_expired       (2)
+          ├── TokenExhausted        401 token_exhausted     (2, 12)
+          ├── UserDisabled          403 user_disabled       (3)
+          ├── IpNotAllowed          403 ip_not_allowed      (4)
+          ├── GroupNotAllowed       403 group_not_allowed   (5)
+          ├── RateLimitExceeded     429 rate_limit_exceeded (6)  + `Retry-After`
+          ├── InvalidRequest        400 invalid_request     (7)  + `param`, the field
+          ├── UnknownMethod         404 not_found           the path names no operation
+          ├── ModelNotAllowed       403 model_not_allowed   (8)
+          ├── ModelNotFound         404 model_not_found     (9)
+          ├── UnsupportedModality   400 unsupported_modality (10)
+          ├── ModelPriceError       400 model_price_error   (11)
+          ├── InsufficientQuota     429 insufficient_quota  (12) + `x-should-retry: false`
+          ├── ChannelUnavailable    503 channel_unavailable (13)
+          ├── AllChannelsFailed     503 upstream_failed     (13)
+          ├── UpstreamTimeout       504 upstream_timeout    (13)
+          └── UpstreamPassthrough   4xx upstream_error      a non-retried upstream answer, its body kept
 
 Sanic's own 405 keeps its `Allow` header; a request line or headers over the limit is a 413 that says so.
 
-`/api` routes answer the envelope `{"success": false, "message": …}`. The model-call routes (later) map
-the same tree to the OpenAI and Google error objects.
+`/api` routes answer the envelope `{"success": false, "message": …}`. The model-call routes answer the
+error object of their provider's wire, for every error of the tree (`register`'s `shape_for`,
+`server/relay/errors.py`).
 """
 
 from __future__ import annotations
@@ -112,6 +133,122 @@ class ServiceUnavailable(TollwayError):
     default_message = "service temporarily unavailable, please retry"
 
 
+class GatewayError(TollwayError):
+    """A refusal of the model-call gateway: its class names the HTTP status and the `code` every provider's
+    error object carries (docs/API.md#gateway-errors). Never raised itself."""
+
+    status = 500
+    code: str = "internal_error"
+    param: str | None = None
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, code=type(self).code)
+
+
+class InvalidApiKey(GatewayError):
+    status, code, default_message = 401, "invalid_api_key", "invalid API key"
+
+
+class TokenDisabled(GatewayError):
+    status, code, default_message = 401, "token_disabled", "this API key is disabled"
+
+
+class TokenExpired(GatewayError):
+    status, code, default_message = 401, "token_expired", "this API key has expired"
+
+
+class TokenExhausted(GatewayError):
+    status, code, default_message = 401, "token_exhausted", "this API key's quota is used up"
+
+
+class UserDisabled(GatewayError):
+    status, code, default_message = 403, "user_disabled", "the owner of this API key is disabled"
+
+
+class IpNotAllowed(GatewayError):
+    status, code = 403, "ip_not_allowed"
+    default_message = "this API key may not be used from this IP address"
+
+
+class GroupNotAllowed(GatewayError):
+    status, code = 403, "group_not_allowed"
+
+
+class RateLimitExceeded(GatewayError):
+    status, code, default_message = 429, "rate_limit_exceeded", "too many requests, please retry later"
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__()
+        self.retry_seconds = max(1, int(retry_after + 0.999))
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_seconds)}
+
+
+class InvalidRequest(GatewayError):
+    """A body, path or parameter the gateway cannot accept; the message starts with the field's name."""
+
+    status, code = 400, "invalid_request"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class UnknownMethod(GatewayError):
+    status, code = 404, "not_found"
+
+
+class ModelNotAllowed(GatewayError):
+    status, code = 403, "model_not_allowed"
+
+
+class ModelNotFound(GatewayError):
+    status, code = 404, "model_not_found"
+
+
+class UnsupportedModality(GatewayError):
+    status, code = 400, "unsupported_modality"
+
+
+class ModelPriceError(GatewayError):
+    status, code = 400, "model_price_error"
+
+
+class InsufficientQuota(GatewayError):
+    status, code, default_message = 429, "insufficient_quota", "insufficient quota for this request"
+
+    def headers(self) -> dict[str, str]:
+        return {"x-should-retry": "false"}
+
+
+class ChannelUnavailable(GatewayError):
+    status, code = 503, "channel_unavailable"
+
+
+class AllChannelsFailed(GatewayError):
+    status, code = 503, "upstream_failed"
+    default_message = "every upstream channel failed for this request"
+
+
+class UpstreamTimeout(GatewayError):
+    status, code, default_message = 504, "upstream_timeout", "the upstream provider timed out"
+
+
+class UpstreamPassthrough(GatewayError):
+    """An upstream 4xx that is not retried: its status (after `status_code_mapping`), body and message.
+
+    `body` and `message` must already be redacted (`server.redaction.redact` with the channel's keys):
+    they reach the caller. None of the upstream's headers is kept: the reply has our headers only."""
+
+    code = "upstream_error"
+
+    def __init__(self, status: int, body: bytes, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
 _SANIC_MAP: tuple[tuple[type[Exception], type[TollwayError], str | None], ...] = (
     (sanic_exc.NotFound, NotFound, "no such route"),
     (sanic_exc.MethodNotAllowed, MethodNotAllowed, None),
@@ -188,7 +325,7 @@ ErrorShape = Callable[[TollwayError, str], HTTPResponse]
 
 def register(app: Sanic[Any, Any], shape_for: Callable[[Request], ErrorShape | None] | None = None) -> None:
     """Install the single exception handler of the app. `shape_for` picks another wire shape by route
-    family (the model-call routes answer OpenAI or Google error objects); None keeps the envelope."""
+    family (the model-call routes answer their provider's error objects); None keeps the envelope."""
 
     @app.exception(Exception)
     async def handle(request: Request, exc: Exception) -> HTTPResponse:

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from server.errors import GatewayError
 from server.relay.bodies import parse_object
-from server.relay.errors import GatewayError
 from server.web.text import first_bad_text
 
 # any code point, lone surrogates included

@@ -1,14 +1,15 @@
 """What Tollway knows without asking anyone: the channel types (new-api numbers) and the built-in model
-catalog with each model's capabilities.
+catalog — pure model metadata, no wire format.
 
-- `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400);
-  `SERVED_TYPES`: the ones the gateway calls (1 OpenAI for moderation, 24 Gemini for generateContent;
-  docs/API.md#channel-fields). Channels of the other types are stored and listed but never selected.
+- `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400). The
+  ones the gateway calls are those with a provider (`server/relay/providers/`); channels of the other
+  types are stored and listed but never selected (docs/API.md#channel-fields).
 - `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities
-  (docs/API.md#gemini-generatecontent-g1): `speech_output` for the Gemini TTS models (and inferred for any
-  name containing `-tts`), `moderation` for the OpenAI moderation models.
+  (docs/API.md#gemini-generatecontent-g1): `speech_output` for the speech models (and inferred for any
+  name containing `-tts`), `moderation` for the moderation models.
 - `capabilities(model, overrides)`: the capabilities of any model name, with the option
   `ModelCapabilities` (`{"<model>": {"speech_output": bool, …}}`) applied on top.
+- `BUILTIN_RATIOS`, `FREE_PREFIXES`: the prices known out of the box (docs/API.md#prices).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from core.enums import ChannelType
 
 CHANNEL_TYPES: dict[int, str] = {
     1: "OpenAI", 2: "Midjourney", 3: "Azure", 4: "Ollama", 5: "MidjourneyPlus", 6: "OpenAIMax",
@@ -30,7 +29,6 @@ CHANNEL_TYPES: dict[int, str] = {
     49: "Coze", 50: "Kling", 51: "Jimeng", 52: "Vidu", 53: "Submodel", 54: "DoubaoVideo", 55: "Sora",
     56: "Replicate", 57: "Codex",
 }
-SERVED_TYPES = frozenset({ChannelType.OPENAI, ChannelType.GEMINI})
 
 SPEECH_OUTPUT = "speech_output"
 MODERATION = "moderation"
@@ -69,6 +67,12 @@ CATALOG: tuple[CatalogModel, ...] = (
     _openai("text-moderation-stable", MODERATION),
 )
 _BY_ID = {m.id: m for m in CATALOG}
+
+BUILTIN_RATIOS: dict[str, tuple[float, float]] = {  # model → (ModelRatio, CompletionRatio)
+    "gemini-2.5-flash-preview-tts": (0.25, 20.0),
+    "gemini-2.5-pro-preview-tts": (0.5, 20.0),
+}
+FREE_PREFIXES = ("omni-moderation-", "text-moderation-")  # models that cost nothing, by name
 
 
 def type_name(channel_type: int) -> str:

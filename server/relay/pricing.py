@@ -1,8 +1,9 @@
 """Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs.
 
 Lookup, first match wins: the admin's `ModelPrice`, the admin's `ModelRatio`, the built-in price, the
-built-in ratio; none → `model_price_error`, unless `SelfUseModeEnabled` lets unpriced models through at
-ratio 37.5 as new-api does. Arithmetic is decimal so that `ceil` never rounds a float's noise up a point.
+built-in ratio (both in `server/channels/catalog.py`); none → `model_price_error`, unless
+`SelfUseModeEnabled` lets unpriced models through at ratio 37.5 as new-api does. Arithmetic is decimal so
+that `ceil` never rounds a float's noise up a point.
 
     ratio mode   cost = ceil((prompt + completion × CompletionRatio) × ModelRatio × GroupRatio)
     price mode   cost = ceil(ModelPrice × QuotaPerUnit × GroupRatio)
@@ -17,14 +18,10 @@ from decimal import Decimal
 from typing import Any
 
 from core.settings import Settings
+from server.channels.catalog import BUILTIN_RATIOS, FREE_PREFIXES
 
 UNSET_MODEL_RATIO = 37.5
 
-BUILTIN_RATIOS: dict[str, tuple[float, float]] = {  # model → (ModelRatio, CompletionRatio)
-    "gemini-2.5-flash-preview-tts": (0.25, 20.0),
-    "gemini-2.5-pro-preview-tts": (0.5, 20.0),
-}
-FREE_PREFIXES = ("omni-moderation-", "text-moderation-")
 
 
 @dataclass(frozen=True, slots=True)

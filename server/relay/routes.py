@@ -1,13 +1,21 @@
 """The model-call routes: Gemini under `/v1beta` and `/v1` (the google-genai default), OpenAI moderations
 and model lists under `/v1`. Authenticated by API key, not by a login; bodies pass through as bytes (their
-schemas only document them)."""
+schemas only document them).
+
+This is the edge of the relay: each handler hands the worker's `Relay` (`server/relay/pipeline.py`) the
+request as plain values (`incoming`) and the provider of its route, and turns the reply into a response.
+"""
 
 from __future__ import annotations
 
-from sanic import Blueprint, Request
-from sanic.response import HTTPResponse
+from typing import TYPE_CHECKING
 
-from server.relay import calls
+from sanic import Blueprint, Request
+from sanic.response import HTTPResponse, json, raw
+
+from core.enums import ChannelType
+from server.relay.call import Incoming, Reply
+from server.relay.providers import SERVED_TYPES, provider
 from server.relay.schemas import (
     GeminiModelList,
     GenerateContentRequest,
@@ -19,9 +27,34 @@ from server.relay.schemas import (
     OpenAIModelList,
 )
 from server.web.access import Access, Wire, route
-from server.web.state import state_of
+from server.web.state import services_of
+
+if TYPE_CHECKING:
+    from server.relay.pipeline import Relay
 
 bp = Blueprint("relay")
+
+GEMINI = provider(ChannelType.GEMINI)
+OPENAI = provider(ChannelType.OPENAI)
+FAMILIES = (("/v1beta/", Wire.GOOGLE), ("/v1/", Wire.GOOGLE_OR_OPENAI))
+"""The wire of a path that matched no route (its errors are shaped like its family's)."""
+
+
+def relay_of(request: Request) -> Relay:
+    return services_of(request).relay
+
+
+def incoming(request: Request) -> Incoming:
+    """The request as plain values: the one place a Sanic `Request` meets the relay."""
+    ctx = request.ctx
+    return Incoming(request.headers, request.args, request.body, request.path, ctx.client_ip, ctx.request_id,
+                    request.respond)
+
+
+def _response(reply: Reply | None) -> HTTPResponse | None:
+    if reply is None:  # a stream, already written
+        return None
+    return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)
 
 
 @route(bp, "POST", "/v1beta/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
@@ -31,7 +64,7 @@ async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (generateContent, or streamGenerateContent).
     The call is charged on the usage the provider reports (reserved up front from an estimate); the
     reply is the provider's, unchanged."""
-    return await calls.generate(state_of(request), request, target)
+    return _response(await relay_of(request).call(incoming(request), GEMINI, target))
 
 
 @route(bp, "POST", "/v1/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
@@ -39,19 +72,21 @@ async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
        wire=Wire.GOOGLE_OR_OPENAI)
 async def generate_v1(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (the same as under /v1beta, where the google-genai SDK sends it by default)."""
-    return await calls.generate(state_of(request), request, target)
+    return _response(await relay_of(request).call(incoming(request), GEMINI, target))
 
 
 @route(bp, "GET", "/v1beta/models", access=Access.API_KEY, reply=GeminiModelList, wire=Wire.GOOGLE)
 async def gemini_models(request: Request) -> HTTPResponse:
     """The Gemini models this API key may call (Google's list shape)."""
-    return await calls.gemini_models(state_of(request), request)
+    listed = await relay_of(request).models(incoming(request), GEMINI, GEMINI.channel_types)
+    return json(listed, headers={"X-Request-Id": request.ctx.request_id})
 
 
 @route(bp, "GET", "/v1/models", access=Access.API_KEY, reply=OpenAIModelList, wire=Wire.OPENAI)
 async def openai_models(request: Request) -> HTTPResponse:
     """The models this API key may call (OpenAI's list shape)."""
-    return await calls.openai_models(state_of(request), request)
+    listed = await relay_of(request).models(incoming(request), OPENAI, SERVED_TYPES)
+    return json(listed, headers={"X-Request-Id": request.ctx.request_id})
 
 
 @route(bp, "POST", "/v1/moderations", access=Access.API_KEY, body=ModerationRequest, passthrough=True,
@@ -59,4 +94,6 @@ async def openai_models(request: Request) -> HTTPResponse:
 async def moderations(request: Request) -> HTTPResponse:
     """Classify text with an OpenAI moderation model.
     Charged on the prompt estimate; the reply is the provider's, unchanged."""
-    return await calls.moderate(state_of(request), request)
+    reply = await relay_of(request).call(incoming(request), OPENAI, "moderations")
+    assert reply is not None  # moderation never streams
+    return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)

@@ -10,13 +10,17 @@ time (`server/destinations.py`).
 
 A refusal is a connect error to the caller of the transport (`httpx.ConnectError`), like an unreachable
 host: the gateway tries the next channel, and answers its usual error when none is left.
+
+Both transports raise httpx's errors for what happened: only a timeout is an `httpx.TimeoutException`
+(httpx-aiohttp's own mapping calls every aiohttp connection error a `ConnectTimeout`; the aiohttp
+transport here corrects it, keeping the aiohttp error as the `__cause__`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpcore
@@ -35,21 +39,68 @@ def build_transport(kind: str, limits: httpx.Limits, policy: DestinationPolicy) 
 def _aiohttp_transport(limits: httpx.Limits, policy: DestinationPolicy) -> httpx.AsyncBaseTransport:
     import aiohttp
     from httpx_aiohttp import AiohttpTransport
+    from httpx_aiohttp.transport import AiohttpResponseStream
+
+    def mapped(exc: Exception, request: httpx.Request | None, *, reading: bool
+               ) -> httpx.TransportError | None:
+        """The httpx error that says what an aiohttp failure was (None: keep what was raised).
+
+        httpx-aiohttp maps every aiohttp connection error — a refused connection, a host that closed the
+        socket, a read timeout — to `httpx.ConnectTimeout`. Here a timeout is the matching
+        `httpx.TimeoutException` (connect or read) and anything else a connect error (before the answer)
+        or a read error (while reading it). The aiohttp error stays the `__cause__`."""
+        if isinstance(exc, httpx.TransportError):
+            if not isinstance(exc.__cause__, aiohttp.ClientError):
+                return None
+            exc = exc.__cause__
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return httpx.ConnectTimeout(str(exc), request=request)
+        if isinstance(exc, TimeoutError):  # aiohttp's socket/server timeouts are TimeoutErrors
+            return (httpx.ReadTimeout if reading else httpx.ConnectTimeout)(str(exc) or "timed out",
+                                                                             request=request)
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            reason = exc.os_error
+            message = str(reason) if isinstance(reason, DestinationRefused) else str(exc)
+            return httpx.ConnectError(message, request=request)
+        if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
+            return (httpx.ReadError if reading else httpx.ConnectError)(str(exc), request=request)
+        return None
+
+    class Stream(AiohttpResponseStream):
+        """The response body, its failures mapped like the request's (`mapped`, reading)."""
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self._aiohttp_response.content.iter_chunked(self.CHUNK_SIZE):
+                    yield chunk
+            except Exception as exc:
+                error = mapped(exc, None, reading=True)
+                if error is None:
+                    raise
+                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
+
+        async def aclose(self) -> None:
+            try:
+                await super().aclose()
+            except Exception as exc:
+                error = mapped(exc, None, reading=True)
+                if error is None:
+                    raise
+                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
 
     class Transport(AiohttpTransport):
-        """httpx-aiohttp maps every aiohttp connection error to `httpx.ConnectTimeout`; a host that
-        refused, did not resolve or was refused by the policy is a `ConnectError` (not a timeout)."""
-
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             try:
-                return await super().handle_async_request(request)
-            except httpx.ConnectTimeout as exc:
-                cause = exc.__cause__
-                if not isinstance(cause, aiohttp.ClientConnectorError):
+                response = await super().handle_async_request(request)
+            except Exception as exc:
+                error = mapped(exc, request, reading=False)
+                if error is None:
                     raise
-                reason = cause.os_error
-                message = str(reason) if isinstance(reason, DestinationRefused) else str(cause)
-                raise httpx.ConnectError(message, request=request) from cause
+                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
+            stream = response.stream
+            if isinstance(stream, AiohttpResponseStream):
+                response.stream = Stream(stream._aiohttp_response)
+            return response
 
     transport = Transport(limits=limits)
 

@@ -44,10 +44,9 @@ class Wire(Enum):
 
     ENVELOPE = "envelope"  # {"success", "message", "data"}; `reply` is the model of `data`
     RAW = "raw"            # `reply` is the whole body; errors are the envelope (the API document itself)
-    OPENAI = "openai"      # `reply` is the whole body; errors are OpenAI error objects
-    GOOGLE = "google"      # `reply` is the whole body; errors are Google error objects
-    # the Gemini calls under /v1: Google errors once the path names a method (`model:generateContent`),
-    # OpenAI's otherwise (a path under /v1 that names no Gemini method is read as an OpenAI route)
+    OPENAI = "openai"      # `reply` is the whole body; errors are that provider's error objects
+    GOOGLE = "google"      # `reply` is the whole body; errors are that provider's error objects
+    # either of the two by the path (the provider that claims the path: server/relay/providers/)
     GOOGLE_OR_OPENAI = "google-or-openai"
 
 

@@ -1,8 +1,7 @@
 """Typed access, from a Sanic request, to the worker's services and to the request's principal.
 
 Handlers reach their service with `services_of(request).<domain>` (the container built at start-up,
-`server/container.py`). `state_of` hands out the raw infrastructure and is left for the model-call routes
-only (`server/relay/`), which move to the container next.
+`server/container.py`).
 """
 
 from __future__ import annotations
@@ -16,16 +15,10 @@ from server.errors import Unauthorized
 if TYPE_CHECKING:
     from core.identity import Principal
     from server.container import Services
-    from server.context import State
 
 
 def services_of(request: Request) -> Services:
     return cast("Services", request.app.ctx.services)
-
-
-def state_of(request: Request) -> State:
-    """The worker's infrastructure: for the relay routes only, until they move to the container."""
-    return cast("State", request.app.ctx.state)
 
 
 def principal_of(request: Request) -> Principal:

@@ -1,0 +1,159 @@
+"""Step 13 of a model call: attempts over the channels until one answers 2xx
+(docs/API.md#selection-and-retries, #auto-disable).
+
+Each attempt picks a channel (priority tier, weight) not tried yet in this call, a key of it (random or
+polling), maps the model, lets the provider build the request and sends it. A connection error, a timeout
+or a status in `AutomaticRetryStatusCodes` tries the next channel; a status in
+`AutomaticDisableStatusCodes` (or a retryable failure whose message holds a disable keyword) takes the
+channel — or the key of a multi-key channel — out of routing first; any other upstream answer goes back to
+the caller (`UpstreamPassthrough`). What an upstream said is redacted with the channel's keys before it is
+stored, logged or passed on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from core.multikey import MultiKeyMode
+from core.settings import Settings, status_in
+from quota.backends.base import Backend
+from server.channels.table import ChannelTable, RoutedChannel
+from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout
+from server.redaction import redact
+from server.relay.call import Call
+from server.relay.faults import describe, is_timeout
+from server.relay.upstream import Upstream
+
+log = logging.getLogger("tollway.relay")
+
+
+async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
+    """Index of the key to use: the only one, or among the enabled keys at random / by a shared counter."""
+    enabled = channel.enabled_keys()
+    if not channel.multi_key or len(enabled) == 1:
+        return enabled[0]
+    if channel.multi_key_mode == MultiKeyMode.POLLING:
+        n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
+        return enabled[(n - 1) % len(enabled)]
+    return random.choice(enabled)
+
+
+def map_model(mapping: Mapping[str, Any], model: str) -> str:
+    """Follow `model_mapping` from the requested name (chains followed; a cycle stops where it closes)."""
+    seen = {model}
+    current = model
+    while isinstance(mapping.get(current), str) and mapping[current] and mapping[current] not in seen:
+        current = mapping[current]
+        seen.add(current)
+    return current
+
+
+def mapped_status(channel: RoutedChannel, status: int) -> int:
+    """`status_code_mapping` rewrites only what the caller sees."""
+    value = channel.status_code_mapping.get(str(status))
+    try:
+        mapped = int(value) if value is not None else status
+    except (TypeError, ValueError):
+        return status
+    return mapped if 100 <= mapped <= 599 else status
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    retry: bool  # try another channel
+    disable: bool  # take the channel (or key) out of routing
+
+
+def judge(settings: Settings, status: int, message: str) -> Verdict:
+    """What a failed upstream answer means; `status` is the one the provider counts it as."""
+    retry = status_in(status, settings.automatic_retry_status_codes)
+    keyword = retry and keyword_disables(settings, message)
+    disable = status_in(status, settings.automatic_disable_status_codes) or keyword
+    return Verdict(retry or disable, disable)
+
+
+def keyword_disables(settings: Settings, message: str) -> bool:
+    """The message holds one of the automatic-disable keywords (a connection-level failure disables
+    only by keyword)."""
+    lowered = message.lower()
+    return any(word in lowered for word in settings.automatic_disable_keywords)
+
+
+async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: Backend,
+                  upstream: Upstream) -> None:
+    """Fill in the call's answering channel and response (its body too unless streamed), or raise the
+    step-13 errors, or pass a non-retried upstream answer through."""
+    provider, op, asked = call.provider, call.op, call.asked
+    assert op is not None and asked is not None
+    model, request_id = asked.model, call.incoming.request_id
+    last_timeout = False
+    for _ in range(1 + settings.retry_times):
+        channel = channels.pick(call.group, model, provider.channel_types, call.tried)
+        if channel is None:
+            break
+        call.tried.append(channel.id)
+        key_index = await choose_key(channel, backend)
+        upstream_model = map_model(channel.model_mapping, model)
+        request = provider.upstream_call(channel, channel.keys[key_index], op, asked, upstream_model,
+                                         call.incoming.body)
+        try:
+            response = await upstream.send(request)
+        except httpx.TransportError as exc:
+            last_timeout = is_timeout(exc)
+            reason = redact(describe(exc), channel.keys)
+            log.warning("channel %d failed (request id %s): %s", channel.id, request_id, reason[:200])
+            if keyword_disables(settings, reason):
+                await _disable(settings, channels, channel, key_index, reason)
+            continue
+        status = response.status_code
+        if 200 <= status < 300:
+            if not op.stream:
+                try:
+                    call.body = await response.aread()
+                except httpx.TransportError as exc:
+                    last_timeout = is_timeout(exc)
+                    log.warning("channel %d %s its reply (request id %s)", channel.id,
+                                "timed out in" if last_timeout else "dropped", request_id)
+                    continue
+                finally:
+                    await response.aclose()
+            call.channel, call.upstream_model, call.response = channel, upstream_model, response
+            return
+        try:
+            body = await response.aread()
+        except httpx.TransportError:
+            body = b""
+        finally:
+            await response.aclose()
+        # What the upstream said is stored (disable reason), logged and passed through only redacted.
+        body = redact(body, channel.keys)
+        error = provider.upstream_error(status, body)
+        verdict = judge(settings, error.status, error.message)
+        last_timeout = status in (408, 504)
+        log.warning("channel %d answered %d (request id %s)", channel.id, status, request_id)
+        if verdict.disable:
+            reason = f"status code {error.status}: {error.message}"
+            await _disable(settings, channels, channel, key_index, reason)
+        if not verdict.retry:
+            raise UpstreamPassthrough(mapped_status(channel, status), body, error.message)
+    if not call.tried:
+        raise ChannelUnavailable(f"no channel is available for model {model}")
+    if last_timeout:
+        raise UpstreamTimeout()
+    raise AllChannelsFailed()
+
+
+async def _disable(settings: Settings, channels: ChannelTable, channel: RoutedChannel, key_index: int,
+                   reason: str) -> None:
+    if not settings.automatic_disable_channel_enabled or not channel.auto_ban:
+        return
+    try:
+        await channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255])
+    except Exception:  # a failed side effect never fails the request
+        log.exception("could not auto-disable channel %d", channel.id)

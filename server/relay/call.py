@@ -1,0 +1,85 @@
+"""What one model call carries through the pipeline (`server/relay/pipeline.py`).
+
+`Incoming` is the request as the route's edge hands it over — headers, query, body, path, client IP,
+request id and a way to open a streamed reply — so that no step but the route itself touches a Sanic
+`Request`. `Call` is filled in by the steps in order; `Reply` is what a plain call answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from quota.ratelimit import UserPolicy
+from quota.types import Reservation
+from server.channels.table import RoutedChannel
+from server.relay.caller import Caller
+from server.relay.pricing import Price
+from server.relay.providers.base import Asked, Operation, Params, Provider
+
+
+class Sink(Protocol):
+    """A streamed reply being written (Sanic's `HTTPResponse` from `request.respond`)."""
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def eof(self) -> None: ...
+
+
+class Respond(Protocol):
+    """Opens the streamed reply: status and headers go out, then `send` the body."""
+
+    def __call__(self, *, status: int, headers: dict[str, str]) -> Awaitable[Sink]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    headers: Params
+    args: Params
+    body: bytes
+    path: str
+    client_ip: str
+    request_id: str
+    respond: Respond
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str]
+
+
+@dataclass(slots=True)
+class Call:
+    """One model call: who, what, where it may be routed, its price, its hold, and what answered."""
+
+    incoming: Incoming
+    provider: Provider
+    target: str
+    started: float = 0.0  # time.monotonic() when the hold was taken (use time, first byte)
+    op: Operation | None = None
+    caller: Caller | None = None
+    policy: UserPolicy | None = None
+    asked: Asked | None = None
+    prompt_tokens: int = 0  # the estimate the hold was sized by (billed when the upstream reports no usage)
+    group: str = ""
+    price: Price | None = None
+    hold: Reservation | None = None
+    tried: list[int] = field(default_factory=list)
+    # the attempt that answered 2xx
+    channel: RoutedChannel | None = None
+    upstream_model: str = ""
+    response: httpx.Response | None = None  # streamed: its body is read by the stream step
+    body: bytes | None = None
+    reply: Reply | None = None
+    settled: bool = False  # set when the settlement starts: from then on the hold is never released
+
+    @property
+    def model(self) -> str:
+        assert self.asked is not None
+        return self.asked.model

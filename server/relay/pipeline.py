@@ -1,0 +1,368 @@
+"""The model-call pipeline: one ordered list of small steps over one `Call`
+(docs/API.md: #gateway-admission-order, #selection-and-retries, #billing).
+
+    read_target   the route's path: operation and model                         (404 / 400 before the key)
+    decide        steps 1–12 on this worker's cached view, confirmed current:
+                    authenticate (1–5) → limit_rate (6) → read_body (7) → admit: model limits (8), ability
+                    (9), modality (10), price (11) → reserve (12)
+    attempt       step 13: channels in turn until one answers 2xx (server/relay/attempts.py)
+    respond       the upstream's answer, unchanged; a stream as it arrives (server/relay/streaming.py)
+    settle        the actual cost, one consume log                 ── and, in `finally`, the one release
+
+Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
+reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
+older version gives the hold back, catches up and decides again, once. A refusal decided on the cached
+view reads the counters first (one round trip on that path only). So a change an admin was told is done
+applies to the very next call on every worker and node, and the common path makes no extra round trip.
+
+One reservation covers every attempt. A success settles the actual cost from the usage the provider reads
+and queues exactly one consume log with the counters; a call that ends any other way releases its whole
+hold, in the one `finally` of `Relay.call`. With Redis configured nothing here touches SQL. Everything a
+provider's wire decides — where the key is, what the body holds, the upstream URL, the usage — is asked
+of the call's `Provider` (server/relay/providers/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Protocol
+
+import httpx
+
+from core.enums import KeyStatus, LogType
+from quota.backends.base import Backend
+from quota.engine import QuotaEngine
+from quota.ratelimit import ModelRateLimiter, policy_for
+from quota.types import InsufficientQuota as ReserveRefused
+from quota.versions import VersionTracker
+from server.accounts.directory import UserDirectory
+from server.channels.catalog import SPEECH_OUTPUT, capabilities
+from server.channels.table import ChannelTable
+from server.clock import Clock
+from server.errors import (
+    GatewayError,
+    GroupNotAllowed,
+    InsufficientQuota,
+    InvalidApiKey,
+    IpNotAllowed,
+    ModelNotAllowed,
+    ModelNotFound,
+    ModelPriceError,
+    RateLimitExceeded,
+    TokenDisabled,
+    TokenExhausted,
+    TokenExpired,
+    UnsupportedModality,
+    UserDisabled,
+)
+from server.keys.directory import KeyDirectory
+from server.relay import attempts
+from server.relay.call import Call, Incoming, Reply
+from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
+from server.relay.estimate import count_all
+from server.relay.pricing import price_of
+from server.relay.providers import owned_by
+from server.relay.providers.base import ListedModel, Provider, Usage
+from server.relay.streaming import Delivery, relay_stream
+from server.relay.upstream import Upstream
+from server.system.options import Options
+
+log = logging.getLogger("tollway.relay")
+
+Step = Callable[[Call], Awaitable[None] | None]  # a synchronous step returns None
+
+CACHED_REFUSALS = (InvalidApiKey, TokenDisabled, TokenExpired, TokenExhausted, UserDisabled, IpNotAllowed,
+                   GroupNotAllowed, ModelNotAllowed, ModelNotFound, UnsupportedModality, ModelPriceError)
+"""Refusals decided on the worker's cached view: re-decided once if the worker turns out to be behind."""
+
+FORWARDED_HEADERS = ("content-type",)
+"""The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
+sends — cookies, organisation and project ids, rate-limit counters, its own request ids, any `X-…` —
+stays here. Our `X-Request-Id` is added, and what we set ourselves (a stream's `Cache-Control`, the
+`Retry-After` of our own 429s)."""
+
+
+class Tasks(Protocol):
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """Own a task that must run to its end even if the request that started it is cancelled."""
+
+
+def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id."""
+    headers = {name: response.headers[name] for name in FORWARDED_HEADERS if name in response.headers}
+    headers["X-Request-Id"] = request_id
+    return headers
+
+
+class Relay:
+    """The gateway of one worker, built from the worker's components (never from a request)."""
+
+    def __init__(self, *, keys: KeyDirectory, users: UserDirectory, options: Options, channels: ChannelTable,
+                 quota: QuotaEngine, backend: Backend, versions: VersionTracker, upstream: Upstream,
+                 clock: Clock, tasks: Tasks, stream_idle_timeout: float) -> None:
+        self.keys, self.users, self.options, self.channels = keys, users, options, channels
+        self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
+        self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
+        self.limiter = ModelRateLimiter(backend)
+        # the model call, in order
+        self.steps: tuple[Step, ...] = (self.read_target, self.decide, self.attempt, self.respond,
+                                        self.settle)
+        # steps 1–12, on the cached view; `decide` runs them, at most twice
+        self.admission: tuple[Step, ...] = (self.authenticate, self.limit_rate, self.read_body, self.admit,
+                                            self.reserve)
+
+    async def call(self, incoming: Incoming, provider: Provider, target: str) -> Reply | None:
+        """One model call: the reply of a plain call, None once a stream has been written."""
+        call = Call(incoming, provider, target)
+        try:
+            for step in self.steps:
+                pending = step(call)
+                if pending is not None:
+                    await pending
+            return call.reply
+        finally:
+            if call.hold is not None and not call.settled:
+                await self._release(call)
+
+    # ---- the steps --------------------------------------------------------------------------------------
+
+    def read_target(self, call: Call) -> None:
+        call.op = call.provider.operation(call.target, call.incoming.args)
+
+    async def decide(self, call: Call) -> None:
+        """Steps 1–12 on this worker's cached view, confirmed current by the versions the reservation
+        returns (see the module docstring). The rate limit and the body are read once."""
+        versions = self.versions
+        for last in (False, True):
+            if call.hold is not None:  # decided on an older view: give the hold back, decide again
+                await self._release(call)
+            basis = versions.held()  # the decisions below are taken on state at least this new
+            try:
+                for step in self.admission:
+                    pending = step(call)
+                    if pending is not None:
+                        await pending
+            except GatewayError as refusal:
+                cached = isinstance(refusal, CACHED_REFUSALS)
+                if last or not cached or not await versions.refresh(since=basis):
+                    raise
+                continue
+            assert call.hold is not None
+            seen = call.hold.versions
+            if not versions.newer(seen, basis):
+                return
+            await versions.catch_up(seen)
+            if last:  # changed again meanwhile: route by the newest table, keep the admission
+                return
+
+    async def authenticate(self, call: Call) -> None:
+        incoming = call.incoming
+        raw = call.provider.caller_key(incoming.headers, incoming.args)
+        call.caller = await authenticate(self.keys, self.users, self.options, self.clock, raw,
+                                         incoming.client_ip)
+
+    def limit_rate(self, call: Call) -> Awaitable[None] | None:
+        """Step 6: the per-user model request limit (new-api's ModelRequestRateLimit options)."""
+        if call.policy is not None:  # charged on the first pass
+            return None
+        caller = self._caller(call)
+        group = caller.user.group if caller.group == AUTO_GROUP else caller.group
+        s = self.options.settings
+        call.policy = policy_for(enabled=s.rate_limit_enabled, minutes=s.rate_limit_minutes,
+                                 total=s.rate_limit_count, success=s.rate_limit_success_count,
+                                 group_caps=s.rate_limit_groups.get(group))
+        return self._charge_rate(call, caller) if call.policy.limited else None
+
+    def read_body(self, call: Call) -> None:
+        """Step 7: what the body asks for, read once (a 400 naming the field)."""
+        if call.asked is None:
+            assert call.op is not None
+            call.asked = call.provider.read_body(call.op, call.incoming.body)
+            call.prompt_tokens = count_all(call.asked.texts)
+
+    def admit(self, call: Call) -> None:
+        """Steps 8–11: the key's model limits, an ability for the model, speech output, a price."""
+        caller, model, types = self._caller(call), call.model, call.provider.channel_types
+        key = caller.key
+        if key.model_limits_enabled and model not in key.model_limits:
+            raise ModelNotAllowed(f"this API key may not use model {model}")
+        group = self._group(caller, model, types)
+        if not self.channels.offered(group, model, types):
+            raise ModelNotFound(f"model {model} is not offered in group {group}")
+        settings = self.options.settings
+        speaks = capabilities(model, settings.model_capabilities)[SPEECH_OUTPUT]
+        assert call.asked is not None
+        if call.asked.wants_audio and not speaks:
+            raise UnsupportedModality(f"model {model} does not support speech output")
+        price = price_of(settings, model, group)
+        if price is None:
+            raise ModelPriceError(f"model {model} has no price set")
+        call.group, call.price = group, price
+
+    async def reserve(self, call: Call) -> None:
+        """Step 12: one hold for every attempt, on the user's balance and a limited key's."""
+        caller, price, asked = self._caller(call), call.price, call.asked
+        assert price is not None and asked is not None
+        key = caller.key
+        settings = self.options.settings
+        amount = price.cost(max(call.prompt_tokens, settings.pre_consumed_quota), asked.completion_tokens,
+                            settings.quota_per_unit)
+        limited = not key.unlimited_quota
+        try:
+            call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited)
+        except ReserveRefused as short:
+            if short.account == "key" and short.available <= 0:
+                raise await exhausted(self.keys, key) from None
+            raise InsufficientQuota() from None
+        if limited and amount == 0 and call.hold.key_balance <= 0:  # a free call on a key with nothing left
+            raise await exhausted(self.keys, key)  # the hold goes back with the refusal
+        call.started = time.monotonic()
+        self.keys.touch(key.id)
+
+    def attempt(self, call: Call) -> Awaitable[None]:
+        return attempts.attempt(call, self.options.settings, self.channels, self.backend, self.upstream)
+
+    def respond(self, call: Call) -> Awaitable[None] | None:
+        """The upstream's 2xx answer as it came (status, bytes, content type); a stream is written now."""
+        response = call.response
+        assert call.op is not None and response is not None
+        if call.op.stream:
+            return self._stream(call, response)
+        assert call.body is not None
+        call.reply = Reply(response.status_code, call.body,
+                           response.headers.get("content-type", "application/json"),
+                           _passthrough_headers(response, call.incoming.request_id))
+        return None
+
+    def settle(self, call: Call) -> Awaitable[Any] | None:
+        if call.settled:  # a stream settles as it ends (`_stream`)
+            return None
+        assert call.op is not None and call.body is not None
+        usage = call.provider.usage(call.op, call.body) or Usage(call.prompt_tokens, 0)
+        return self._settle(call, usage, stream=False)
+
+    # ---- the model lists ----------------------------------------------------------------------------
+
+    async def models(self, incoming: Incoming, provider: Provider, types: Collection[int]) -> dict[str, Any]:
+        """The models the key may call on channels of `types`, in the provider's list shape (steps 1–5)."""
+        await self.versions.refresh()  # list what was added or removed up to this moment, on any worker
+        raw = provider.caller_key(incoming.headers, incoming.args)
+        caller = await authenticate(self.keys, self.users, self.options, self.clock, raw, incoming.client_ip)
+        served = self.channels.models(list_groups(self.options.settings, caller), types)
+        listed = []
+        for model in sorted(served):
+            if caller.key.model_limits_enabled and model not in caller.key.model_limits:
+                continue
+            earliest = min(served[model], key=lambda c: (c.created_time, c.id))
+            listed.append(ListedModel(model, earliest.created_time, owned_by(earliest.type)))
+        return provider.model_list(listed)
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _caller(call: Call) -> Caller:
+        assert call.caller is not None
+        return call.caller
+
+    async def _charge_rate(self, call: Call, caller: Caller) -> None:
+        assert call.policy is not None
+        result = await self.limiter.admit(user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0,
+                                          user_policy=call.policy)
+        if not result.allowed:
+            raise RateLimitExceeded(result.retry_after)
+
+    def _group(self, caller: Caller, model: str, types: Collection[int]) -> str:
+        """The key group `auto` (docs/API.md#abilities-and-groups): the first group of `AutoGroups` usable by
+        the user with an enabled ability for the model; failing that, the first that offers it at all (its
+        channels are down: 503), else the first usable one (nothing offers the model: 404)."""
+        if caller.group != AUTO_GROUP:
+            return caller.group
+        settings = self.options.settings
+        usable = [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
+        for group in usable:
+            if self.channels.serving(group, model, types):
+                return group
+        for group in usable:
+            if self.channels.offered(group, model, types):
+                return group
+        return usable[0] if usable else caller.user.group
+
+    async def _stream(self, call: Call, upstream: httpx.Response) -> None:
+        """Write the stream; however it ends (finished, cut, client gone), settle what was delivered in a
+        task the worker owns, so a cancelled request still charges exactly once."""
+        assert call.op is not None and call.op.form is not None and call.hold is not None
+        form, delivery = call.op.form, Delivery()
+        try:
+            headers = _passthrough_headers(upstream, call.incoming.request_id)
+            headers["content-type"] = form.content_type  # the form we send
+            headers["Cache-Control"] = "no-cache"
+            response = await call.incoming.respond(status=upstream.status_code, headers=headers)
+            await relay_stream(call, response, form, self.quota, self.stream_idle_timeout, delivery)
+        except BaseException:
+            delivery.interrupted = True
+            raise
+        finally:
+            await upstream.aclose()
+            call.settled = True
+            settling = self._settle(call, delivery.usage or Usage(call.prompt_tokens, 0), stream=True,
+                                    interrupted=delivery.interrupted, first_byte_ms=delivery.first_byte_ms)
+            task = asyncio.get_running_loop().create_task(settling, name=f"settle-{call.hold.hold_id}")
+            self.tasks.adopt(task)
+            await asyncio.shield(task)
+
+    async def _settle(self, call: Call, usage: Usage, *, stream: bool, interrupted: bool = False,
+                      first_byte_ms: int | None = None) -> int:
+        """Charge the actual cost (one consume log with the counters, exactly once); returns the cost."""
+        call.settled = True  # from here on the hold is settled or, if that fails, swept: never released
+        caller, price, hold, channel = self._caller(call), call.price, call.hold, call.channel
+        assert price is not None and hold is not None and channel is not None
+        settings = self.options.settings
+        cost = price.cost(usage.prompt, usage.completion, settings.quota_per_unit)
+        model = call.model
+        entry: dict[str, Any] | None = None
+        if settings.log_consume_enabled:
+            other: dict[str, Any] = {
+                **price.other(), "channels_tried": list(call.tried),
+                "audio_output_tokens": usage.audio_output, "text_output_tokens": usage.text_output,
+                "stream_interrupted": interrupted, "is_model_mapped": call.upstream_model != model,
+                "upstream_model_name": call.upstream_model, "request_path": call.incoming.path,
+                "admin_info": {"use_channel": list(call.tried)},
+            }
+            if first_byte_ms is not None:
+                other["frt"] = first_byte_ms
+            entry = {
+                "type": LogType.CONSUME, "created_at": self.clock.now_s(), "username": caller.user.username,
+                "token_name": caller.key.name, "model_name": model, "prompt_tokens": usage.prompt,
+                "completion_tokens": usage.completion,
+                "use_time": int(time.monotonic() - call.started), "is_stream": stream, "group": call.group,
+                "request_id": call.incoming.request_id, "quota": cost, "other": other,
+                "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
+            }
+        settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry)
+        key = caller.key
+        if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
+            try:
+                await self.keys.mark_status(key, KeyStatus.EXHAUSTED)
+            except Exception:
+                log.exception("could not mark key %d exhausted", key.id)
+        policy = call.policy
+        if policy is not None and policy.limited:
+            try:
+                await self.limiter.record(user_id=caller.user.id, key_id=key.id, key_tpm=0,
+                                          tokens=usage.prompt + usage.completion, success=True,
+                                          user_policy=policy)
+            except Exception:
+                log.exception("could not record the rate-limit charge")
+        return cost
+
+    async def _release(self, call: Call) -> None:
+        hold, call.hold = call.hold, None
+        if hold is None:
+            return
+        try:
+            await self.quota.release(hold)
+        except Exception:  # the sweeper releases it after the lease
+            log.exception("could not release hold %s", hold.hold_id)

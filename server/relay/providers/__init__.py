@@ -1,0 +1,35 @@
+"""The providers the gateway speaks, by channel type (`core.enums.ChannelType`) and by route wire.
+
+Each implements `base.Provider`: `gemini.GEMINI` (type 24, Google's wire) and `openai.OPENAI` (type 1,
+OpenAI's wire). A channel of any other type is stored and listed but never selected.
+"""
+
+from __future__ import annotations
+
+from server.relay.providers.base import Provider
+from server.relay.providers.gemini import GEMINI
+from server.relay.providers.openai import OPENAI
+from server.web.routing import Wire
+
+PROVIDERS: dict[int, Provider] = {GEMINI.channel_type: GEMINI, OPENAI.channel_type: OPENAI}
+SERVED_TYPES: frozenset[int] = frozenset(PROVIDERS)
+_BY_WIRE: dict[Wire, Provider] = {Wire.GOOGLE: GEMINI, Wire.OPENAI: OPENAI}
+
+
+def provider(channel_type: int) -> Provider:
+    """The provider of a served channel type (KeyError for another)."""
+    return PROVIDERS[channel_type]
+
+
+def owned_by(channel_type: int) -> str:
+    """`owned_by` of a model served by a channel of this type, in OpenAI-shaped model lists."""
+    served = PROVIDERS.get(channel_type)
+    return served.owned_by if served is not None else "custom"
+
+
+def for_wire(wire: Wire, path: str) -> Provider | None:
+    """The provider whose error objects a route of this wire answers; None for the envelope. Under
+    `GOOGLE_OR_OPENAI` (`/v1`), a path that names a Gemini method is Google's, any other OpenAI's."""
+    if wire is Wire.GOOGLE_OR_OPENAI:
+        return GEMINI if GEMINI.names_method(path) else OPENAI
+    return _BY_WIRE.get(wire)

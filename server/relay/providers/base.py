@@ -1,0 +1,299 @@
+"""The contract between the relay pipeline and a provider's wire format (`Provider`), and the small values
+that cross it.
+
+The pipeline (`server/relay/pipeline.py`) decides who may call what, where and at what price; a provider
+knows how its protocol spells things: where the caller's key is, what a body must hold, which URL and
+headers an upstream call takes, where the usage is, what its error bodies look like. Nothing outside
+`server/relay/providers/` knows a wire detail of a provider.
+
+The request description (`UpstreamCall`) is plain data — method, URL, headers, body bytes, stream flag —
+so the HTTP transport under it can change without touching a provider.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from core.enums import ChannelType
+
+PROTECTED_HEADERS = frozenset({"authorization", "x-goog-api-key", "api-key"})
+"""Header names that carry an upstream credential, of any provider: a channel's `header_override` never
+sets one (the channel's key is the only credential that goes upstream)."""
+
+
+class UnreadableReply(ValueError):
+    """An upstream reply to an administrative query (models, balance) that does not hold what it should."""
+
+
+class Params(Protocol):
+    """Read access to request headers or query parameters (case-insensitive for headers)."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+class ChannelTarget(Protocol):
+    """What a provider reads of a channel to address it: the routing table's `RoutedChannel` is one."""
+
+    base_url: str
+    header_override: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One upstream HTTP request, independent of the transport that sends it."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    stream: bool = False  # the reply is read as it arrives
+
+
+@dataclass(frozen=True, slots=True)
+class StreamForm:
+    """How a stream is written to the caller: server-sent events as the upstream sent them (`sse`), or
+    the events' data re-assembled into one JSON document (`head`, `separator` between events, `tail`)."""
+
+    sse: bool
+    content_type: str
+    head: bytes = b""
+    separator: bytes = b""
+    tail: bytes = b""
+
+    def error_event(self, payload: bytes, delivered: int) -> bytes:
+        """The frame of the final error object of a stream cut short after `delivered` events."""
+        if self.sse:
+            return b"data: " + payload + b"\r\n\r\n"
+        return (self.separator if delivered else b"") + payload
+
+
+SSE = StreamForm(sse=True, content_type="text/event-stream")
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """What the route's path asks for: the operation (`name`), the model when the path names it, and
+    whether the answer streams (and in which form)."""
+
+    name: str
+    model: str | None = None
+    stream: bool = False
+    form: StreamForm | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What the gateway needs from a call's body, read from a parsed copy."""
+
+    model: str
+    texts: list[str]  # the prompt text, for the token estimate
+    wants_audio: bool
+    completion_tokens: int  # reserved for up front
+    fields: dict[str, Any] | None = None  # the parsed body, when the upstream body may be rebuilt from it
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt: int
+    completion: int
+    audio_output: int = 0
+    text_output: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamError:
+    """A failed upstream answer as the provider reads it: the status the retry and disable rules see
+    (a provider may count an answer as another status: Gemini's API_KEY_INVALID 400 is a 401) and the
+    upstream's own message."""
+
+    status: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListedModel:
+    id: str
+    created: int  # the earliest serving channel's creation time
+    owned_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPage:
+    """One page of an upstream's model list; `next_page` is the token of the next, if any."""
+
+    ids: list[str]
+    next_page: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TestOutcome:
+    ok: bool
+    message: str  # "" when ok
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceQuery:
+    """A channel's balance in the upstream's currency: `first` is sent, then `then(first's body)`, and
+    `read(first body, second body)` is the balance."""
+
+    first: UpstreamCall
+    then: Callable[[bytes], UpstreamCall]
+    read: Callable[[bytes, bytes], float]
+
+
+class Provider(Protocol):
+    """One provider's wire format. Implementations: `gemini.GEMINI`, `openai.OPENAI`."""
+
+    channel_type: ChannelType
+    channel_types: frozenset[int]  # the channel types that serve its calls
+    owned_by: str  # `owned_by` of its models in OpenAI-shaped model lists
+    default_base: str
+
+    # ---- the caller's request -------------------------------------------------------------------------
+    def caller_key(self, headers: Params, args: Params) -> str:
+        """The API key the caller sent, "" when none."""
+
+    def operation(self, target: str, args: Params) -> Operation:
+        """The route's operation from the path segment (`target`); 404/400 from the error tree."""
+
+    def read_body(self, op: Operation, body: bytes) -> Asked:
+        """Validate the body: a 400 naming the field (`InvalidRequest`)."""
+
+    # ---- the upstream call ----------------------------------------------------------------------------
+    def upstream_call(self, channel: ChannelTarget, key: str, op: Operation, asked: Asked,
+                      upstream_model: str, body: bytes) -> UpstreamCall:
+        """The request for `channel` with `key`; `upstream_model` is the requested model after the
+        channel's mapping; `body` the caller's bytes (forwarded unchanged unless the wire requires)."""
+
+    def usage(self, op: Operation, body: bytes) -> Usage | None:
+        """The usage a complete reply reports; None when it reports none."""
+
+    def usage_of_event(self, data: bytes) -> Usage | None:
+        """The usage in the data of one stream event; None when it has none."""
+
+    def upstream_error(self, status: int, body: bytes) -> UpstreamError:
+        """Read a failed (non-2xx) upstream answer (`body` already redacted)."""
+
+    # ---- our answers in this wire ---------------------------------------------------------------------
+    def error_body(self, status: int, code: str, message: str, param: str | None, *, upstream: bool
+                   ) -> bytes:
+        """Our error object; `upstream` when it carries a non-retried upstream answer's status and message."""
+
+    def is_error_body(self, body: bytes) -> bool:
+        """An upstream error body already in this wire's shape (passed through as it came)."""
+
+    def stream_error(self, status: int, message: str) -> bytes:
+        """The error object that ends a stream cut short after its first byte."""
+
+    def model_list(self, models: Sequence[ListedModel]) -> dict[str, Any]:
+        """The model-list reply of this wire."""
+
+    # ---- channel administration -----------------------------------------------------------------------
+    def models_call(self, channel: ChannelTarget, key: str, page: str | None = None) -> UpstreamCall:
+        """The upstream's own model list (one page)."""
+
+    def read_models(self, body: bytes) -> ModelPage:
+        """A reply to `models_call`; `UnreadableReply` when it is not one."""
+
+    def test_call(self, channel: ChannelTarget, key: str, model: str, capabilities: Mapping[str, bool]
+                  ) -> UpstreamCall:
+        """The smallest request that proves `model` works on the channel."""
+
+    def test_outcome(self, status: int, body: bytes) -> TestOutcome:
+        """The verdict on a reply to `test_call`."""
+
+    def balance_query(self, channel: ChannelTarget, key: str, today: Any) -> BalanceQuery | None:
+        """How to read the channel's balance (`today`: a `datetime.date`); None when there is no way."""
+
+
+# ---- helpers the providers share --------------------------------------------------------------------------
+
+def base_of(channel: ChannelTarget, default: str) -> str:
+    return channel.base_url or default
+
+
+def upstream_headers(channel: ChannelTarget, auth: dict[str, str], accept: str) -> dict[str, str]:
+    """JSON headers, the channel's `header_override` (never a credential header), then the credential."""
+    headers = {"Content-Type": "application/json", "Accept": accept}
+    for name, value in channel.header_override.items():
+        if isinstance(value, str) and name.lower() not in PROTECTED_HEADERS:
+            headers[name] = value
+    headers.update(auth)
+    return headers
+
+
+def bearer(header: str) -> str:
+    """The credential of an `Authorization` header: `Bearer <x>` or bare `<x>`."""
+    header = header.strip()
+    if header[:7].lower() == "bearer ":
+        header = header[7:].strip()
+    return header
+
+
+def error_object(body: bytes) -> dict[str, Any] | None:
+    """The `error` object of a JSON body, if it has one."""
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    error = value.get("error") if isinstance(value, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+def message_of(body: bytes) -> str:
+    """An upstream's own message (`error.message` or `message`), else the first 512 characters."""
+    error = error_object(body)
+    if error is not None and isinstance(error.get("message"), str):
+        return str(error["message"])
+    try:
+        value = json.loads(body)
+        if isinstance(value, dict) and isinstance(value.get("message"), str):
+            return str(value["message"])
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return body[:512].decode("utf-8", "replace")
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A reply that must be a JSON object, else `UnreadableReply`."""
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise UnreadableReply("the reply is not JSON") from None
+    if not isinstance(value, dict):
+        raise UnreadableReply("the reply is not a JSON object")
+    return value
+
+
+def passed(status: int, body: bytes) -> TestOutcome:
+    """A 2xx passes; anything else fails with the upstream's message."""
+    if 200 <= status < 300:
+        return TestOutcome(True, "")
+    return TestOutcome(False, f"status code {status}: {message_of(body)}")
+
+
+class SseSplitter:
+    """Cuts an SSE byte stream into events (blank-line separated, `\\n` or `\\r\\n`), across chunk
+    boundaries; `data_of` joins an event's `data:` lines."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buf += chunk.replace(b"\r\n", b"\n")
+        *events, self._buf = self._buf.split(b"\n\n")
+        return [e for e in events if e.strip()]
+
+    def rest(self) -> list[bytes]:
+        rest, self._buf = self._buf, b""
+        return [rest] if rest.strip() else []
+
+    @staticmethod
+    def data_of(event: bytes) -> bytes:
+        lines = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        return b"\n".join(lines)
