@@ -269,7 +269,7 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
 
         async def caller(seed: int) -> None:
             rng = random.Random(seed)
-            for _ in range(60):
+            for _ in range(250):
                 try:
                     r = await env.engine.reserve(uid, 300)
                 except InsufficientQuota:
@@ -282,7 +282,11 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
         env.sync.interval = 0.01
         sync_task = asyncio.create_task(env.sync.run_forever())
         load = asyncio.gather(*(caller(i) for i in range(8)))
-        await asyncio.sleep(0.15)
+        # flush mid-load: once some calls have settled (and the sync has had a turn), whatever the speed
+        for _ in range(2000):
+            if len(successes) >= 40 or load.done():
+                break
+            await asyncio.sleep(0.005)
         assert not load.done(), "the load ended before the flush"
         async with env.redis.client.pipeline(transaction=True) as pipe:  # type: ignore[union-attr]
             pipe.xlen(f"{env.redis.prefix}q:stream")  # type: ignore[union-attr]
