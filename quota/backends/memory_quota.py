@@ -7,6 +7,7 @@ shutdown) — a `kill -9` loses at most one sync interval of settled usage, exac
 
 from __future__ import annotations
 
+import bisect
 import copy
 import secrets
 import time
@@ -44,9 +45,14 @@ class MemoryQuotaStore:
         self._done: dict[str, int] = {}
         self._adjusted: dict[str, tuple[int, tuple[int, int, int]]] = {}
         self._stream: list[Entry] = []
+        self._ids: list[tuple[int, int]] = []  # the stream's ids, parsed (ascending): found by bisection
         self._last_id = (0, 0)
         self._cursor: str | None = None
         self._epoch = secrets.token_hex(8)  # one incarnation per process
+
+    def _append(self, entry: Entry) -> None:
+        self._stream.append(entry)
+        self._ids.append(self._last_id)
 
     def _next_id(self) -> str:
         ms = self._now()
@@ -101,8 +107,8 @@ class MemoryQuotaStore:
         delta = (hold.amount if hold is not None else 0) - actual
         user = self._add("user", user_id, delta)
         key = self._add("key", key_id, delta) if key_limited else None
-        self._stream.append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual,
-                                  hold_id, copy.deepcopy(log)))
+        self._append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual, hold_id,
+                           copy.deepcopy(log)))
         self._done[hold_id] = self._now() + MARKER_TTL_MS
         return True, user, key
 
@@ -134,8 +140,8 @@ class MemoryQuotaStore:
 
     async def sweep(self, limit: int = 100) -> int:
         now = self._now()
-        self._done = {h: t for h, t in self._done.items() if t > now}
-        self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}
+        _expire_front(self._done, now)
+        self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}  # few: adjustments only
         expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
         return sum(self._release(h, swept=True) for h in expired)
 
@@ -164,7 +170,7 @@ class MemoryQuotaStore:
                 if isinstance(text, str):
                     log[name] = text.replace("{before}", str(live)).replace("{after}", str(after))
         user_id, key_id = (account_id, 0) if account == "user" else (0, account_id)
-        self._stream.append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, log))
+        self._append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, log))
         self._adjusted[ref] = (self._now() + IDEMPOTENCY_TTL_MS, (live, after, delta))
         return 1, live, after, delta
 
@@ -203,8 +209,8 @@ class MemoryQuotaStore:
         return {i: self._live[(account, i)] for i in ids if (account, i) in self._live}
 
     async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
-        start = stream_id(after)
-        return self._epoch, [e for e in self._stream if stream_id(e.id) > start][:count]
+        start = bisect.bisect_right(self._ids, stream_id(after))
+        return self._epoch, self._stream[start:start + count]
 
     async def epoch(self) -> str | None:
         return self._epoch
@@ -213,11 +219,27 @@ class MemoryQuotaStore:
         if self._cursor is not None and stream_id(cursor) <= stream_id(self._cursor):
             return
         self._cursor = cursor
-        point = stream_id(cursor)
-        self._stream = [e for e in self._stream if stream_id(e.id) >= point]
+        cut = bisect.bisect_left(self._ids, stream_id(cursor))  # keeps the entries at or above it
+        del self._stream[:cut]
+        del self._ids[:cut]
 
     async def pending(self) -> int:
         return len(self._stream)
+
+
+def _expire_front(marks: dict[str, int], now: int) -> None:
+    """Drop the markers that expired. Each is written once with the same lifetime, so the dict's
+    insertion order is their expiry order and only its front is looked at. (The whole dict was rebuilt on
+    every sweep, every 5 s, and it holds the calls of the last hour: 0.37 s of the event loop per sweep
+    once it held a million, after 17 minutes at 1,000 calls/s.) A clock that stepped back only keeps a
+    marker longer, never drops one early."""
+    gone = []
+    for hold_id, expires in marks.items():
+        if expires > now:
+            break
+        gone.append(hold_id)
+    for hold_id in gone:
+        del marks[hold_id]
 
 
 __all__ = ["ZERO_ID", "MemoryQuotaStore"]
