@@ -315,6 +315,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                          for name, v in ttfb.items()}
         results["rss_mb"] = {name: worker_rss(t.procs[0]) for name, t in targets.items()
                              if t.procs and t.tollway}
+        for t in targets.values():  # keep the raw stall logs beside the results
+            if t.stall_log is not None and t.stall_log.exists():
+                shutil.copy(t.stall_log, Path(args.out).with_suffix(f".stalls-{t.name}.jsonl"))
     shutil.rmtree(workdir, ignore_errors=True)
     add_ratios(results)
     return results

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import secrets
 import statistics
 import subprocess
@@ -133,6 +134,8 @@ async def one_round(kind: str, entries: int, batch: int) -> tuple[Figures, Figur
             for i in range(entries):
                 held = await engine.reserve(user_id, 12, key_id=key_id, key_limited=True)
                 await engine.settle(held, 12, channel_id=1, log=consume_log(i))
+            gc.collect()
+            gc.freeze()  # as the serving worker does once it has started (server/cli.py)
             gaps = [0.0]
             stop = asyncio.Event()
             task = asyncio.create_task(yielder(stop, gaps)) if probe else None

@@ -8,8 +8,11 @@ Runs `server.cli.main` with the rest of the arguments in this process (so `serve
 - a heartbeat on the worker's event loop (a callback every millisecond), and a thread that watches it:
   when the heartbeat is older than the threshold the loop is stalled, and the thread samples the main
   thread's Python stack every millisecond until the heartbeat comes back; each stall is written with
-  its length and the distinct stacks seen (a GIL-holding stall shows the code holding it);
-- `gc.callbacks` timing of every collection (generation, ms, objects collected);
+  its length, the distinct stacks seen (a GIL-holding stall shows the code holding it), and how long
+  the main thread was on a CPU and waiting for one meanwhile (/proc schedstat: a stall that is mostly
+  run-queue wait is another process taking the core, not our code);
+- `gc.callbacks` timing of every collection (generation, ms, objects collected) over half a millisecond,
+  and once a second the count and total time of all collections per generation;
 - timing of each quota sync batch (`QuotaSync.run_once`: wall ms, entries) and of its SQL transaction
   (`SqlQuotaSink.apply`), so stalls can be put next to them.
 
@@ -45,6 +48,8 @@ class Watch:
         self.lock = threading.Lock()
         self.main = threading.main_thread().ident
         self._gc_start = 0.0
+        self._gc_written = 0.0
+        self._gc_totals: dict[int, list[float]] = {}
 
     def write(self, kind: str, **fields: Any) -> None:
         with self.lock:
@@ -59,6 +64,15 @@ class Watch:
 
         tick()
         threading.Thread(target=self._watch, name="stallwatch", daemon=True).start()
+
+    def _schedstat(self) -> tuple[int, int]:
+        """(ns on a CPU, ns runnable but waiting for one) of the main thread, from the kernel."""
+        try:
+            with open(f"/proc/self/task/{threading.main_thread().native_id}/schedstat") as f:
+                ran, waited, _ = f.read().split()
+            return int(ran), int(waited)
+        except (OSError, ValueError):
+            return 0, 0
 
     def _stack(self) -> tuple[str, ...]:
         frame = sys._current_frames().get(self.main or 0)
@@ -77,22 +91,35 @@ class Watch:
             if time.perf_counter() - beat < self.threshold:
                 continue
             stacks: collections.Counter[tuple[str, ...]] = collections.Counter()
+            on_cpu, waiting = self._schedstat()
             while self.beat == beat:
                 stacks[self._stack()] += 1
                 time.sleep(BEAT)
             gap_ms = (self.beat - beat - BEAT) * 1000
+            on_cpu_after, waiting_after = self._schedstat()
             self.write("stall", ms=round(gap_ms, 2),
+                       # how long the main thread ran, and waited for a CPU, from detection to the end
+                       cpu_ms=round((on_cpu_after - on_cpu) / 1e6, 2),
+                       runqueue_ms=round((waiting_after - waiting) / 1e6, 2),
                        stacks=[{"n": n, "frames": list(s)} for s, n in stacks.most_common(4)])
 
     # ---- gc and the quota sync ---------------------------------------------------------------------------
 
     def on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
         if phase == "start":
-            self._gc_start = time.perf_counter()
+            self._gc_start = now
             return
-        ms = (time.perf_counter() - self._gc_start) * 1000
+        ms = (now - self._gc_start) * 1000
+        totals = self._gc_totals.setdefault(info["generation"], [0, 0.0])
+        totals[0] += 1
+        totals[1] += ms
         if ms >= 0.5:
             self.write("gc", gen=info["generation"], ms=round(ms, 2), collected=info["collected"])
+        if now - self._gc_written >= 1.0:  # every collection, however short, once a second
+            self._gc_written = now
+            self.write("gc-totals", per_gen={g: [n, round(t, 2)] for g, (n, t) in self._gc_totals.items()})
+            self._gc_totals.clear()
 
     def timed(self, kind: str, fn: Callable[..., Any], count: Callable[[Any, tuple[Any, ...]], int]
               ) -> Callable[..., Any]:
@@ -136,23 +163,33 @@ def summarize(path: Path, offset: int = 0) -> dict[str, Any]:
     culprits: collections.Counter[str] = collections.Counter()
     gcs: dict[int, list[float]] = collections.defaultdict(list)
     syncs: list[tuple[float, float, int]] = []
+    all_gc: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    preempted = 0
     with path.open() as f:
         f.seek(offset)
         for line in f:
             event = json.loads(line)
             if event["kind"] == "stall":
                 stalls.append(event["ms"])
+                preempted += event.get("runqueue_ms", 0.0) > event.get("cpu_ms", 0.0)
                 top = event["stacks"][0]["frames"] if event["stacks"] else []
                 culprits[_culprit(top)] += 1
             elif event["kind"] == "gc":
                 gcs[event["gen"]].append(event["ms"])
+            elif event["kind"] == "gc-totals":
+                for gen, (n, ms) in event["per_gen"].items():
+                    all_gc[gen][0] += n
+                    all_gc[gen][1] += ms
             elif event["kind"] == "sync" and event["entries"]:
                 syncs.append((event["ms"], event["cpu_ms"], event["entries"]))
     return {
         "stalls": len(stalls), "stall_ms_total": round(sum(stalls), 1),
         "stall_ms_max": max(stalls, default=0.0),
         "over_10ms": sum(s > 10 for s in stalls), "culprits": dict(culprits.most_common(5)),
-        "gc": {str(g): {"n": len(v), "ms_max": max(v), "ms_total": round(sum(v), 1)} for g, v in gcs.items()},
+        "mostly_waiting_for_a_cpu": preempted,
+        "gc_over_half_ms": {str(g): {"n": len(v), "ms_max": max(v), "ms_total": round(sum(v), 1)}
+                            for g, v in gcs.items()},
+        "gc_all": {g: {"n": int(n), "ms_total": round(ms, 1)} for g, (n, ms) in sorted(all_gc.items())},
         "sync_batches": len(syncs),
         "sync_ms_max": max((s[0] for s in syncs), default=0.0),
         "sync_cpu_ms_total": round(sum(s[1] for s in syncs), 1),
