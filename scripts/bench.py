@@ -59,6 +59,7 @@ import httpx
 from scripts.bench_env import (
     BASELINES,
     GENERATE_BODY,
+    RATE_LIMITED,
     SCENARIOS,
     SETUPS,
     TTS,
@@ -260,7 +261,8 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
                 target_procs.append(sync)
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/api/status")
-            targets[setup] = Target(setup, base, prepare_tollway(base, upstream), target_procs, stall_log)
+            key = prepare_tollway(base, upstream, RATE_LIMITED if args.rate_limit else None)
+            targets[setup] = Target(setup, base, key, target_procs, stall_log)
         print(f"upstream: {upstream_kind} on {upstream}; set-ups: {', '.join(targets)}", flush=True)
         yield targets
     finally:
@@ -378,6 +380,8 @@ def main() -> None:
     parser.add_argument("--native", action="store_true",
                         help="with --profile: C frames too (py-spy pauses the process: far slower)")
     parser.add_argument("--stalls", action="store_true", help="log event-loop stalls of 1-process set-ups")
+    parser.add_argument("--rate-limit", action="store_true",
+                        help="turn the per-user model request limit on (two more Redis calls per call)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]

@@ -258,8 +258,14 @@ def tollway_env(workdir: Path, port: int, extra: dict[str, str]) -> dict[str, st
     return env
 
 
-def prepare_tollway(base: str, upstream: str) -> str:
-    """Setup, a balance, a Gemini and an OpenAI channel on the upstream, an API key; returns the key."""
+RATE_LIMITED = {  # --rate-limit: the per-user model request limit on, far above what the load reaches
+    "ModelRequestRateLimitEnabled": "true", "ModelRequestRateLimitCount": "100000000",
+    "ModelRequestRateLimitSuccessCount": "100000000"}
+
+
+def prepare_tollway(base: str, upstream: str, options: dict[str, str] | None = None) -> str:
+    """Setup, a balance, a Gemini and an OpenAI channel on the upstream, an API key, the `options`;
+    returns the key."""
     with httpx.Client(base_url=base, timeout=30) as c:
         c.post("/api/setup", json={"username": "root", "password": ROOT_PASSWORD,
                                    "confirmPassword": ROOT_PASSWORD}).raise_for_status()
@@ -272,6 +278,8 @@ def prepare_tollway(base: str, upstream: str) -> str:
                    ).raise_for_status()
         c.post("/api/user/manage", json={"id": login.json()["data"]["id"], "action": "add_quota",
                                           "mode": "add", "value": 10**14}).raise_for_status()
+        for name, value in (options or {}).items():
+            c.put("/api/option/", json={"key": name, "value": value}).raise_for_status()
         made = c.post("/api/token/", json={"name": "bench", "remain_quota": 10**14})
         made.raise_for_status()
         return str(made.json()["data"]["key"])

