@@ -26,10 +26,12 @@ is a process of ours, the CPU time its whole process tree used during the run (u
 is divided by the calls served: CPU µs per call, the figure that noise from other load on the machine
 disturbs least. The streamed G1 call is measured apart: time to first byte, sequentially.
 
-`--profile DIR` records each Tollway run with py-spy (speedscope files, one per set-up, scenario,
-concurrency and round, 250 Hz; needs `py-spy`, the `bench` extra); `python -m scripts.profile_budget
-FILE` turns one into CPU µs per step of a call. `--stalls` starts the single-process set-ups under
-`scripts/stallwatch.py` and reports, per run, the event-loop stalls over 5 ms and what was running.
+`--profile DIR` records each Tollway (and bare relay) run with py-spy (speedscope files, one per set-up,
+scenario, concurrency and round, 250 Hz; needs `py-spy`, the `bench` extra); `python -m
+scripts.profile_budget FILE` turns one into CPU µs per step of a call. `--stalls` starts the
+single-process set-ups under `scripts/stallwatch.py` and reports, per run, the event-loop stalls over
+5 ms and what was running. With more than one process per set-up (the separate quota sync) the CPU is
+also reported per process.
 
 Prints a table and writes `bench-results.json` (ratios to direct, nginx and bare included).
 """
@@ -95,6 +97,7 @@ class Result:
     errors: int
     calls: int
     cpu_s: float | None = None  # CPU time the set-up's processes used during the run
+    cpu_by_proc: dict[str, float] = field(default_factory=dict)  # the same per started process (tree)
     stalls: dict[str, Any] | None = None
 
 
@@ -158,9 +161,6 @@ class Target:
     def tollway(self) -> bool:
         return self.name not in BASELINES
 
-    def cpu(self) -> dict[int, float]:
-        return {pid: t for proc in self.procs for pid, t in proc.cpu_seconds().items()}
-
 
 def py_spy() -> str:
     """py-spy on the PATH, else the one installed beside this Python (the `bench` extra)."""
@@ -171,7 +171,7 @@ def measure(target: Target, path: str, body: str, concurrency: int, args: argpar
             workdir: Path, label: str) -> Result:
     """One wrk run against `target`, with the CPU its processes used (and a profile, stalls if asked)."""
     profiler: subprocess.Popen[bytes] | None = None
-    if args.profile and target.tollway:
+    if args.profile and target.procs and target.name != "nginx":
         out = Path(args.profile) / f"{label}.speedscope.json"
         pids = [str(pid) for pid in target.procs[0].pids()]
         profiler = subprocess.Popen(
@@ -181,10 +181,12 @@ def measure(target: Target, path: str, body: str, concurrency: int, args: argpar
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)  # let it attach
     mark = target.stall_log.stat().st_size if target.stall_log and target.stall_log.exists() else 0
-    before = target.cpu() if target.procs else {}
+    before = {proc.name: proc.cpu_seconds() for proc in target.procs}
     result = wrk(target.base + path, target.key, body, concurrency, args.duration, workdir)
     if target.procs:
-        result.cpu_s = cpu_used(before, target.cpu())
+        result.cpu_by_proc = {proc.name: cpu_used(before[proc.name], proc.cpu_seconds())
+                              for proc in target.procs}
+        result.cpu_s = sum(result.cpu_by_proc.values())
     if target.stall_log is not None:
         from scripts.stallwatch import summarize
 
@@ -279,8 +281,13 @@ def _median_cell(runs: list[Result]) -> dict[str, Any]:
         "p99_ms": statistics.median(r.p99_ms for r in runs),
         "errors": sum(r.errors for r in runs),
     }
-    if all(r.cpu_s is not None for r in runs) and any(r.calls for r in runs):
-        cell["cpu_us_per_call"] = round(1e6 * sum(r.cpu_s or 0.0 for r in runs) / sum(r.calls for r in runs))
+    calls = sum(r.calls for r in runs)
+    if all(r.cpu_s is not None for r in runs) and calls:
+        cell["cpu_us_per_call"] = round(1e6 * sum(r.cpu_s or 0.0 for r in runs) / calls)
+        if len(runs[0].cpu_by_proc) > 1:  # e.g. the worker and the separate quota sync
+            cell["cpu_us_per_call_by_process"] = {
+                name: round(1e6 * sum(r.cpu_by_proc.get(name, 0.0) for r in runs) / calls)
+                for name in runs[0].cpu_by_proc}
     if any(r.stalls for r in runs):
         cell["stalls"] = [r.stalls for r in runs]
     return cell

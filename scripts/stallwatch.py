@@ -85,20 +85,21 @@ class Watch:
         return tuple(out)
 
     def _watch(self) -> None:
+        on_cpu, waiting = self._schedstat()  # as of the last fresh heartbeat seen (≤ 1 ms before it)
         while True:
             time.sleep(BEAT)
             beat = self.beat
             if time.perf_counter() - beat < self.threshold:
+                on_cpu, waiting = self._schedstat()
                 continue
             stacks: collections.Counter[tuple[str, ...]] = collections.Counter()
-            on_cpu, waiting = self._schedstat()
             while self.beat == beat:
                 stacks[self._stack()] += 1
                 time.sleep(BEAT)
             gap_ms = (self.beat - beat - BEAT) * 1000
             on_cpu_after, waiting_after = self._schedstat()
             self.write("stall", ms=round(gap_ms, 2),
-                       # how long the main thread ran, and waited for a CPU, from detection to the end
+                       # how long the main thread ran, and waited for a CPU, during the stall
                        cpu_ms=round((on_cpu_after - on_cpu) / 1e6, 2),
                        runqueue_ms=round((waiting_after - waiting) / 1e6, 2),
                        stacks=[{"n": n, "frames": list(s)} for s, n in stacks.most_common(4)])
