@@ -10,15 +10,18 @@ from __future__ import annotations
 import bisect
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quota.backends.base import Limit
+from quota.backends.memory import MemoryBackend
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
-from quota.types import ZERO_ID, Account, AdjustMode, Entry, stream_id
+from quota.types import ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
 from quota.versions import UNKNOWN, Versions
 
 MARKER_TTL_MS = 3_600_000  # as quota/backends/redis_quota.py
+CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
 IDEMPOTENCY_TTL_MS = 7 * 86_400_000
 MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
 
@@ -34,15 +37,18 @@ class _Hold:
 
 class MemoryQuotaStore:
     def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), *,
-                 versions: Callable[[], Versions] = lambda: UNKNOWN) -> None:
+                 versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None
+                 ) -> None:
         self._now = clock_ms
         self._versions = versions
+        self._limiter = limiter  # whose rate limits `reserve(limits=…)`, `settle(charges=…)` use
         self._live: dict[tuple[Account, int], int] = {}
         self._held: dict[tuple[Account, int], int] = {}
         self._holds: dict[str, _Hold] = {}
         # settled/released markers and adjustment results, kept as long as on Redis (1 day / 7 days)
         self._done: dict[str, int] = {}
         self._adjusted: dict[str, tuple[int, tuple[int, int, int]]] = {}
+        self._charged: dict[str, int] = {}  # holds refused by the balance after their limits were charged
         self._stream: list[Entry] = []
         self._ids: list[tuple[int, int]] = []  # the stream's ids, parsed (ascending): found by bisection
         self._last_id = (0, 0)
@@ -66,8 +72,13 @@ class MemoryQuotaStore:
         self._live[key] += delta
         return self._live[key]
 
+    def _limits(self) -> MemoryBackend:
+        if self._limiter is None:
+            raise ValueError("rate limits need the store built with limiter= (the worker's MemoryBackend)")
+        return self._limiter
+
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int) -> tuple[bool, str, int, int, Versions]:
+                      lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
         user = self._live.get(("user", user_id))
         if user is None:
             raise NeedsLoad("user", user_id)
@@ -78,10 +89,19 @@ class MemoryQuotaStore:
             key = self._live[("key", key_id)]
         if hold_id in self._holds:  # idempotent by hold id, as reserve.lua
             return True, "", user, key, self._versions()
-        if amount > 0 and user < amount:  # a hold of 0 fits any balance (see reserve.lua)
-            return False, "user", user, user, UNKNOWN
-        if amount > 0 and key_limited and key < amount:
-            return False, "key", key, key, UNKNOWN
+        charged = False
+        if limits and hold_id not in self._charged:  # admitted first, in the same step (no await between)
+            admitted = self._limits().admit_now(limits)
+            if not admitted.allowed:
+                raise RateLimited(admitted.retry_after, admitted.refused_by or "", admitted.remaining)
+            charged = True
+        refused = "user" if amount > 0 and user < amount else (  # a hold of 0 fits any balance (reserve.lua)
+            "key" if amount > 0 and key_limited and key < amount else "")
+        if refused:
+            if charged:  # as reserve.lua: a re-run for this hold id does not charge the limits again
+                self._charged[hold_id] = self._now() + CHARGED_TTL_MS
+            available = user if refused == "user" else key
+            return False, refused, available, available, UNKNOWN
         self._holds[hold_id] = _Hold(user_id, key_id, key_limited, amount, self._now() + lease_ms)
         self._live[("user", user_id)] = user = user - amount
         self._held[("user", user_id)] = self._held.get(("user", user_id), 0) + amount
@@ -99,9 +119,12 @@ class MemoryQuotaStore:
         return hold
 
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
-                     actual: int, log: dict[str, Any] | None) -> tuple[bool, int | None, int | None]:
+                     actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
+                     ) -> tuple[bool, int | None, int | None]:
         if hold_id in self._done:
             return False, None, None
+        if charges:
+            self._limits().charge_now(charges)
         hold = self._drop_hold(hold_id)
         delta = (hold.amount if hold is not None else 0) - actual
         user = self._add("user", user_id, delta)
@@ -140,6 +163,7 @@ class MemoryQuotaStore:
     async def sweep(self, limit: int = 100) -> int:
         now = self._now()
         _expire_front(self._done, now)
+        _expire_front(self._charged, now)
         self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}  # few: adjustments only
         expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
         return sum(self._release(h, swept=True) for h in expired)
