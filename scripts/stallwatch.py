@@ -14,7 +14,9 @@ Runs `server.cli.main` with the rest of the arguments in this process (so `serve
 - `gc.callbacks` timing of every collection (generation, ms, objects collected) over half a millisecond,
   and once a second the count and total time of all collections per generation;
 - timing of each quota sync batch (`QuotaSync.run_once`: wall ms, entries) and of its SQL transaction
-  (`SqlQuotaSink.apply`), so stalls can be put next to them.
+  (`SqlQuotaSink.apply`), so stalls can be put next to them (their `cpu_ms` is the loop thread's CPU
+  over that wall time: it includes the calls served meanwhile; `scripts/bench_sync.py` measures the
+  sync alone).
 
 Each event is one JSON line with a wall-clock `t`. `summarize(path, offset)` digests the lines written
 after `offset` (what `scripts/bench.py --stalls` prints per run). The heartbeat and the watchdog cost
