@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from quota.backends.base import Limit, active_limits
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore
 from quota.types import (
     Account,
@@ -85,19 +86,26 @@ class QuotaEngine:
             raise BalanceUnknown(account, account_id)
         return live
 
-    async def reserve(self, user_id: int, amount: int, *, key_id: int = 0, key_limited: bool = False
-                      ) -> Reservation:
+    async def reserve(self, user_id: int, amount: int, *, key_id: int = 0, key_limited: bool = False,
+                      limits: Sequence[Limit] = ()) -> Reservation:
         """Hold `amount` (≥ 0); raises InsufficientQuota without changing anything when it does not fit.
         A hold of 0 (a free call) always fits, even a balance below zero; it still makes the call's
-        settlement exactly-once."""
+        settlement exactly-once.
+
+        `limits` (rate limits, as for `Backend.gcra_many`) admit the call first, in the same atomic step
+        and round trip: RateLimited when one refuses (nothing held, nothing charged); once admitted they
+        stay charged even if InsufficientQuota follows — as a separate admission before the reservation
+        would, but one Lua call instead of two. The store must share the rate limiter's state (Redis: the
+        same prefix; in process: built with `limiter=`)."""
         if amount < 0:
             raise ValueError("amount must be ≥ 0")
         hold_id = secrets.token_hex(12)
         limited = key_limited and key_id > 0
+        active = active_limits(limits)
         for _ in range(3):
             try:
                 ok, refused, user, key, versions = await self.store.reserve(
-                    hold_id, user_id, key_id, limited, amount, self.lease_ms)
+                    hold_id, user_id, key_id, limited, amount, self.lease_ms, active)
             except NeedsLoad as missing:
                 await self._load(missing.account, missing.account_id)
                 continue
@@ -107,13 +115,17 @@ class QuotaEngine:
         raise CursorMoved()
 
     async def settle(self, reservation: Reservation, actual: int, *, channel_id: int = 0,
-                     log: dict[str, Any] | None = None) -> Settlement:
-        """Charge `actual` instead of the hold and queue the usage; a second call changes nothing."""
+                     log: dict[str, Any] | None = None, charges: Sequence[Limit] = ()) -> Settlement:
+        """Charge `actual` instead of the hold and queue the usage; a second call changes nothing.
+
+        `charges` (rate limits, as for `Backend.gcra_charge`: forced, usage that happened) are charged in
+        the same atomic step, only when this settlement applies — so exactly once, with no round trip of
+        their own."""
         if actual < 0:
             raise ValueError("actual cost must be ≥ 0")
         applied, user, key = await self.store.settle(
             reservation.hold_id, reservation.user_id, reservation.key_id, reservation.key_limited,
-            channel_id, actual, log,
+            channel_id, actual, log, [limit for limit in active_limits(charges) if limit.cost > 0],
         )
         return Settlement(applied, user, key)
 

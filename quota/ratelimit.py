@@ -130,21 +130,38 @@ class ModelRateLimiter:
     async def admit(self, *, user_id: int, key_id: int, key_rpm: int, key_tpm: int,
                     user_policy: UserPolicy) -> RateResult:
         """One atomic check of every limit; on admission the request counters are charged 1."""
-        return await self.backend.gcra_many([
-            _key_rpm(key_id, key_rpm),
-            _key_tpm(key_id, key_tpm, 0),
-            _user_total(user_id, user_policy),
-            _user_success(user_id, user_policy, 0),
-        ])
+        return await self.backend.gcra_many(self.admission_limits(
+            user_id=user_id, key_id=key_id, key_rpm=key_rpm, key_tpm=key_tpm, user_policy=user_policy))
 
     async def record(self, *, user_id: int, key_id: int, key_tpm: int, tokens: int, success: bool,
                      user_policy: UserPolicy) -> None:
         """After an admitted call: charge its tokens to the key's TPM and, if it succeeded, one success to
         the user (both forced, in one step: the usage happened, whatever the limits say now)."""
+        charges = self.usage_charges(user_id=user_id, key_id=key_id, key_tpm=key_tpm, tokens=tokens,
+                                     success=success, user_policy=user_policy)
+        if charges:
+            await self.backend.gcra_charge(*charges)
+
+    @staticmethod
+    def admission_limits(*, user_id: int, key_id: int, key_rpm: int, key_tpm: int, user_policy: UserPolicy
+                         ) -> list[Limit]:
+        """What `admit` checks, for `QuotaEngine.reserve(limits=…)`: the admission in the reservation's
+        own step (one Lua call instead of two)."""
+        return [
+            _key_rpm(key_id, key_rpm),
+            _key_tpm(key_id, key_tpm, 0),
+            _user_total(user_id, user_policy),
+            _user_success(user_id, user_policy, 0),
+        ]
+
+    @staticmethod
+    def usage_charges(*, user_id: int, key_id: int, key_tpm: int, tokens: int, success: bool,
+                      user_policy: UserPolicy) -> list[Limit]:
+        """What `record` charges, for `QuotaEngine.settle(charges=…)`: in the settlement's own step, and
+        so exactly once."""
         charges: list[Limit] = []
         if key_tpm > 0 and tokens > 0:
             charges.append(_key_tpm(key_id, key_tpm, tokens))
         if success and user_policy.success > 0:
             charges.append(_user_success(user_id, user_policy, 1))
-        if charges:
-            await self.backend.gcra_charge(*charges)
+        return charges

@@ -17,10 +17,14 @@ read before a loss from landing in SQL after an account was reloaded without it.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quota.types import Account, AdjustMode, Entry
 from quota.versions import Versions
+
+if TYPE_CHECKING:
+    from quota.backends.base import Limit
 
 
 class NeedsLoad(Exception):
@@ -42,14 +46,19 @@ class EpochChanged(Exception):
 
 class QuotaStore(Protocol):
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int) -> tuple[bool, str, int, int, Versions]:
+                      lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
         """(ok, refused_account, user_balance, key_balance, versions); raises NeedsLoad. `versions` are
-        the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN when refused."""
+        the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN when refused.
+        With `limits` (active ones), the call is first admitted through them in the same step: a refusal
+        raises RateLimited and changes nothing; once admitted they stay charged even if the balance then
+        refuses, and a repeated run for the same hold id does not charge them again."""
         ...
 
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
-                     actual: int, log: dict[str, Any] | None) -> tuple[bool, int | None, int | None]:
-        """(applied, user_balance, key_balance); idempotent per hold id."""
+                     actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
+                     ) -> tuple[bool, int | None, int | None]:
+        """(applied, user_balance, key_balance); idempotent per hold id. `charges` (active, cost > 0) are
+        charged forced in the same step, only when the settlement applies: exactly once."""
         ...
 
     async def release(self, hold_id: str) -> bool:

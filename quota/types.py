@@ -4,7 +4,8 @@
      ├── InsufficientQuota      the hold does not fit the user's balance or the key's remaining quota
      ├── SubtractTooLarge       an admin subtract above the live balance (nothing changed)
      ├── BalanceOutOfRange      the balance would leave ±2^53 (nothing changed)
-     └── BalanceUnknown         the account does not exist in the durable store (cannot be loaded)
+     ├── BalanceUnknown         the account does not exist in the durable store (cannot be loaded)
+     └── RateLimited            a rate limit given to `reserve` refused the call (nothing changed)
 
 `BackendUnavailable` (quota.backends.base) is raised when the store cannot be reached.
 """
@@ -46,6 +47,17 @@ class BalanceUnknown(QuotaError):
         super().__init__(f"no such {account}: {account_id}")
         self.account = account
         self.account_id = account_id
+
+
+class RateLimited(QuotaError):
+    """A limit passed to `reserve(limits=…)` refused: nothing was held or charged. `retry_after` is the
+    longest wait (seconds), `refused_by` that limit's key, `remaining` what is free now (the minimum)."""
+
+    def __init__(self, retry_after: float, refused_by: str, remaining: int) -> None:
+        super().__init__(f"rate limited by {refused_by} (retry after {retry_after:.3f} s)")
+        self.retry_after = retry_after
+        self.refused_by = refused_by
+        self.remaining = remaining
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,25 +1,39 @@
-"""The end-to-end benchmark of the model-call hot path: Tollway against the floor any proxy can reach.
+"""The end-to-end benchmark of the model-call hot path: Tollway against the floors it is measured by.
 
-    python -m scripts.bench [--duration 5] [--rounds 3] [--concurrency 1,16,64] [--setups …] [--out F]
+    python -m scripts.bench [--duration 5] [--rounds 3] [--concurrency 1,16,64] [--setups …]
+                            [--scenarios moderation,g1] [--profile DIR] [--stalls] [--out F]
 
 One fast upstream serves every set-up: nginx answering fixed moderation, generateContent and streaming
-replies with `return 200` (the project's Python fake when nginx is not installed). Against it, side by
+replies with `return 200` (a minimal Python server when nginx is not installed). Against it, side by
 side and with every hot-path feature on (key auth, reservation, channel pick, settlement, usage record,
 the quota sync running):
 
     direct          the upstream itself
     nginx           nginx `proxy_pass` with upstream keep-alive, 1 worker (the floor of any proxy)
+    bare            scripts/bare_relay.py: Sanic + one pooled aiohttp session, a fixed key check and
+                    nothing else (the floor of a Python relay on our stack)
     embedded        `tollway serve`, SQLite and the in-process engine
-    redis-1w        `tollway serve`, MariaDB + Redis, 1 worker
-    redis-2w        the same with 2 workers
+    redis-1w        `tollway serve`, MariaDB + Redis, 1 worker (the quota sync in the worker)
+    redis-1w-sync   the same with QUOTA_SYNC_IN_SERVER=false and `tollway quota-sync` as its own process
+                    (not in the default list)
+    redis-2w        MariaDB + Redis, 2 workers
 
 Load comes from `wrk` with a Lua POST script (the Debian package), one connection per concurrent caller.
-On this 2-core machine the set-up under test is pinned to CPU 0 and wrk plus the upstream to CPU 1 with
-`taskset` (the 2-worker set-up is not pinned: it needs both cores, and shares them with wrk). Each figure
-is the median of `--rounds` interleaved runs. The streamed G1 call is measured apart: time to first byte
-through each set-up, sequentially, minus the direct one.
+On this 2-core machine the set-up under test is pinned to CPU 0 and wrk plus the upstream (and the
+separate sync process) to CPU 1 with `taskset` (the 2-worker set-up is not pinned: it needs both cores,
+and shares them with wrk). Each figure is the median of `--rounds` interleaved runs. For every set-up that
+is a process of ours, the CPU time its whole process tree used during the run (utime + stime from /proc)
+is divided by the calls served: CPU µs per call, the figure that noise from other load on the machine
+disturbs least. The streamed G1 call is measured apart: time to first byte, sequentially.
 
-Prints a table and writes `bench-results.json` (ratios Tollway/direct and Tollway/nginx included).
+`--profile DIR` records each Tollway (and bare relay) run with py-spy (speedscope files, one per set-up,
+scenario, concurrency and round, 250 Hz; needs `py-spy`, the `bench` extra); `python -m
+scripts.profile_budget FILE` turns one into CPU µs per step of a call. `--stalls` starts the
+single-process set-ups under `scripts/stallwatch.py` and reports, per run, the event-loop stalls over
+5 ms and what was running. With more than one process per set-up (the separate quota sync) the CPU is
+also reported per process.
+
+Prints a table and writes `bench-results.json` (ratios to direct, nginx and bare included).
 """
 
 from __future__ import annotations
@@ -32,8 +46,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,233 +58,33 @@ from typing import Any
 
 import httpx
 
-TTS = "gemini-2.5-flash-preview-tts"
-MODERATION = "omni-moderation-latest"
-CATEGORIES = ("harassment", "harassment/threatening", "hate", "hate/threatening", "illicit",
-              "illicit/violent", "self-harm", "self-harm/intent", "self-harm/instructions", "sexual",
-              "sexual/minors", "violence", "violence/graphic")
-MODERATION_REPLY = json.dumps({
-    "id": "modr-bench", "model": MODERATION,
-    "results": [{"flagged": False, "categories": dict.fromkeys(CATEGORIES, False),
-                 "category_scores": dict.fromkeys(CATEGORIES, 0.001),
-                 "category_applied_input_types": {c: ["text"] for c in CATEGORIES}}]}, separators=(",", ":"))
-AUDIO = "AAAA" * 128  # 384 bytes of PCM, base64 (nginx caps a config string at 4 KiB; 3 of these stream)
-GENERATE_REPLY = json.dumps({
-    "candidates": [{"content": {"role": "model", "parts": [{"inlineData": {
-        "mimeType": "audio/L16;codec=pcm;rate=24000", "data": AUDIO}}]}, "finishReason": "STOP", "index": 0}],
-    "usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 500, "totalTokenCount": 504,
-                      "candidatesTokensDetails": [{"modality": "AUDIO", "tokenCount": 500}]},
-    "modelVersion": TTS}, separators=(",", ":"))
-STREAM_REPLY = "".join(f"data: {GENERATE_REPLY}\n\n" for _ in range(3))
-MODERATION_BODY = json.dumps({"input": "Is this sentence fine to post?", "model": MODERATION})
-GENERATE_BODY = json.dumps({"contents": [{"parts": [{"text": "Say hello to everyone"}]}],
-                            "generationConfig": {"responseModalities": ["AUDIO"], "speechConfig": {
-                                "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Kore"}}}}})
-SETUPS = ("direct", "nginx", "embedded", "redis-1w", "redis-2w")
-SCENARIOS = {"moderation": ("/v1/moderations", MODERATION_BODY),
-             "g1": (f"/v1beta/models/{TTS}:generateContent", GENERATE_BODY)}
-ROOT_PASSWORD = "bench-root-password"
+from scripts.bench_env import (
+    BASELINES,
+    GENERATE_BODY,
+    RATE_LIMITED,
+    SCENARIOS,
+    SETUPS,
+    TTS,
+    Proc,
+    cpu_used,
+    free_port,
+    mariadb,
+    mariadb_database,
+    pinned,
+    prepare_tollway,
+    proxy_locations,
+    purge_redis,
+    spawn,
+    start_bare,
+    start_nginx,
+    start_python_upstream,
+    tollway_env,
+    upstream_locations,
+    wait_for,
+    worker_rss,
+)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pinned(cpu: str | None, argv: list[str]) -> list[str]:
-    if cpu is None or shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
-        return argv
-    return ["taskset", "-c", cpu, *argv]
-
-
-def wait_for(url: str, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {seconds:.0f} s")
-
-
-# ---- processes ----------------------------------------------------------------------------------------
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def pids(self) -> list[int]:
-        """This process and all its descendants (Sanic's workers are children of `tollway serve`)."""
-        found, queue = [], [self.popen.pid]
-        while queue:
-            pid = queue.pop()
-            found.append(pid)
-            with contextlib.suppress(OSError):
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    children = (task / "children").read_text().split()
-                    queue.extend(int(c) for c in children)
-        return found
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGINT)
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
-
-
-def spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str] | None = None) -> Proc:
-    log = workdir / f"{name}.log"
-    popen = subprocess.Popen(argv, cwd=workdir, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    return Proc(name, popen, log)
-
-
-def rss_mb(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-# ---- the upstream and the nginx proxy -------------------------------------------------------------------
-
-def nginx_conf(workdir: Path, port: int, body: str) -> Path:
-    conf = workdir / f"nginx-{port}.conf"
-    conf.write_text(f"""
-worker_processes 1;
-daemon off;
-pid {workdir}/nginx-{port}.pid;
-error_log {workdir}/nginx-{port}.error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {workdir}/body-{port};
-    proxy_temp_path {workdir}/proxy-{port};
-    fastcgi_temp_path {workdir}/fastcgi-{port};
-    uwsgi_temp_path {workdir}/uwsgi-{port};
-    scgi_temp_path {workdir}/scgi-{port};
-    keepalive_requests 1000000;
-    server {{
-        listen 127.0.0.1:{port};
-{body}
-    }}
-}}
-""")
-    return conf
-
-
-def upstream_locations() -> str:
-    return f"""
-        location = /v1/moderations {{ default_type application/json; return 200 '{MODERATION_REPLY}'; }}
-        location ~ :streamGenerateContent$ {{ default_type text/event-stream; return 200 '{STREAM_REPLY}'; }}
-        location ~ :generateContent$ {{ default_type application/json; return 200 '{GENERATE_REPLY}'; }}
-"""
-
-
-def proxy_locations(upstream_port: int) -> str:
-    return f"""
-        location / {{
-            proxy_pass http://bench_upstream;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }}
-    }}
-    upstream bench_upstream {{
-        server 127.0.0.1:{upstream_port};
-        keepalive 256;
-"""
-
-
-def start_nginx(workdir: Path, port: int, body: str, cpu: str | None) -> Proc:
-    conf = nginx_conf(workdir, port, body)
-    proc = spawn(f"nginx-{port}", pinned(cpu, ["nginx", "-p", str(workdir), "-c", str(conf)]), workdir)
-    return proc
-
-
-def start_python_upstream(workdir: Path, port: int) -> Proc:
-    """The fallback upstream: the project's fake servers are for tests; here a minimal keep-alive server."""
-    code = f"""
-import asyncio
-REPLIES = {{b"/v1/moderations": (b"application/json", {MODERATION_REPLY.encode()!r}),
-           b":generateContent": (b"application/json", {GENERATE_REPLY.encode()!r}),
-           b":streamGenerateContent": (b"text/event-stream", {STREAM_REPLY.encode()!r})}}
-async def handle(r, w):
-    try:
-        while True:
-            head = await r.readuntil(b"\\r\\n\\r\\n")
-            length = 0
-            for line in head.split(b"\\r\\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            await r.readexactly(length)
-            path = head.split(b" ", 2)[1].split(b"?")[0]
-            kind, body = next(v for k, v in REPLIES.items() if path.endswith(k))
-            w.write(b"HTTP/1.1 200 OK\\r\\nContent-Type: " + kind + b"\\r\\nContent-Length: "
-                    + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
-    except (asyncio.IncompleteReadError, ConnectionError):
-        w.close()
-async def main():
-    server = await asyncio.start_server(handle, "127.0.0.1", {port})
-    await server.serve_forever()
-asyncio.run(main())
-"""
-    return spawn(f"upstream-{port}", pinned("1", [sys.executable, "-c", code]), workdir)
-
-
-# ---- Tollway -----------------------------------------------------------------------------------------
-
-def tollway_env(workdir: Path, port: int, extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DATA_DIR", "WORKERS")}
-    env.update(HOST="127.0.0.1", PORT=str(port), DATA_DIR=str(workdir / f"data-{port}"), LOG_LEVEL="WARNING",
-               GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
-               UPSTREAM_ALLOW_PRIVATE="127.0.0.1/32",  # the upstream (nginx or the fallback) is on loopback
-               **extra)
-    return env
-
-
-def prepare_tollway(base: str, upstream: str) -> str:
-    """Setup, a balance, a Gemini and an OpenAI channel on the upstream, an API key; returns the key."""
-    with httpx.Client(base_url=base, timeout=30) as c:
-        c.post("/api/setup", json={"username": "root", "password": ROOT_PASSWORD,
-                                   "confirmPassword": ROOT_PASSWORD}).raise_for_status()
-        login = c.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
-        login.raise_for_status()
-        c.headers["New-Api-User"] = str(login.json()["data"]["id"])
-        for name, kind, model in (("gemini", 24, TTS), ("openai", 1, MODERATION)):
-            channel = {"name": name, "type": kind, "key": "k", "base_url": upstream, "models": model}
-            c.post("/api/channel/", json={"mode": "single", "channel": {**channel, "group": "default"}}
-                   ).raise_for_status()
-        c.post("/api/user/manage", json={"id": login.json()["data"]["id"], "action": "add_quota",
-                                          "mode": "add", "value": 10**14}).raise_for_status()
-        made = c.post("/api/token/", json={"name": "bench", "remain_quota": 10**14})
-        made.raise_for_status()
-        return str(made.json()["data"]["key"])
-
-
-def mariadb(sql: str, *, check: bool = True) -> None:
-    subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-e", sql], check=check)
-
-
-def mariadb_database() -> tuple[str, str]:
-    name = f"tollway_bench_{secrets.token_hex(3)}"
-    mariadb(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    return name, f"mysql://root@127.0.0.1:3306/{name}"
-
-
-def purge_redis(prefix: str) -> None:
-    subprocess.run(["sh", "-c", f"redis-cli --scan --pattern '{prefix}*' | xargs -r redis-cli del"],
-                   check=False, capture_output=True)
+DEFAULT_SETUPS = tuple(s for s in SETUPS if s != "redis-1w-sync")
 
 
 # ---- load ------------------------------------------------------------------------------------------------
@@ -283,6 +95,10 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int
+    calls: int
+    cpu_s: float | None = None  # CPU time the set-up's processes used during the run
+    cpu_by_proc: dict[str, float] = field(default_factory=dict)  # the same per started process (tree)
+    stalls: dict[str, Any] | None = None
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -308,9 +124,10 @@ def wrk(url: str, key: str, body: str, concurrency: int, duration: float, workdi
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _ms(re.search(r"\s50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"\s99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    calls = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    return Result(rps, p50, p99, errors + (int(non2xx.group(1)) if non2xx else 0))
+    return Result(rps, p50, p99, errors + (int(non2xx.group(1)) if non2xx else 0), calls)
 
 
 async def first_byte_ms(url: str, key: str, n: int) -> list[float]:
@@ -338,6 +155,50 @@ class Target:
     base: str
     key: str = "bench"
     procs: list[Proc] = field(default_factory=list)
+    stall_log: Path | None = None
+
+    @property
+    def tollway(self) -> bool:
+        return self.name not in BASELINES
+
+
+def py_spy() -> str:
+    """py-spy on the PATH, else the one installed beside this Python (the `bench` extra)."""
+    return shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+
+
+def measure(target: Target, path: str, body: str, concurrency: int, args: argparse.Namespace,
+            workdir: Path, label: str) -> Result:
+    """One wrk run against `target`, with the CPU its processes used (and a profile, stalls if asked)."""
+    profiler: subprocess.Popen[bytes] | None = None
+    if args.profile and target.procs and target.name != "nginx":
+        out = Path(args.profile) / f"{label}.speedscope.json"
+        pids = [str(pid) for pid in target.procs[0].pids()]
+        profiler = subprocess.Popen(
+            [py_spy(), "record", "-r", "250", *(["--native"] if args.native else []),
+             "--format", "speedscope", "-o", str(out), "-d", str(int(args.duration + 1)), "--subprocesses",
+             "-p", pids[0]],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # let it attach
+    mark = target.stall_log.stat().st_size if target.stall_log and target.stall_log.exists() else 0
+    before = {proc.name: proc.cpu_seconds() for proc in target.procs}
+    result = wrk(target.base + path, target.key, body, concurrency, args.duration, workdir)
+    if target.procs:
+        result.cpu_by_proc = {proc.name: cpu_used(before[proc.name], proc.cpu_seconds())
+                              for proc in target.procs}
+        result.cpu_s = sum(result.cpu_by_proc.values())
+    if target.stall_log is not None:
+        from scripts.stallwatch import summarize
+
+        result.stalls = summarize(target.stall_log, mark)
+    if profiler is not None:
+        profiler.wait(timeout=args.duration + 30)
+        runs = Path(args.profile) / "runs.json"
+        known = json.loads(runs.read_text()) if runs.exists() else {}
+        known[label] = {"calls": result.calls, "rps": result.rps, "p99_ms": result.p99_ms,
+                        "cpu_us_per_call": round(1e6 * (result.cpu_s or 0.0) / max(1, result.calls))}
+        runs.write_text(json.dumps(known, indent=1))
+    return result
 
 
 @contextlib.contextmanager
@@ -361,29 +222,49 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
             proc = start_nginx(workdir, port, proxy_locations(up_port), "0")
             procs.append(proc)
             targets["nginx"] = Target("nginx", f"http://127.0.0.1:{port}", procs=[proc])
+        if "bare" in args.setups:
+            port, key = free_port(), secrets.token_hex(16)
+            proc = start_bare(workdir, port, upstream, key)
+            procs.append(proc)
+            wait_for(f"http://127.0.0.1:{port}/api/status")
+            targets["bare"] = Target("bare", f"http://127.0.0.1:{port}", key, [proc])
         tollways: list[tuple[str, dict[str, str], list[str], str | None]] = []
         if "embedded" in args.setups:
             tollways.append(("embedded", {}, [], "0"))
         secret = secrets.token_hex(32)
-        for setup, workers, cpu in (("redis-1w", "1", "0"), ("redis-2w", "2", None)):
+        redis_setups = (("redis-1w", "1", "0"), ("redis-1w-sync", "1", "0"), ("redis-2w", "2", None))
+        for setup, workers, cpu in redis_setups:
             if setup not in args.setups:
                 continue
             db_name, db_url = mariadb_database()
             prefix = f"bench:{secrets.token_hex(3)}:"
             cleanups += [lambda n=db_name: mariadb(f"DROP DATABASE IF EXISTS {n}", check=False),
                          lambda p=prefix: purge_redis(p)]
-            tollways.append((setup, {"DATABASE_URL": db_url, "REDIS_URL": "redis://127.0.0.1:6379/0",
-                                     "REDIS_KEY_PREFIX": prefix, "SECRET_KEY": secret},
-                             ["--workers", workers], cpu))
+            extra = {"DATABASE_URL": db_url, "REDIS_URL": "redis://127.0.0.1:6379/0",
+                     "REDIS_KEY_PREFIX": prefix, "SECRET_KEY": secret}
+            if setup == "redis-1w-sync":
+                extra["QUOTA_SYNC_IN_SERVER"] = "false"
+            tollways.append((setup, extra, ["--workers", workers], cpu))
         for setup, extra, flags, cpu in tollways:
             port = free_port()
             env = tollway_env(workdir, port, extra)
-            argv = [sys.executable, "-m", "server.cli", "serve", *flags]
-            proc = spawn(setup, pinned(cpu, argv), workdir, env)
+            stall_log: Path | None = None
+            entry = ["-m", "server.cli"]
+            if args.stalls and cpu is not None:
+                stall_log = workdir / f"stalls-{setup}.jsonl"
+                entry = ["-m", "scripts.stallwatch", "--out", str(stall_log), "--"]
+            proc = spawn(setup, pinned(cpu, [sys.executable, *entry, "serve", *flags]), workdir, env)
             procs.append(proc)
+            target_procs = [proc]
+            if setup == "redis-1w-sync":
+                argv = pinned("1", [sys.executable, "-m", "server.cli", "quota-sync"])
+                sync = spawn(f"{setup}-quota-sync", argv, workdir, env)
+                procs.append(sync)
+                target_procs.append(sync)
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/api/status")
-            targets[setup] = Target(setup, base, prepare_tollway(base, upstream), [proc])
+            key = prepare_tollway(base, upstream, RATE_LIMITED if args.rate_limit else None)
+            targets[setup] = Target(setup, base, key, target_procs, stall_log)
         print(f"upstream: {upstream_kind} on {upstream}; set-ups: {', '.join(targets)}", flush=True)
         yield targets
     finally:
@@ -393,60 +274,68 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
             cleanup()
 
 
+def _median_cell(runs: list[Result]) -> dict[str, Any]:
+    cell: dict[str, Any] = {
+        "rps": statistics.median(r.rps for r in runs),
+        "p50_ms": statistics.median(r.p50_ms for r in runs),
+        "p99_ms": statistics.median(r.p99_ms for r in runs),
+        "errors": sum(r.errors for r in runs),
+    }
+    calls = sum(r.calls for r in runs)
+    if all(r.cpu_s is not None for r in runs) and calls:
+        cell["cpu_us_per_call"] = round(1e6 * sum(r.cpu_s or 0.0 for r in runs) / calls)
+        if len(runs[0].cpu_by_proc) > 1:  # e.g. the worker and the separate quota sync
+            cell["cpu_us_per_call_by_process"] = {
+                name: round(1e6 * sum(r.cpu_by_proc.get(name, 0.0) for r in runs) / calls)
+                for name in runs[0].cpu_by_proc}
+    if any(r.stalls for r in runs):
+        cell["stalls"] = [r.stalls for r in runs]
+    return cell
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tollway-bench-"))
     results: dict[str, Any] = {"concurrency": args.concurrency, "duration_s": args.duration,
                                "rounds": args.rounds, "cpus": os.cpu_count(), "runs": {}}
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+    scenarios = {name: SCENARIOS[name] for name in args.scenarios}
     with environment(args, workdir) as targets:
         for target in targets.values():  # warm-up: caches, pools, loaded balances
-            for path, body in SCENARIOS.values():
+            for path, body in scenarios.values():
                 wrk(target.base + path, target.key, body, 4, 1, workdir)
         raw: dict[tuple[str, str, int], list[Result]] = {}
-        for _ in range(args.rounds):
-            for scenario, (path, body) in SCENARIOS.items():
+        for round_no in range(args.rounds):
+            for scenario, (path, body) in scenarios.items():
                 for concurrency in args.concurrency:
                     for target in targets.values():  # interleaved: one run of each set-up per round
+                        label = f"{target.name}-{scenario}-c{concurrency}-r{round_no}"
                         raw.setdefault((scenario, target.name, concurrency), []).append(
-                            wrk(target.base + path, target.key, body, concurrency, args.duration, workdir))
+                            measure(target, path, body, concurrency, args, workdir, label))
         for (scenario, name, concurrency), runs in raw.items():
-            results["runs"].setdefault(scenario, {}).setdefault(str(concurrency), {})[name] = {
-                "rps": statistics.median(r.rps for r in runs),
-                "p50_ms": statistics.median(r.p50_ms for r in runs),
-                "p99_ms": statistics.median(r.p99_ms for r in runs),
-                "errors": sum(r.errors for r in runs),
-            }
-        stream_path = f"/v1beta/models/{TTS}:streamGenerateContent?alt=sse"
-        ttfb = {name: asyncio.run(first_byte_ms(t.base + stream_path, t.key, args.stream_calls))
-                for name, t in targets.items()}
-        results["stream_ttfb_ms"] = {name: {"p50": statistics.median(v),
-                                            "p99": sorted(v)[max(0, int(len(v) * 0.99) - 1)]}
-                                     for name, v in ttfb.items()}
+            per_conc = results["runs"].setdefault(scenario, {}).setdefault(str(concurrency), {})
+            per_conc[name] = _median_cell(runs)
+        if args.stream_calls:
+            stream_path = f"/v1beta/models/{TTS}:streamGenerateContent?alt=sse"
+            ttfb = {name: asyncio.run(first_byte_ms(t.base + stream_path, t.key, args.stream_calls))
+                    for name, t in targets.items()}
+            results["stream_ttfb_ms"] = {name: {"p50": statistics.median(v),
+                                                "p99": sorted(v)[max(0, int(len(v) * 0.99) - 1)]}
+                                         for name, v in ttfb.items()}
         results["rss_mb"] = {name: worker_rss(t.procs[0]) for name, t in targets.items()
-                             if t.procs and name not in ("direct", "nginx")}
+                             if t.procs and t.tollway}
+        for t in targets.values():  # keep the raw stall logs beside the results
+            if t.stall_log is not None and t.stall_log.exists():
+                shutil.copy(t.stall_log, Path(args.out).with_suffix(f".stalls-{t.name}.jsonl"))
     shutil.rmtree(workdir, ignore_errors=True)
     add_ratios(results)
     return results
 
 
-def worker_rss(proc: Proc) -> list[float]:
-    """RSS of each serving process: the workers Sanic spawned, or the one process serving alone (the
-    manager and the multiprocessing helper of a multi-worker start are left out)."""
-    pids = proc.pids()
-    workers = [pid for pid in pids[1:] if "spawn_main" in _cmdline(pid) and "resource_tracker" not in
-               _cmdline(pid)]
-    return [round(rss_mb(pid), 1) for pid in (workers or pids[:1])]
-
-
-def _cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    return ""
-
-
 def add_ratios(results: dict[str, Any]) -> None:
     for per_conc in results["runs"].values():
         for row in per_conc.values():
-            direct, nginx = row.get("direct"), row.get("nginx")
+            direct, nginx, bare = row.get("direct"), row.get("nginx"), row.get("bare")
             for name, cell in row.items():
                 if name in ("direct", "nginx"):
                     continue
@@ -456,25 +345,30 @@ def add_ratios(results: dict[str, Any]) -> None:
                     cell["added_p99_ms"] = round(cell["p99_ms"] - direct["p99_ms"], 3)
                 if nginx:
                     cell["vs_nginx_rps"] = round(cell["rps"] / nginx["rps"], 3)
+                if bare and name != "bare":
+                    cell["vs_bare_rps"] = round(cell["rps"] / bare["rps"], 3)
+                    cell["p99_over_bare_ms"] = round(cell["p99_ms"] - bare["p99_ms"], 2)
 
 
 def table(results: dict[str, Any]) -> str:
     lines = ["| scenario | conc | set-up | req/s | p50 ms | p99 ms | added p50 | added p99 | ×direct "
-             "| ×nginx | errors |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ×nginx | ×bare | p99 − bare | CPU µs/call | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for scenario, per_conc in results["runs"].items():
         for conc, row in per_conc.items():
             for name, c in row.items():
                 lines.append(f"| {scenario} | {conc} | {name} | {c['rps']:,.0f} | {c['p50_ms']:.2f} | "
                              f"{c['p99_ms']:.2f} | {c.get('added_p50_ms', '')} | "
                              f"{c.get('added_p99_ms', '')} | {c.get('vs_direct_rps', '')} | "
-                             f"{c.get('vs_nginx_rps', '')} | {c['errors']} |")
+                             f"{c.get('vs_nginx_rps', '')} | {c.get('vs_bare_rps', '')} | "
+                             f"{c.get('p99_over_bare_ms', '')} | {c.get('cpu_us_per_call', '')} | "
+                             f"{c['errors']} |")
     ttfb = results.get("stream_ttfb_ms", {})
-    direct = ttfb.get("direct", {}).get("p50", 0.0)
-    lines.append("")
-    lines.append("| streamed G1 | TTFB p50 ms | TTFB p99 ms | added p50 |")
-    lines.append("|---|---|---|---|")
-    for name, v in ttfb.items():
-        lines.append(f"| {name} | {v['p50']:.2f} | {v['p99']:.2f} | {v['p50'] - direct:.2f} |")
+    if ttfb:
+        direct = ttfb.get("direct", {}).get("p50", 0.0)
+        lines += ["", "| streamed G1 | TTFB p50 ms | TTFB p99 ms | added p50 |", "|---|---|---|---|"]
+        for name, v in ttfb.items():
+            lines.append(f"| {name} | {v['p50']:.2f} | {v['p99']:.2f} | {v['p50'] - direct:.2f} |")
     lines.append("")
     lines.append("RSS per worker after the run (MB): " + "; ".join(
         f"{name}: {', '.join(map(str, mbs))}" for name, mbs in results.get("rss_mb", {}).items()))
@@ -482,18 +376,30 @@ def table(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", default="1,16,64")
-    parser.add_argument("--setups", default=",".join(SETUPS))
-    parser.add_argument("--stream-calls", type=int, default=200)
+    parser.add_argument("--setups", default=",".join(DEFAULT_SETUPS), help=f"any of {', '.join(SETUPS)}")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--stream-calls", type=int, default=200, help="0 skips the streamed G1 figure")
+    parser.add_argument("--profile", metavar="DIR", help="record each Tollway run with py-spy into DIR")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: C frames too (py-spy pauses the process: far slower)")
+    parser.add_argument("--stalls", action="store_true", help="log event-loop stalls of 1-process set-ups")
+    parser.add_argument("--rate-limit", action="store_true",
+                        help="turn the per-user model request limit on (two more Redis calls per call)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     args.setups = set(args.setups.split(","))
+    args.scenarios = args.scenarios.split(",")
+    if unknown := (args.setups - set(SETUPS)) | (set(args.scenarios) - set(SCENARIOS)):
+        sys.exit(f"bench: unknown set-up or scenario: {', '.join(sorted(unknown))}")
     if shutil.which("wrk") is None:
         sys.exit("bench: wrk is needed (Debian: apt-get install wrk)")
+    if args.profile and not Path(py_spy()).exists():
+        sys.exit("bench: --profile needs py-spy (pip install -e '.[bench]')")
     results = run(args)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(table(results))

@@ -68,12 +68,21 @@ class MemoryBackend:
         return await self.gcra_many([Limit(key, limit, period, cost)])
 
     async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
+        return self.admit_now(limits)
+
+    async def gcra_charge(self, *limits: Limit) -> None:
+        self.charge_now(limits)
+
+    def admit_now(self, limits: Sequence[Limit]) -> RateResult:
+        """`gcra_many` without an await: usable inside another atomic in-process step (the in-process
+        quota store's reserve)."""
         active = active_limits(limits)
         if not active:
             return RateResult(True, NO_LIMIT, 0.0)
         return self._run_gcra(active, force=False)
 
-    async def gcra_charge(self, *limits: Limit) -> None:
+    def charge_now(self, limits: Sequence[Limit]) -> None:
+        """`gcra_charge` without an await (the in-process quota store's settle)."""
         active = [limit for limit in active_limits(limits) if limit.cost > 0]
         if active:
             self._run_gcra(active, force=True)

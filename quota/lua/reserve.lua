@@ -1,11 +1,20 @@
--- Hold `amount` on a user's live balance and, when the key is limited, on the key's.
+-- Hold `amount` on a user's live balance and, when the key is limited, on the key's; optionally admit the
+-- call through rate limits first, in the same step (one round trip instead of two).
 -- KEYS: 1 user live, 2 key live, 3 hold hash, 4 holds zset, 5 user held, 6 key held, 7 versions hash
+--       with limits: 8 "limits charged, balance refused" marker of this hold id, 9.. the limits' keys
 -- ARGV: 1 amount, 2 hold id, 3 lease ms, 4 user id, 5 key id, 6 key limited (1|0)
+--       with limits: 7.. per limit: emission interval ns, count, cost (as gcra_multi.lua)
 -- returns {1, user, key, v1, v2, v3} held (v = the versions of the cached shared state, quota/versions.py)
 --   | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
+--   | {2, retry_after ns, i of the refusing limit with the longest wait, free} refused by a rate limit
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
 -- Idempotent by hold id: when the hold exists already (this reserve ran, and is run again because its
 -- reply was lost with the connection), nothing is held twice and the current balances are returned.
+-- Limits: every limit is checked first and charged only when all admit (the non-forced arithmetic of
+-- gcra_multi.lua, which this copy must keep to); a refusal changes nothing. Once charged they stay
+-- charged even when the balance then refuses the hold (as a separate admission before the reservation
+-- would); that refusal leaves a marker (60 s) so that a repeated run for the same hold id (its reply was
+-- lost) does not charge them again. A held call needs none: the hold itself makes a re-run a no-op.
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
 local user = redis.call('GET', KEYS[1])
@@ -22,9 +31,63 @@ local function held(u, k)
   return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return held(user, key) end
+local charged = false
+if #KEYS > 8 and redis.call('EXISTS', KEYS[8]) == 0 then
+  local E9 = 1000000000
+  local MAX_WAIT = 9007199254740992
+  local tl = redis.call('TIME')
+  local now_s = tonumber(tl[1])
+  local now_ns = tonumber(tl[2]) * 1000
+  local after, free, retry, refused_by = {}, nil, 0, 0
+  for i = 1, #KEYS - 8 do
+    local interval = tonumber(ARGV[4 + 3 * i])
+    local count = tonumber(ARGV[5 + 3 * i])
+    local cost = tonumber(ARGV[6 + 3 * i])
+    local burst = count * interval
+    local ahead = 0
+    local stored = redis.call('GET', KEYS[8 + i])
+    if stored and #stored > 9 then
+      local s = tonumber(string.sub(stored, 1, -10))
+      local ns = tonumber(string.sub(stored, -9))
+      if s and ns then
+        ahead = (s - now_s) * E9 + (ns - now_ns)
+        if ahead < 0 then ahead = 0 end
+      end
+    end
+    local free_i = math.floor((burst - ahead) / interval)
+    if free_i < 0 then free_i = 0 end
+    if free == nil or free_i < free then free = free_i end
+    local need = cost
+    if need < 1 then need = 1 end
+    local wait = ahead + interval * need - burst
+    if wait > MAX_WAIT then wait = MAX_WAIT end
+    if wait > 0 then
+      if wait > retry then
+        retry = wait
+        refused_by = i
+      end
+    else
+      after[i] = ahead + interval * cost
+    end
+  end
+  if refused_by > 0 then return {2, retry, refused_by, free} end
+  for i = 1, #KEYS - 8 do
+    if tonumber(ARGV[6 + 3 * i]) > 0 then
+      local total = now_ns + after[i]
+      local carry = math.floor(total / E9)
+      local tat = string.format('%d%09d', now_s + carry, total - carry * E9)
+      redis.call('SET', KEYS[8 + i], tat, 'PX', math.ceil(after[i] / 1000000))
+    end
+  end
+  charged = true
+end
+local function refused(account, available)
+  if charged then redis.call('SET', KEYS[8], '1', 'EX', 60) end  -- a re-run of this hold id charges none
+  return {0, account, available}
+end
 -- a hold of 0 (a free call) fits any balance, even one below zero (docs/API.md#billing: 0 skips the check)
-if amount > 0 and user < amount then return {0, 'user', user} end
-if amount > 0 and limited and key < amount then return {0, 'key', key} end
+if amount > 0 and user < amount then return refused('user', user) end
+if amount > 0 and limited and key < amount then return refused('key', key) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + tonumber(ARGV[3])

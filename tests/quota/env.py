@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import func, select
 
@@ -13,6 +13,8 @@ from models.keys import ApiKey
 from models.logs import Log
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.tables import User
+from quota.backends.base import Backend
+from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
@@ -28,6 +30,7 @@ class QuotaEnv:
     engine: QuotaEngine
     sync: QuotaSync
     redis: RedisBackend | None
+    limiter: Backend  # the rate limiter whose state `reserve(limits=…)` and `settle(charges=…)` use
 
     async def add_user(self, quota: int, name: str | None = None) -> int:
         async with self.db.transaction() as tx:
@@ -82,7 +85,8 @@ class QuotaEnv:
             if keys:
                 await self.redis.client.delete(*keys)
         else:
-            self.store = MemoryQuotaStore()
+            assert isinstance(self.limiter, MemoryBackend)
+            self.store = MemoryQuotaStore(limiter=self.limiter)
             self.engine.store = self.store
             self.sync.store = self.store
 
@@ -95,10 +99,12 @@ class QuotaEnv:
 def build(db_url: str, redis_url: str | None, prefix: str, *, lease_seconds: float = 600.0) -> QuotaEnv:
     db = Database(db_url)
     redis = RedisBackend(redis_url, prefix) if redis_url else None
-    store: QuotaStore = RedisQuotaStore(redis) if redis is not None else MemoryQuotaStore()
+    limiter: Backend = redis if redis is not None else MemoryBackend()
+    store: QuotaStore = (RedisQuotaStore(redis) if redis is not None
+                         else MemoryQuotaStore(limiter=cast(MemoryBackend, limiter)))
     engine = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=lease_seconds)
     sync = QuotaSync(store, SqlQuotaSink(db), interval=0.05, batch=500)
-    return QuotaEnv(db, store, engine, sync, redis)
+    return QuotaEnv(db, store, engine, sync, redis, limiter)
 
 
 def consume_log(**fields: Any) -> dict[str, Any]:

@@ -266,10 +266,19 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
         initial = 3_000_000
         uid = await env.add_user(initial)
         successes: dict[str, int] = {}
+        started = asyncio.Event()
+        flushed = asyncio.Event()
 
         async def caller(seed: int) -> None:
             rng = random.Random(seed)
-            for _ in range(250):
+            after_flush = 0
+            for n in range(10_000):  # until 60 calls after the flush (a bound, never reached)
+                if n == 60:
+                    started.set()
+                if flushed.is_set():
+                    after_flush += 1
+                    if after_flush > 60:
+                        return
                 try:
                     r = await env.engine.reserve(uid, 300)
                 except InsufficientQuota:
@@ -282,16 +291,13 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
         env.sync.interval = 0.01
         sync_task = asyncio.create_task(env.sync.run_forever())
         load = asyncio.gather(*(caller(i) for i in range(8)))
-        # flush mid-load: once some calls have settled (and the sync has had a turn), whatever the speed
-        for _ in range(2000):
-            if len(successes) >= 40 or load.done():
-                break
-            await asyncio.sleep(0.005)
+        await started.wait()  # the flush lands during the load, after at least 60 calls per caller
         assert not load.done(), "the load ended before the flush"
         async with env.redis.client.pipeline(transaction=True) as pipe:  # type: ignore[union-attr]
             pipe.xlen(f"{env.redis.prefix}q:stream")  # type: ignore[union-attr]
             pipe.flushall()
             lost_bound, _ = await pipe.execute()
+        flushed.set()
         await load
         env.sync.stop()
         await sync_task
