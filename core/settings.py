@@ -148,6 +148,8 @@ class Settings:
     retry_times: int
     log_consume_enabled: bool
     automatic_disable_channel_enabled: bool
+    automatic_enable_channel_enabled: bool  # a channel test that passes brings a status-3 channel back
+    channel_disable_threshold: float  # seconds: a channel test slower than this fails
     automatic_retry_status_codes: StatusRanges
     automatic_disable_status_codes: StatusRanges
     automatic_disable_keywords: tuple[str, ...]  # stripped, lower-cased, none empty
@@ -189,6 +191,8 @@ class Settings:
             auto_groups=_names(v["AutoGroups"]),
             retry_times=int(v["RetryTimes"]), log_consume_enabled=bool(v["LogConsumeEnabled"]),
             automatic_disable_channel_enabled=bool(v["AutomaticDisableChannelEnabled"]),
+            automatic_enable_channel_enabled=bool(v["AutomaticEnableChannelEnabled"]),
+            channel_disable_threshold=float(v["ChannelDisableThreshold"]),
             automatic_retry_status_codes=_ranges(v["AutomaticRetryStatusCodes"]),
             automatic_disable_status_codes=_ranges(v["AutomaticDisableStatusCodes"]),
             automatic_disable_keywords=_keywords(v["AutomaticDisableKeywords"]),

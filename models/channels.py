@@ -206,6 +206,27 @@ class ChannelRepository:
         query = select(Channel).where(Channel.tag == tag).order_by(Channel.id)
         return list((await self.s.scalars(query.with_for_update() if lock else query)).all())
 
+    async def with_statuses(self, statuses: Sequence[int], types: Sequence[int] | None = None
+                            ) -> list[Channel]:
+        """The channels whose status is one of `statuses` (and, given `types`, whose type is one of
+        them), by id, unlocked: what a channel test or balance run goes through."""
+        query = select(Channel).where(Channel.status.in_(statuses))
+        if types is not None:
+            query = query.where(Channel.type.in_(types))
+        return list((await self.s.scalars(query.order_by(Channel.id))).all())
+
+    async def record_test(self, channel_id: int, when: int, response_ms: int) -> None:
+        """The time and latency (ms) of the channel's last successful test; nothing else changes."""
+        await self.s.execute(update(Channel).where(Channel.id == channel_id)
+                             .values(test_time=when, response_time=response_ms)
+                             .execution_options(synchronize_session=False))
+
+    async def record_balance(self, channel_id: int, balance: float, when: int) -> None:
+        """The channel's balance (USD) and when it was read; nothing else changes."""
+        await self.s.execute(update(Channel).where(Channel.id == channel_id)
+                             .values(balance=balance, balance_updated_time=when)
+                             .execution_options(synchronize_session=False))
+
     async def all_ids(self) -> list[int]:
         return list((await self.s.scalars(select(Channel.id).order_by(Channel.id))).all())
 

@@ -61,6 +61,7 @@ class Config:
     stream_idle_timeout: float = 120.0
     upstream_transport: str = "aiohttp"
     upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    admin_upstream_timeout: float = 15.0  # channel tests, balances, model lists: the whole call
 
     @property
     def embedded(self) -> bool:
@@ -269,6 +270,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
         upstream_transport=transport,
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
+        admin_upstream_timeout=_float(env, "ADMIN_UPSTREAM_TIMEOUT", 15.0, 1.0, 300.0),
     )
 
 

@@ -23,7 +23,9 @@ from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.service import LogService
+from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
+from server.relay.providers import PROVIDERS
 from server.system.service import SystemService
 
 
@@ -58,9 +60,11 @@ def build_services(state: State) -> Services:
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
                       clock=state.clock)
     destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
+    admin = UpstreamAdmin(state.upstream, PROVIDERS, timeout=config.admin_upstream_timeout)
     channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
                               destinations=destinations, backend=state.backend,
-                              verifier=NoVerificationYet(), clock=state.clock)
+                              verifier=NoVerificationYet(), admin=admin, tasks=state.tasks,
+                              clock=state.clock)
     logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)

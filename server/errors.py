@@ -11,7 +11,8 @@ Services raise these; handlers never build error responses themselves.
      ├── Conflict              409
      ├── PayloadTooLarge       413
      ├── RateLimited           429  `retry_after` seconds → `Retry-After`
-     ├── UpstreamFailed        502  a provider called on an admin's behalf failed
+     ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
+     │                              body (the channel test's `time`: 0)
      ├── ServiceUnavailable    503  the database or Redis is unreachable right now
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
@@ -75,6 +76,10 @@ class TollwayError(Exception):
     def headers(self) -> dict[str, str]:
         return {}
 
+    def fields(self) -> dict[str, Any]:
+        """Fields the error envelope carries besides `success`, `message` and `code`."""
+        return {}
+
 
 class BadRequest(TollwayError):
     status = 400
@@ -124,8 +129,18 @@ class RateLimited(TollwayError):
 
 
 class UpstreamFailed(TollwayError):
+    """What an upstream called for an admin (channel test, balance, model list) did wrong; the message is
+    already redacted. `fields` go into the error envelope (the channel test answers `time: 0`)."""
+
     status = 502
     default_message = "upstream provider failed"
+
+    def __init__(self, message: str | None = None, *, fields: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self._fields = dict(fields or {})
+
+    def fields(self) -> dict[str, Any]:
+        return dict(self._fields)
 
 
 class ServiceUnavailable(TollwayError):
@@ -311,7 +326,7 @@ def to_tollway_error(exc: BaseException) -> TollwayError:
 
 
 def envelope_error(err: TollwayError, request_id: str | None) -> HTTPResponse:
-    body: dict[str, Any] = {"success": False, "message": err.message}
+    body: dict[str, Any] = {**err.fields(), "success": False, "message": err.message}
     if err.code:
         body["code"] = err.code
     headers = err.headers()

@@ -162,3 +162,27 @@ def fails(response: httpx.Response, status: int, mentions: str | None = None, *,
     if mentions is not None:
         assert message.startswith(mentions) if prefix else mentions in message, message
     return message
+
+
+class LoopbackOnly(httpx.AsyncBaseTransport):
+    """An upstream transport that lets requests reach 127.0.0.1 only (the fakes) and refuses every other
+    host before any DNS lookup: for the fuzzers, whose generated channels point anywhere (an empty
+    `base_url` is a real provider's address) and whose channel tests must never reach the internet."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host != "127.0.0.1":
+            raise httpx.ConnectError(f"{request.url.host} is not a test upstream", request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def keep_upstreams_local(running: Running) -> None:
+    """Every upstream call of this app (model calls and the administrative ones share the client) goes
+    to 127.0.0.1 or fails like an unreachable host."""
+    upstream = running.state.upstream
+    upstream.transport = LoopbackOnly(upstream.transport)

@@ -1,7 +1,8 @@
 """Two nodes on one database (MariaDB, then PostgreSQL) and one Redis: a channel created, changed or
 deleted through one node — one by one, by tag or in a batch — routes (or stops routing) on the other
-within a second — broadcast, no periodic sync (docs/API.md#channel-routes); the abilities rebuild is
-refused on one node while it runs on the other."""
+within a second — broadcast, no periodic sync (docs/API.md#channel-routes); so does a channel disabled by
+a failed channel test or a used-up balance; the abilities rebuild, the test of every channel and the
+balance update of every channel are each refused on one node while they run on the other."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import asyncio
 from collections.abc import Callable
 
 from quota.locks import exclusive
+from server.channels.balances import BALANCE_LOCK
+from server.channels.probe import TEST_LOCK
 from server.channels.tools import FIX_LOCK
+from tests.fakes.gemini import FakeGemini
+from tests.fakes.openai import FakeOpenAI
 from tests.harness import Running, logged_in
 from tests.test_channels import GEMINI, admin_of, create, data_of, fails
+from tests.test_channels_probe import run_finished
 
 
 async def within_a_second(check: Callable[[], bool]) -> bool:
@@ -77,3 +83,38 @@ async def test_the_abilities_rebuild_runs_once_across_nodes(nodes: tuple[Running
     async with exclusive(one.state.backend, FIX_LOCK, ttl=60):  # a rebuild in progress on node one
         fails(await admin_two.post("/api/channel/fix"), 409, "a rebuild of the abilities is already running")
     assert data_of(await admin_two.post("/api/channel/fix")) == {"success": 1, "fails": 0}
+
+
+async def test_a_channel_disabled_by_a_test_or_its_balance_stops_routing_on_the_other_node(
+        nodes: tuple[Running, Running]) -> None:
+    one, two = nodes
+    admin = await admin_of(one)
+    async with FakeGemini(valid_keys=["AIza-good"]) as gemini, FakeOpenAI() as broke:
+        broke.balance = 0.0
+        [failing] = await create(admin, base_url=gemini.url, key="AIza-bad", models="gemini-2.5-flash")
+        [used_up] = await create(admin, type=1, base_url=broke.url, key="sk-used-up", models="m-used-up")
+        assert await within_a_second(lambda: routed_to(two, "gemini-2.5-flash") == failing)
+        data_of(await admin.get("/api/channel/test"))
+        await run_finished(one)
+        assert routed_to(one, "gemini-2.5-flash") is None
+        assert await within_a_second(lambda: routed_to(two, "gemini-2.5-flash") is None)
+
+        assert await within_a_second(lambda: (c := two.state.channels.get(used_up)) is not None
+                                     and c.status == 1)
+        assert data_of(await admin.get("/api/channel/update_balance")) == {"updated": 1, "failed": 0}
+        assert await within_a_second(lambda: (c := two.state.channels.get(used_up)) is not None
+                                     and c.status == 3)
+
+
+async def test_the_test_and_balance_runs_run_once_across_nodes(nodes: tuple[Running, Running]) -> None:
+    one, two = nodes
+    await admin_of(one)
+    admin_two = await logged_in(two, "chadmin")
+    async with exclusive(one.state.backend, TEST_LOCK, ttl=60):  # a test run in progress on node one
+        fails(await admin_two.get("/api/channel/test"), 409, "a test of every channel is already running")
+    async with exclusive(one.state.backend, BALANCE_LOCK, ttl=60):
+        fails(await admin_two.get("/api/channel/update_balance"), 409,
+              "a balance update of every channel is already running")
+    data_of(await admin_two.get("/api/channel/test"))
+    await run_finished(two)
+    assert data_of(await admin_two.get("/api/channel/update_balance")) == {"updated": 0, "failed": 0}

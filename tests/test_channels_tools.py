@@ -62,7 +62,7 @@ def service_with(app: Running, verifier: Any) -> ChannelService:
     current: ChannelService = app.app.ctx.services.channels
     return ChannelService(db=current.db, channels=current.channels, box=current.box, options=current.options,
                           destinations=current.destinations, backend=current.backend, verifier=verifier,
-                          clock=current.clock)
+                          admin=current.admin, tasks=current.tasks, clock=current.clock)
 
 
 async def logs(app: Running) -> list[Log]:

@@ -42,7 +42,7 @@ from tests.conftest import _Databases, _stack
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI
 from tests.gateway import seed_channel, seed_key
-from tests.harness import Running, add_user, make_config, serve
+from tests.harness import Running, add_user, keep_upstreams_local, make_config, serve
 
 PASSWORD = "password123"
 URL_TEXT_MAX = 4000
@@ -73,6 +73,7 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/api/channel/tag"): {"tag": "t", "new_tag": "t2", "models": "m1", "groups": "default",
                                   "model_mapping": "", "param_override": "", "header_override": ""},
     ("POST", "/api/channel/multi_key/manage"): {"channel_id": "{channel}", "action": "get_key_status"},
+    ("POST", "/api/channel/fetch_models"): {"type": 24, "base_url": "{gemini}", "key": "AIza-unsaved"},
     ("POST", "/api/token/"): {"name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("PUT", "/api/token/"): {"id": "{token}", "name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("POST", "/api/token/batch"): {"ids": ["{token}"]},
@@ -154,8 +155,9 @@ async def dump(running: Running) -> dict[str, list[tuple[Any, ...]]]:
 
 
 async def settled(running: Running) -> None:
+    """The settlements and a background test of every channel have finished (they write)."""
     for _ in range(500):  # bounds a hang only
-        if not any(n.startswith("settle-") for n in running.state.tasks.names):
+        if not any(n.startswith(("settle-", "channel-test")) for n in running.state.tasks.names):
             return
         await asyncio.sleep(0.01)
 
@@ -218,7 +220,9 @@ async def prepare(running: Running, gemini: FakeGemini, openai: FakeOpenAI) -> F
     await state.options.put("ModelRatio", '{"gemini-2.5-flash": 0.15, "omni-moderation-latest": 0.1}')
     async with state.db.transaction() as tx:  # the setup is done: /api/setup must answer 409
         await tx.execute(text("INSERT INTO setups (id, version, initialized_at) VALUES (1, 't', 0)"))
-    fuzzer = Fuzzer(running, {"root": root, "user": victim, "token": token_id, "channel": channel}, key)
+    keep_upstreams_local(running)  # the channels a fuzzed request creates point at real providers
+    fuzzer = Fuzzer(running, {"root": root, "user": victim, "token": token_id, "channel": channel,
+                              "gemini": gemini.url}, key)
     await fuzzer.ensure_root()
     return fuzzer
 

@@ -39,6 +39,7 @@ COMPONENTS = frozenset({
     "server.keys.directory",      # KeyDirectory: an API key's cached state
     "server.system.options",      # Options: the option values and their typed Settings
     "server.channels.catalog",    # the model catalog: capabilities, built-in prices (pure metadata)
+    "server.relay.admin",         # UpstreamAdmin: upstream calls made for an admin (test, balance, models)
 })
 
 # (importing file, imported module): the deliberate exceptions, explained in docs/ARCHITECTURE.md.

@@ -75,6 +75,7 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
         assert op["x-access"] == ctx.access.name.lower()
         assert op["summary"] and op["description"]
         assert "200" in op["responses"] and "4XX" in op["responses"]
+        assert ("502" in op["responses"]) == ctx.calls_upstream  # only routes that call a provider
         security = {name for way in op["security"] for name in way}
         if ctx.access is Access.PUBLIC:
             assert op["security"] == []
@@ -93,6 +94,20 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
     generate = doc["paths"]["/v1beta/models/{target}"]["post"]["requestBody"]["content"]["application/json"]
     assert doc["components"]["schemas"]["GenerateContentRequest"]["additionalProperties"] is True
     assert generate["schema"]["$ref"].endswith("/GenerateContentRequest")
+
+
+def test_the_routes_that_call_an_upstream_document_their_502_and_extra_fields(tmp_path: Any) -> None:
+    doc = document(app_for(tmp_path, "schemas_upstream"))
+    calling = {(m.upper(), p) for p, ops in doc["paths"].items() for m, op in ops.items()
+               if "502" in op["responses"]}
+    assert calling == {
+        ("GET", "/api/channel/test/{channel_id}"), ("GET", "/api/channel/test"),
+        ("GET", "/api/channel/update_balance/{channel_id}"), ("GET", "/api/channel/update_balance"),
+        ("GET", "/api/channel/fetch_models/{channel_id}"), ("POST", "/api/channel/fetch_models")}
+    reply = doc["paths"]["/api/channel/test/{channel_id}"]["get"]["responses"]["200"]["content"]
+    schema = doc["components"]["schemas"][reply["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert {"success", "message", "time", "data"} <= set(schema["required"])
+    assert doc["paths"]["/api/channel/fetch_models"]["post"]["x-access"] == "root"
 
 
 def test_envelope_replies_wrap_the_declared_data(tmp_path: Any) -> None:

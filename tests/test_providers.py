@@ -17,11 +17,13 @@ import pytest
 from core.enums import ChannelType
 from server.destinations import ANY_ADDRESS
 from server.errors import InvalidRequest, UnknownMethod
-from server.relay.providers import SERVED_TYPES, for_wire, owned_by, provider
+from server.relay.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
+from server.relay.providers.balances import BALANCE_TYPES, balance_query
 from server.relay.providers.base import (
     SSE,
     Asked,
     ListedModel,
+    Money,
     Operation,
     SseSplitter,
     UnreadableReply,
@@ -67,6 +69,15 @@ def test_the_registry_serves_gemini_and_openai_channels() -> None:
         "google", "openai", "custom")
     with pytest.raises(KeyError):
         provider(ChannelType.AZURE)
+
+
+def test_default_addresses_and_model_listers_of_every_type() -> None:
+    assert default_base(ChannelType.GEMINI) == "https://generativelanguage.googleapis.com"
+    assert default_base(ChannelType.OPENAI) == "https://api.openai.com"
+    assert default_base(ChannelType.DEEPSEEK) == "https://api.deepseek.com"
+    assert default_base(ChannelType.CUSTOM) == "" and default_base(ChannelType.AZURE) == ""
+    assert lister(ChannelType.GEMINI) is GEMINI
+    assert lister(ChannelType.OPENAI) is OPENAI and lister(ChannelType.MOONSHOT) is OPENAI
 
 
 def test_a_route_wire_picks_the_error_shape() -> None:
@@ -288,18 +299,60 @@ def test_openai_administrative_requests() -> None:
 
 def test_openai_balance_is_the_hard_limit_minus_the_usage_in_cents() -> None:
     query = OPENAI.balance_query(Channel("http://o.example"), "k", datetime.date(2025, 3, 9))
-    assert query is not None
+    assert query is not None and query.then is not None
     assert (query.first.method, query.first.url) == ("GET", "http://o.example/v1/dashboard/billing/subscription")
     assert query.first.headers["Authorization"] == "Bearer k"
     paying = b'{"hard_limit_usd": 120.5, "has_payment_method": true}'
     assert query.then(paying).url == (
         "http://o.example/v1/dashboard/billing/usage?start_date=2025-03-01&end_date=2025-03-09")
     assert query.then(b'{"hard_limit_usd": 5}').url.endswith("start_date=2024-11-29&end_date=2025-03-09")
-    assert query.read(paying, b'{"total_usage": 2050}') == pytest.approx(100.0)
+    assert query.read(paying, b'{"total_usage": 2050}') == Money(pytest.approx(100.0), "USD")
     with pytest.raises(UnreadableReply):
         query.read(b'{"hard_limit_usd": "lots"}', b'{"total_usage": 0}')
     with pytest.raises(UnreadableReply):
         query.read(paying, b"<html>")
+
+
+BALANCE_CASES = [
+    (ChannelType.OPENROUTER, "/v1/credits", b'{"data": {"total_credits": 10.5, "total_usage": 0.5}}',
+     Money(10.0, "USD")),
+    (ChannelType.MOONSHOT, "/v1/users/me/balance",
+     b'{"code": 0, "data": {"available_balance": 73.0}, "scode": "0x0", "status": true}', Money(73.0, "CNY")),
+    (ChannelType.SILICONFLOW, "/v1/user/info", b'{"code": 20000, "data": {"totalBalance": "14.60"}}',
+     Money(14.6, "CNY")),
+    (ChannelType.DEEPSEEK, "/user/balance",
+     b'{"balance_infos": [{"currency": "USD", "total_balance": "2"}, {"currency": "CNY", '
+     b'"total_balance": "3.5"}]}', Money(3.5, "CNY")),
+    (ChannelType.DEEPSEEK, "/user/balance", b'{"balance_infos": [{"currency": "USD", "total_balance": "2"}]}',
+     Money(2.0, "USD")),
+]
+
+
+@pytest.mark.parametrize(("channel_type", "path", "body", "money"), BALANCE_CASES)
+def test_the_balance_of_each_provider(channel_type: int, path: str, body: bytes, money: Money) -> None:
+    channel = Channel("http://b.example", {"X-Org": "o", "Authorization": "no"})
+    query = balance_query(channel_type, channel, "k", datetime.date(2025, 3, 9))
+    assert query is not None and query.then is None
+    assert (query.first.method, query.first.url) == ("GET", f"http://b.example{path}")
+    assert query.first.headers["Authorization"] == "Bearer k" and query.first.headers["X-Org"] == "o"
+    assert query.read(body, b"") == money
+    for unreadable in (b"<html>", b"[]", b'{"data": {"total_credits": "many"}}', b'{"code": 1, "data": {}}',
+                       b'{"balance_infos": [{"currency": "EUR", "total_balance": "1"}]}'):
+        with pytest.raises(UnreadableReply):
+            query.read(unreadable, b"")
+
+
+def test_which_types_publish_a_balance() -> None:
+    assert {1, 8, 20, 25, 40, 43} == BALANCE_TYPES
+    channel = Channel("http://b.example")
+    assert balance_query(ChannelType.CUSTOM, channel, "k", datetime.date(2025, 3, 9)) is not None
+    assert balance_query(ChannelType.GEMINI, channel, "k", datetime.date(2025, 3, 9)) is None
+
+
+def test_a_test_answer_must_be_a_json_object() -> None:
+    assert GEMINI.test_outcome(200, b'{"models": []}').ok
+    garbage = OPENAI.test_outcome(200, b"<html>")
+    assert (garbage.ok, garbage.message) == (False, "status code 200, but the reply is not JSON")
 
 
 # ---- against the fake providers ------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 `ChannelService` (service.py) is one class assembled from parts, each in its own module so that none
 grows past a screenful of rules: the create/update/read routes (service.py), the tools that act on many
-channels at once or on a channel's key (tools.py), tags (tags.py) and the key management of multi-key
-channels (keyring.py). Each part subclasses `ChannelBase`, which holds the components the container
+channels at once or on a channel's key (tools.py), tags (tags.py), the key management of multi-key
+channels (keyring.py), and the parts that call a channel's upstream: tests and model lists (probe.py)
+and balances (balances.py). Each part subclasses `ChannelBase`, which holds the components the container
 hands over and the shared rules:
 
 - a status change records `{status_reason, status_time}` in `other_info` (`set_status`);
@@ -17,6 +18,9 @@ Every write runs in one transaction with the channel's abilities; the caller the
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 
@@ -33,6 +37,7 @@ from server.channels.table import ChannelTable
 from server.clock import Clock
 from server.crypto import SecretBox
 from server.errors import Conflict
+from server.relay.admin import UpstreamAdmin
 from server.system.options import Options
 
 ALL_KEYS_DISABLED = "all keys are disabled"
@@ -43,6 +48,16 @@ STATUS_REASONS = {ChannelStatus.ENABLED: "manually enabled",
 COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
              "accents); keep one")
 UNREADABLE_KEYS = "key: the stored keys cannot be decrypted with this SECRET_KEY"
+
+
+class TaskOwner(Protocol):
+    """The worker's owner of background tasks (`server/context.py` `Tasks`): named, drained on shutdown."""
+
+    def start(self, name: str, coro: Coroutine[Any, Any, Any], *, stop: Callable[[], None] | None = None
+              ) -> None: ...
+
+    @property
+    def names(self) -> list[str]: ...
 
 
 def status_info(reason: str, now: int, previous: str | None = None) -> str:
@@ -57,14 +72,16 @@ class ChannelBase:
 
     def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, options: Options,
                  destinations: KeyDestinations, backend: Backend, verifier: SecureVerifier,
-                 clock: Clock) -> None:
+                 admin: UpstreamAdmin, tasks: TaskOwner, clock: Clock) -> None:
         self.db = db
         self.channels = channels
         self.box = box
         self.options = options
         self.destinations = destinations
-        self.backend = backend  # the cluster-wide lock of the abilities rebuild
+        self.backend = backend  # the cluster-wide locks (abilities rebuild, test and balance runs)
         self.verifier = verifier  # the secure verification the key reveal needs
+        self.admin = admin  # the upstream calls made for an admin: tests, balances, model lists
+        self.tasks = tasks  # owns the background run of "test every channel"
         self.clock = clock
 
     def keys_of(self, channel: Channel) -> list[str]:

@@ -1,6 +1,6 @@
-"""The admin channel routes: create, update, read, list, search, delete, the model catalog lists, and the
+"""The admin channel routes: create, update, read, list, search, delete, the model catalog lists, the
 tools that call no upstream (key reveal, batch delete and tag, copy, abilities rebuild, tags, multi-key
-management)."""
+management), and those that ask a channel's upstream (tests, balances, upstream model lists)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.channels.schemas import (
+    BalanceReply,
+    BalanceRun,
     CatalogModel,
     ChannelCreate,
     ChannelIds,
@@ -20,6 +22,7 @@ from server.channels.schemas import (
     ChannelView,
     CopyQuery,
     CreatedChannel,
+    FetchModelsBody,
     FixResult,
     KeyManage,
     KeyReveal,
@@ -27,9 +30,11 @@ from server.channels.schemas import (
     TagBody,
     TagEdit,
     TagQuery,
+    TestQuery,
+    TestReply,
 )
 from server.channels.service import models_catalog, status_filter
-from server.web.access import Access, route
+from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of
 
@@ -211,3 +216,70 @@ async def manage_keys(request: Request, body: KeyManage) -> HTTPResponse:
     return ok(await services_of(request).channels.manage_keys(
         body.channel_id, body.action, key_index=body.key_index, page=body.page, page_size=body.page_size,
         status=body.status))
+
+
+# ---- the routes that call a channel's upstream ---------------------------------------------------------
+
+
+@route(bp, "GET", "/api/channel/test/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,
+       query=TestQuery, reply=TestReply, wire=Wire.RAW, calls_upstream=True)
+async def test_channel(request: Request, channel_id: int, query: TestQuery) -> HTTPResponse:
+    """Test a channel with one small real request to its upstream.
+    The model is `model`, else the channel's `test_model`, else its first model: a moderation model is
+    asked to moderate one word, a speech model to say one word in a built-in voice, any other model
+    lists the upstream's models; with the key, model mapping and headers a call would use. `time` (in
+    seconds) is in the reply and in `data`. A success records the test's time and latency; nothing is
+    charged and no status changes. A type that cannot be tested is a 400; a failed test a 502 with the
+    upstream's message (never a key) and `time` 0."""
+    seconds = await services_of(request).channels.test_channel(channel_id, query.model)
+    return ok({"time": seconds}, extra={"time": seconds})
+
+
+@route(bp, "GET", "/api/channel/test", access=Access.ADMIN, reply=None, calls_upstream=True)
+async def test_all_channels(request: Request) -> HTTPResponse:
+    """Test every channel but those an admin disabled, in the background; the reply comes at once.
+    A failure the automatic-disable rules act on, or an answer slower than `ChannelDisableThreshold`,
+    disables an enabled channel whose `auto_ban` is 1 (when `AutomaticDisableChannelEnabled`); a passing
+    test enables an automatically disabled channel again (when `AutomaticEnableChannelEnabled`). One run
+    at a time in the whole deployment: a second one is a 409."""
+    await services_of(request).channels.start_test_all()
+    return ok()
+
+
+@route(bp, "GET", "/api/channel/update_balance/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,
+       reply=BalanceReply, wire=Wire.RAW, calls_upstream=True)
+async def update_balance(request: Request, channel_id: int) -> HTTPResponse:
+    """Ask a channel's upstream for its balance and store it.
+    For single-key channels of type OpenAI, Custom, OpenRouter, Moonshot, SiliconFlow and DeepSeek;
+    amounts in CNY are turned into USD with `USDExchangeRate`. `balance` (USD) is in the reply and in
+    `data`. Another type or a multi-key channel is a 400; a failed query a 502."""
+    balance = await services_of(request).channels.update_balance(channel_id)
+    return ok({"balance": balance}, extra={"balance": balance})
+
+
+@route(bp, "GET", "/api/channel/update_balance", access=Access.ADMIN, reply=BalanceRun, calls_upstream=True)
+async def update_all_balances(request: Request) -> HTTPResponse:
+    """Update the balance of every enabled single-key channel whose type publishes one.
+    Eight at a time, each given 10 seconds; a balance of zero or less disables the channel when
+    `AutomaticDisableChannelEnabled` and its `auto_ban` is 1. The reply counts the channels updated and
+    those that failed; one run at a time in the whole deployment (a second one is a 409)."""
+    return ok(await services_of(request).channels.update_all_balances())
+
+
+@route(bp, "GET", "/api/channel/fetch_models/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,
+       reply=list[str], calls_upstream=True)
+async def fetch_channel_models(request: Request, channel_id: int) -> HTTPResponse:
+    """The models a channel's upstream lists, asked with the channel's first enabled key.
+    Gemini channels read every page of Google's list (without the `models/` prefix); other types ask
+    `/v1/models` the OpenAI way, with the channel's header override. Nothing is stored."""
+    return ok(await services_of(request).channels.fetch_models(channel_id))
+
+
+@route(bp, "POST", "/api/channel/fetch_models", access=Access.ROOT, body=FetchModelsBody, reply=list[str],
+       calls_upstream=True)
+async def fetch_models(request: Request, body: FetchModelsBody) -> HTTPResponse:
+    """The models an upstream lists for channel settings not saved yet.
+    The first line of `key` (trimmed) is used; an empty `base_url` means the type's default address,
+    and a private address is refused as when saving a channel. Nothing is stored."""
+    return ok(await services_of(request).channels.fetch_models_unsaved(
+        channel_type=body.type, base_url=body.base_url, key=body.key))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -322,3 +322,50 @@ class KeyStatusPage(Schema):
     enabled_count: int
     manual_disabled_count: int
     auto_disabled_count: int
+
+
+# ---- the routes that call an upstream (server/channels/probe.py, balances.py) --------------------------
+
+
+class TestQuery(Schema):
+    model: Annotated[str, QueryTextRule(max_len=255, plain=True)] = Field(
+        "", description="the model to test; by default the channel's test_model, else its first model")
+
+
+class TestTime(Schema):
+    time: float = Field(description="seconds the test took")
+
+
+class TestReply(Schema):
+    """The envelope with `time` next to `data` too (where new-api's clients read it)."""
+
+    success: Literal[True]
+    message: str
+    time: float = Field(description="seconds the test took")
+    data: TestTime
+
+
+class BalanceData(Schema):
+    balance: float = Field(description="USD")
+
+
+class BalanceReply(Schema):
+    """The envelope with `balance` next to `data` too (where new-api's clients read it)."""
+
+    success: Literal[True]
+    message: str
+    balance: float = Field(description="USD")
+    data: BalanceData
+
+
+class BalanceRun(Schema):
+    updated: int = Field(description="channels whose balance was read and stored")
+    failed: int = Field(description="channels whose upstream did not tell")
+
+
+class FetchModelsBody(Schema):
+    """Settings not saved yet."""
+
+    type: Int64 = Field(description="the channel type (new-api numbers)", examples=[24])
+    key: Str = Field(description="a key, or keys one per line (the first is used)", examples=["AIza-key"])
+    base_url: Trimmed | None = Field(None, description="\"\" or absent: the type's default address")

@@ -1,7 +1,8 @@
 """The rules of the channel routes (docs/API.md#channel-routes): create (single, batch, multi-key), partial
 update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal, batch
-delete and tag, copy, abilities rebuild), tags.py (tag routes) and keyring.py (multi-key management),
-`ChannelService` is the one service the channel routes call (see server/channels/base.py).
+delete and tag, copy, abilities rebuild), tags.py (tag routes), keyring.py (multi-key management),
+probe.py (tests and upstream model lists) and balances.py (balances), `ChannelService` is the one service
+the channel routes call (see server/channels/base.py).
 
 Keys are encrypted with the `SecretBox` and digested for the exact-key search; no reply ever carries them
 (except the root's key reveal). Each change writes the channel and rebuilds its abilities in one
@@ -20,10 +21,12 @@ from core.enums import ChannelStatus
 from core.multikey import MultiKeyMode, MultiKeyState
 from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import load_json
+from server.channels.balances import ChannelBalances
 from server.channels.base import ALL_KEYS_DISABLED, COLLIDING, KEYS_BACK, STATUS_REASONS, status_info
 from server.channels.catalog import capabilities, catalog_models
 from server.channels.destination import require_key_holder
 from server.channels.keyring import ChannelKeyring
+from server.channels.probe import ChannelProbe
 from server.channels.rules import (
     NAME_MAX,
     clean_fields,
@@ -64,7 +67,7 @@ def models_catalog() -> list[dict[str, Any]]:
     return catalog_models()
 
 
-class ChannelService(ChannelTools, ChannelTags, ChannelKeyring):
+class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, ChannelBalances):
     """The channel rules, with exactly the components they use (`ChannelBase.__init__`)."""
 
     async def create_channels(self, *, mode: str, multi_key_mode: str | None, name_from_key: bool,

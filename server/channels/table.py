@@ -11,7 +11,9 @@ answered, without a periodic sync.
 Selection (docs/API.md#selection-and-retries): candidates = enabled abilities for (group, model) on channels
 of the served types, minus the channels already tried in this request; the highest priority tier among them; a
 weighted pick among its weight > 0 channels (uniform when every weight is 0, so weight-0 channels serve only
-after their tier's weighted ones failed).
+after their tier's weighted ones failed). Then the key (`choose_key`: random or polling among the enabled
+keys of a multi-key channel) and the model sent upstream (`map_model`); a channel test makes the same two
+choices.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
 from core.enums import ChannelStatus
-from core.multikey import MultiKeyState
+from core.multikey import MultiKeyMode, MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
@@ -55,6 +57,27 @@ class RoutedChannel:
 
     def enabled_keys(self) -> list[int]:
         return [i for i, s in enumerate(self.key_status) if s == ChannelStatus.ENABLED]
+
+
+async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
+    """Index of the key to use: the only one, or among the enabled keys at random / by a shared counter."""
+    enabled = channel.enabled_keys()
+    if not channel.multi_key or len(enabled) == 1:
+        return enabled[0]
+    if channel.multi_key_mode == MultiKeyMode.POLLING:
+        n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
+        return enabled[(n - 1) % len(enabled)]
+    return random.choice(enabled)
+
+
+def map_model(mapping: Mapping[str, Any], model: str) -> str:
+    """Follow `model_mapping` from the requested name (chains followed; a cycle stops where it closes)."""
+    seen = {model}
+    current = model
+    while isinstance(mapping.get(current), str) and mapping[current] and mapping[current] not in seen:
+        current = mapping[current]
+        seen.add(current)
+    return current
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +114,7 @@ class ChannelTable:
                 rows, abilities = await load_routing(tx)
             snap = _Snapshot()
             for row in rows:
-                snap.channels[row.id] = self._routed(row)
+                snap.channels[row.id] = self.routed(row)
             for ab in abilities:
                 channel = snap.channels.get(ab.channel_id)
                 if channel is None:
@@ -100,7 +123,9 @@ class ChannelTable:
                     Route(ab.channel_id, int(ab.priority or 0), int(ab.weight or 0), bool(ab.enabled)))
             self._snap = snap
 
-    def _routed(self, row: Any) -> RoutedChannel:
+    def routed(self, row: Any) -> RoutedChannel:
+        """A channel row as routing sees it (keys decrypted, JSON fields parsed); also what a channel test
+        uses, so that it picks the key and maps the model exactly as a call would."""
         try:
             text = self.box.decrypt(row.key_encrypted) if row.key_encrypted else ""
         except (ValueError, InvalidTag):  # encrypted under another SECRET_KEY: unusable, never routed

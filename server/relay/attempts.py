@@ -13,17 +13,13 @@ stored, logged or passed on.
 from __future__ import annotations
 
 import logging
-import random
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
-from core.multikey import MultiKeyMode
 from core.settings import Settings, status_in
 from quota.backends.base import Backend
-from server.channels.table import ChannelTable, RoutedChannel
+from server.channels.table import ChannelTable, RoutedChannel, choose_key, map_model
 from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout
 from server.redaction import redact
 from server.relay.call import Call
@@ -31,27 +27,6 @@ from server.relay.faults import describe, is_timeout
 from server.relay.upstream import Upstream
 
 log = logging.getLogger("tollway.relay")
-
-
-async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
-    """Index of the key to use: the only one, or among the enabled keys at random / by a shared counter."""
-    enabled = channel.enabled_keys()
-    if not channel.multi_key or len(enabled) == 1:
-        return enabled[0]
-    if channel.multi_key_mode == MultiKeyMode.POLLING:
-        n = await backend.incr(f"poll:channel:{channel.id}", 7 * 86_400)
-        return enabled[(n - 1) % len(enabled)]
-    return random.choice(enabled)
-
-
-def map_model(mapping: Mapping[str, Any], model: str) -> str:
-    """Follow `model_mapping` from the requested name (chains followed; a cycle stops where it closes)."""
-    seen = {model}
-    current = model
-    while isinstance(mapping.get(current), str) and mapping[current] and mapping[current] not in seen:
-        current = mapping[current]
-        seen.add(current)
-    return current
 
 
 def mapped_status(channel: RoutedChannel, status: int) -> int:

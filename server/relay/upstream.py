@@ -35,10 +35,13 @@ class Upstream:
         self.transport = build_transport(transport, limits, self.policy)
         self.extensions = {"timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)).as_dict()}
 
-    async def send(self, call: UpstreamCall) -> httpx.Response:
-        """The response with its body not read yet: `aread()` it or iterate `aiter_raw()`, then `aclose()`."""
+    async def send(self, call: UpstreamCall, *, seconds: float | None = None) -> httpx.Response:
+        """The response with its body not read yet: `aread()` it or iterate `aiter_raw()`, then `aclose()`.
+        `seconds` replaces the client's timeout for this request (the administrative calls' tighter bound)."""
+        extensions = self.extensions if seconds is None else {
+            "timeout": httpx.Timeout(seconds, connect=min(10.0, seconds)).as_dict()}
         request = httpx.Request(call.method, call.url, headers=call.headers, content=call.body,
-                                extensions=self.extensions)
+                                extensions=extensions)
         response = await self.transport.handle_async_request(request)
         response.request = request
         return response

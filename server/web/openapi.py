@@ -156,6 +156,9 @@ def _responses(ctx: Any, reply: dict[str, Any], takes_input: bool) -> dict[str, 
         out["403"] = _error("The credentials do not allow this.", error)
     out["429"] = _error("Too many requests (see `Retry-After`).", error)
     out["4XX"] = _error("Refused (not found, conflict, too large, …).", error)
+    if ctx.calls_upstream:
+        out["502"] = _error("The upstream provider called for this request failed (the message says how; "
+                            "it never holds a key).", error)
     out["503"] = _error("The database, the cache or every upstream is unavailable right now.", error)
     return out
 

@@ -43,7 +43,9 @@ class Wire(Enum):
     """How a route's replies are shaped (the OpenAPI document describes each)."""
 
     ENVELOPE = "envelope"  # {"success", "message", "data"}; `reply` is the model of `data`
-    RAW = "raw"            # `reply` is the whole body; errors are the envelope (the API document itself)
+    # `reply` is the whole body; errors are the envelope (the API document itself; the channel test and
+    # balance, whose envelope carries a field next to `data`)
+    RAW = "raw"
     OPENAI = "openai"      # `reply` is the whole body; errors are that provider's error objects
     GOOGLE = "google"      # `reply` is the whole body; errors are that provider's error objects
     # either of the two by the path (the provider that claims the path: server/relay/providers/)
@@ -72,11 +74,12 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
           body: type[BaseModel] | None = None, query: type[BaseModel] | None = None,
           path_params: type[BaseModel] | None = None, passthrough: bool = False,
           wire: Wire = Wire.ENVELOPE, media_type: str = "application/json", critical: bool = False,
-          session_only: bool = False) -> Callable[[Handler], Handler]:
+          session_only: bool = False, calls_upstream: bool = False) -> Callable[[Handler], Handler]:
     """Register a handler with its access level and its schemas (see the module docstring).
 
     `reply` is the type of the envelope's `data` (None when it is always null) or, for a route that does
-    not answer the envelope (`wire`), of the whole body."""
+    not answer the envelope (`wire`), of the whole body. `calls_upstream`: the route calls a provider on
+    an admin's behalf and answers 502 when it fails."""
 
     def decorate(handler: Handler) -> Handler:
         validated_body = body if body is not None and not passthrough else None
@@ -100,7 +103,7 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
             ctx_body=body, ctx_query=query, ctx_path=path_params, ctx_reply=reply, ctx_declared=True,
             ctx_passthrough=passthrough, ctx_wire=wire, ctx_media_type=media_type,
             ctx_summary=summary.strip(), ctx_description=" ".join(description.split()),
-            ctx_operation_id=handler.__name__, ctx_path_template=path,
+            ctx_operation_id=handler.__name__, ctx_path_template=path, ctx_calls_upstream=calls_upstream,
         )
         register(target)
         return handler

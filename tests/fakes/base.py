@@ -9,7 +9,9 @@ It is our own asyncio code rather than a framework (Sanic, aiohttp): closing a c
 answering, or in the middle of a chunked body, is one line here and a fight with a framework's protocol.
 
 A subclass implements `route` (the normal answers), `error_reply` (the injected failures, in the provider's
-wire format), and `api_key` / `key_error` (what `valid_keys` checks).
+wire format), and `api_key` / `key_error` (what `valid_keys` checks). Three failures are the same for
+every provider: `hang` (accept the request and never answer, until the fake stops), `garbage` (a 200 whose
+body is not JSON) and `huge` (a 200 JSON body of `HUGE_BYTES`, streamed in 1 MB chunks).
 
 Two switches imitate what real providers send that a gateway must not pass on: `extra_headers` are added
 to every reply (`Set-Cookie`, organisation and rate-limit headers, …), and `echo_key` makes every error
@@ -33,7 +35,10 @@ MAX_HEAD = 64 * 1024
 """The longest request line + headers accepted (the StreamReader's default limit)."""
 
 BASE_FAILURES = frozenset({"400", "401", "403", "429", "500", "slow", "drop", "drop_mid_stream",
-                           "stall_mid_stream"})
+                           "stall_mid_stream", "hang", "garbage", "huge"})
+HUGE_BYTES = 6 * 1024 * 1024
+"""The size of a `huge` answer: more than the 5 MB an administrative call reads."""
+GARBAGE = b"<html><body>\x00 this is not JSON \xff\xfe</body>"
 
 
 @dataclass
@@ -205,6 +210,14 @@ class FakeServer:
         broken = {"drop_mid_stream": "cut", "stall_mid_stream": "stall"}.get(mode or "")
         if mode == "drop":
             return None, None
+        if mode == "hang":
+            await asyncio.sleep(86_400)  # until `stop` cancels the connection
+        if mode == "garbage":
+            return Reply(200, GARBAGE, "text/html"), None
+        if mode == "huge":
+            mb = 1024 * 1024
+            chunks = [b'{"data": "'] + [b"x" * mb] * (HUGE_BYTES // mb) + [b'"}']
+            return Reply(200, chunks=chunks), None
         if mode == "slow":
             await asyncio.sleep(self.slow_seconds)
         elif mode is not None and broken is None:

@@ -6,6 +6,11 @@
   an input with a word starting with "kill" (any case) is flagged for violence (score 0.9); everything else
   is not flagged, with small scores.
 - `GET /v1/models`, `GET /v1/models/{id}` from `models`.
+- The balance endpoints of OpenAI and of the OpenAI-compatible providers whose balance Tollway reads, all
+  telling `balance` (spent: `used`): OpenAI's `GET /v1/dashboard/billing/subscription` (`hard_limit_usd`
+  = balance + used) and `GET /v1/dashboard/billing/usage` (`total_usage` = used, in cents); OpenRouter's
+  `GET /v1/credits`; Moonshot's `GET /v1/users/me/balance`; SiliconFlow's `GET /v1/user/info`;
+  DeepSeek's `GET /user/balance` (in `balance_currency`). Each in that provider's own format.
 - Anything else is OpenAI's 404 `Invalid URL (METHOD /path)`.
 
 Errors are OpenAI's `{"error": {"message", "type", "param", "code"}}`. With `valid_keys` set, another
@@ -45,6 +50,10 @@ NOT_JSON_MESSAGE = (
     "have trouble figuring out how to fix this, please contact us through our help center at "
     "help.openai.com.)")
 _KILL = re.compile(r"\bkill", re.IGNORECASE)
+BALANCE_PATHS = {  # path → the method that answers it
+    "/v1/dashboard/billing/subscription": "_subscription", "/v1/dashboard/billing/usage": "_usage",
+    "/v1/credits": "_credits", "/v1/users/me/balance": "_moonshot", "/v1/user/info": "_siliconflow",
+    "/user/balance": "_deepseek"}
 
 
 def openai_error(status: int, message: str, type_: str, code: str | None = None,
@@ -97,6 +106,11 @@ class FakeOpenAI(FakeServer):
                  slow_seconds: float = 5.0, chunk_delay: float = 0.01) -> None:
         super().__init__(valid_keys=valid_keys, slow_seconds=slow_seconds, chunk_delay=chunk_delay)
         self.models = list(models)
+        self.balance = 100.0
+        """What every balance endpoint tells (in USD, or in CNY where the provider counts in yuan)."""
+        self.used = 20.0
+        self.balance_currency = "CNY"
+        """The currency of DeepSeek's balance entry."""
 
     # -- hooks ------------------------------------------------------------------------------------------
 
@@ -126,6 +140,8 @@ class FakeOpenAI(FakeServer):
             return self._moderate(request)
         if request.method == "GET" and path == "/v1/models":
             return json_reply(200, {"object": "list", "data": [self._model_view(m) for m in self.models]})
+        if request.method == "GET" and path in BALANCE_PATHS:
+            return json_reply(200, getattr(self, BALANCE_PATHS[path])())
         if request.method == "GET" and path.startswith("/v1/models/"):
             model = path.removeprefix("/v1/models/")
             if model in self.models:
@@ -135,6 +151,32 @@ class FakeOpenAI(FakeServer):
         return openai_error(404, f"Invalid URL ({request.method} {request.path})", "invalid_request_error")
 
     # -- endpoints --------------------------------------------------------------------------------------
+
+    def _subscription(self) -> dict[str, Any]:
+        return {"object": "billing_subscription", "has_payment_method": True,
+                "hard_limit_usd": self.balance + self.used, "soft_limit_usd": self.balance + self.used,
+                "system_hard_limit_usd": self.balance + self.used, "access_until": 0}
+
+    def _usage(self) -> dict[str, Any]:
+        return {"object": "list", "daily_costs": [], "total_usage": self.used * 100}
+
+    def _credits(self) -> dict[str, Any]:
+        return {"data": {"total_credits": self.balance + self.used, "total_usage": self.used}}
+
+    def _moonshot(self) -> dict[str, Any]:
+        return {"code": 0, "data": {"available_balance": self.balance, "voucher_balance": 0,
+                                    "cash_balance": self.balance}, "scode": "0x0", "status": True}
+
+    def _siliconflow(self) -> dict[str, Any]:
+        return {"code": 20000, "message": "OK", "status": True,
+                "data": {"id": "u-fake", "name": "fake", "balance": f"{self.balance:.4f}",
+                         "chargeBalance": "0.0000", "totalBalance": f"{self.balance:.4f}"}}
+
+    def _deepseek(self) -> dict[str, Any]:
+        amount = f"{self.balance:.2f}"
+        return {"is_available": self.balance > 0, "balance_infos": [
+            {"currency": self.balance_currency, "total_balance": amount, "granted_balance": "0.00",
+             "topped_up_balance": amount}]}
 
     @staticmethod
     def _model_view(model: str) -> dict[str, Any]:

@@ -137,3 +137,27 @@ async def test_the_openai_sdk_talks_to_it(openai_fake: FakeOpenAI) -> None:
         await bad.moderations.create(input="x")
     await client.close()
     await bad.close()
+
+
+async def test_every_balance_endpoint_tells_the_balance_in_its_providers_format(openai_fake: FakeOpenAI
+                                                                                  ) -> None:
+    openai_fake.balance, openai_fake.used = 42.5, 7.5
+    async with client_for(openai_fake) as client:
+        async def get(path: str) -> Any:
+            response = await client.get(path)
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        subscription = await get("/v1/dashboard/billing/subscription")
+        usage = await get("/v1/dashboard/billing/usage?start_date=2025-01-01&end_date=2025-01-31")
+        assert subscription["hard_limit_usd"] - usage["total_usage"] / 100 == 42.5
+        credits = (await get("/v1/credits"))["data"]
+        assert credits["total_credits"] - credits["total_usage"] == 42.5
+        moonshot = await get("/v1/users/me/balance")
+        assert moonshot["status"] is True and moonshot["code"] == 0
+        assert moonshot["data"]["available_balance"] == 42.5
+        silicon = await get("/v1/user/info")
+        assert silicon["code"] == 20000 and silicon["data"]["totalBalance"] == "42.5000"
+        deepseek = await get("/user/balance")
+        assert deepseek["balance_infos"][0] == {"currency": "CNY", "total_balance": "42.50",
+                                                "granted_balance": "0.00", "topped_up_balance": "42.50"}

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeGemini, FakeOpenAI
-from tests.fakes.base import FakeServer
+from tests.fakes.base import HUGE_BYTES, FakeServer
 from tests.fakes.fixtures import client_for
 
 MODERATE = "/v1/moderations"
@@ -203,3 +203,25 @@ async def test_echo_key_quotes_the_key_in_error_messages(kind: type[FakeServer])
         fake.echo_key = True
         fake.fail("400", times=1)
         assert "(key: the-key-1234)" in (await client.get(path)).json()["error"]["message"]
+
+
+@pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
+async def test_garbage_and_huge_are_200s_no_client_can_use(kind: type[FakeServer]) -> None:
+    async with kind() as fake, client_for(fake) as client:
+        fake.fail("garbage", times=1)
+        garbage = await client.get("/v1/models")
+        assert garbage.status_code == 200 and garbage.headers["content-type"] == "text/html"
+        with pytest.raises(ValueError):
+            json.loads(garbage.content)
+        fake.fail("huge", times=1)
+        async with client.stream("GET", "/v1/models") as huge:
+            assert huge.status_code == 200 and huge.headers["transfer-encoding"] == "chunked"
+            assert len(await huge.aread()) > HUGE_BYTES
+        assert (await client.get("/v1/models")).status_code in (200, 404)  # then back to normal
+
+
+async def test_hang_never_answers_and_stop_does_not_wait() -> None:
+    async with FakeGemini() as fake, client_for(fake, timeout=0.2) as client:
+        fake.fail("hang")
+        with pytest.raises(httpx.ReadTimeout):
+            await client.get("/v1beta/models")

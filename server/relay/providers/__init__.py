@@ -1,11 +1,13 @@
 """The providers the gateway speaks, by channel type (`core.enums.ChannelType`) and by route wire.
 
 Each implements `base.Provider`: `gemini.GEMINI` (type 24, Google's wire) and `openai.OPENAI` (type 1,
-OpenAI's wire). A channel of any other type is stored and listed but never selected.
+OpenAI's wire). A channel of any other type is stored and listed but never selected; an admin may still
+list its upstream's models (OpenAI's way) and, for some types, query its balance (`balances.py`).
 """
 
 from __future__ import annotations
 
+from server.relay.providers.balances import DEFAULT_BASES
 from server.relay.providers.base import Provider
 from server.relay.providers.gemini import GEMINI
 from server.relay.providers.openai import OPENAI
@@ -19,6 +21,18 @@ _BY_WIRE: dict[Wire, Provider] = {Wire.GOOGLE: GEMINI, Wire.OPENAI: OPENAI}
 def provider(channel_type: int) -> Provider:
     """The provider of a served channel type (KeyError for another)."""
     return PROVIDERS[channel_type]
+
+
+def default_base(channel_type: int) -> str:
+    """The address a channel of this type calls when its `base_url` is empty; "" when the type has none."""
+    served = PROVIDERS.get(channel_type)
+    return served.default_base if served is not None else DEFAULT_BASES.get(channel_type, "")
+
+
+def lister(channel_type: int) -> Provider:
+    """The provider whose model list a channel of this type answers: Gemini's for Gemini channels,
+    OpenAI's (`GET /v1/models`) for every other type."""
+    return PROVIDERS.get(channel_type, OPENAI)
 
 
 def owned_by(channel_type: int) -> str:

@@ -135,13 +135,21 @@ class TestOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Money:
+    """An amount in a currency (`USD`, `CNY`) as an upstream reports it."""
+
+    amount: float
+    currency: str = "USD"
+
+
+@dataclass(frozen=True, slots=True)
 class BalanceQuery:
-    """A channel's balance in the upstream's currency: `first` is sent, then `then(first's body)`, and
-    `read(first body, second body)` is the balance."""
+    """How to read a channel's balance: `first` is sent; when `then` is set, `then(first's body)` is sent
+    next; `read(first body, second body or b"")` is the balance, or `UnreadableReply`."""
 
     first: UpstreamCall
-    then: Callable[[bytes], UpstreamCall]
-    read: Callable[[bytes, bytes], float]
+    then: Callable[[bytes], UpstreamCall] | None
+    read: Callable[[bytes, bytes], Money]
 
 
 class Provider(Protocol):
@@ -269,8 +277,13 @@ def json_object(body: bytes) -> dict[str, Any]:
 
 
 def passed(status: int, body: bytes) -> TestOutcome:
-    """A 2xx passes; anything else fails with the upstream's message."""
+    """A 2xx whose body is a JSON object passes (every test request answers one); anything else fails
+    with the upstream's message."""
     if 200 <= status < 300:
+        try:
+            json_object(body)
+        except UnreadableReply as exc:
+            return TestOutcome(False, f"status code {status}, but {exc}")
         return TestOutcome(True, "")
     return TestOutcome(False, f"status code {status}: {message_of(body)}")
 

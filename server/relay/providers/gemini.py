@@ -229,9 +229,9 @@ class Gemini:
         body = {"contents": [{"parts": [{"text": "Say: ok"}]}],
                 "generationConfig": {"responseModalities": ["AUDIO"], "speechConfig": {
                     "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": TEST_VOICE}}}}}
-        return UpstreamCall("POST", f"{base_of(channel, DEFAULT_BASE)}/v1beta/models/{model}:{GENERATE}",
-                            upstream_headers(channel, {"x-goog-api-key": key}, "application/json"),
-                            json.dumps(body).encode())
+        url = f"{base_of(channel, DEFAULT_BASE)}/v1beta/models/{quote(model, safe='')}:{GENERATE}"
+        headers = upstream_headers(channel, {"x-goog-api-key": key}, "application/json")
+        return UpstreamCall("POST", url, headers, json.dumps(body).encode())
 
     def test_outcome(self, status: int, body: bytes) -> TestOutcome:
         return passed(status, body)

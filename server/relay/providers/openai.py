@@ -27,6 +27,7 @@ from server.relay.providers.base import (
     ChannelTarget,
     ListedModel,
     ModelPage,
+    Money,
     Operation,
     Params,
     TestOutcome,
@@ -217,9 +218,9 @@ class OpenAI:
             return UpstreamCall("GET", f"{base}/v1/dashboard/billing/usage?start_date={start.isoformat()}"
                                        f"&end_date={day.isoformat()}", headers, b"")
 
-        def read(subscription: bytes, usage: bytes) -> float:
-            return (_number(json_object(subscription), "hard_limit_usd")
-                    - _number(json_object(usage), "total_usage") / 100)
+        def read(subscription: bytes, usage: bytes) -> Money:
+            return Money(_number(json_object(subscription), "hard_limit_usd")
+                         - _number(json_object(usage), "total_usage") / 100)
 
         return BalanceQuery(UpstreamCall("GET", f"{base}/v1/dashboard/billing/subscription", headers, b""),
                             usage_call, read)
