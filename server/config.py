@@ -61,6 +61,8 @@ class Config:
     stream_idle_timeout: float = 120.0
     upstream_transport: str = "aiohttp"
     upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
+    kill_after_credit_commit: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -269,6 +271,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
         upstream_transport=transport,
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
+        kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
     )
 
 
