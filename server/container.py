@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.accounts.invitations import InvitationService
 from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
@@ -23,7 +24,9 @@ from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.service import LogService
+from server.redemptions.service import RedemptionService
 from server.system.service import SystemService
+from server.topups.service import TopUpService
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +37,13 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     accounts: AccountService
+    invitations: InvitationService
     keys: KeyService
     channels: ChannelService
     logs: LogService
     system: SystemService
+    redemptions: RedemptionService
+    topups: TopUpService
 
 
 def build_services(state: State) -> Services:
@@ -53,6 +59,8 @@ def build_services(state: State) -> Services:
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
+    invitations = InvitationService(db=state.db, credits=state.credits, options=state.options,
+                                    clock=state.clock)
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
                       clock=state.clock)
     destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
@@ -62,5 +70,8 @@ def build_services(state: State) -> Services:
     logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels,
-                    logs=logs, system=system)
+    redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
+    topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, invitations=invitations,
+                    keys=keys, channels=channels, logs=logs, system=system, redemptions=redemptions,
+                    topups=topups)
