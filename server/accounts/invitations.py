@@ -40,6 +40,10 @@ class InvitationService:
 
     async def code(self, principal: Principal) -> str:
         """The caller's invitation code, made on first use and never changed afterwards."""
+        async with self.db.transaction() as tx:
+            user = await UserRepository(tx).get(principal.id)
+        if user is not None and user.aff_code:
+            return user.aff_code
         for attempt in range(CODE_ATTEMPTS):
             try:
                 async with self.db.transaction() as tx:
