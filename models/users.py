@@ -110,6 +110,14 @@ class UserRepository:
             values["email_key"] = email_key(values["email"])
         await self.s.execute(update(User).where(User.id == user_id).values(**values))
 
+    async def take_aff_quota(self, user_id: int, amount: int) -> bool:
+        """Take `amount` from a live user's invitation rewards if they hold that much (one conditional
+        update); True when it was taken."""
+        result = await self.s.execute(
+            update(User).where(User.id == user_id, User.deleted_at.is_(None), User.aff_quota >= amount)
+            .values(aff_quota=User.aff_quota - amount).execution_options(synchronize_session=False))
+        return int(result.rowcount) == 1  # type: ignore[attr-defined]
+
     async def increment(self, user_id: int, **deltas: int) -> None:
         values = {name: getattr(User, name) + delta for name, delta in deltas.items()}
         await self.s.execute(update(User).where(User.id == user_id).values(**values))

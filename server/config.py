@@ -62,6 +62,8 @@ class Config:
     upstream_transport: str = "aiohttp"
     upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     admin_upstream_timeout: float = 15.0  # channel tests, balances, model lists: the whole call
+    # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
+    kill_after_credit_commit: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -271,6 +273,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         upstream_transport=transport,
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
         admin_upstream_timeout=_float(env, "ADMIN_UPSTREAM_TIMEOUT", 15.0, 1.0, 300.0),
+        kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.accounts.invitations import InvitationService
 from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
@@ -23,10 +24,12 @@ from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.service import LogService
+from server.redemptions.service import RedemptionService
 from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
 from server.relay.providers import PROVIDERS
 from server.system.service import SystemService
+from server.topups.service import TopUpService
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +40,14 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     accounts: AccountService
+    invitations: InvitationService
     keys: KeyService
     channels: ChannelService
     logs: LogService
     system: SystemService
     relay: Relay
+    redemptions: RedemptionService
+    topups: TopUpService
 
 
 def build_services(state: State) -> Services:
@@ -57,6 +63,8 @@ def build_services(state: State) -> Services:
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
+    invitations = InvitationService(db=state.db, credits=state.credits, options=state.options,
+                                    clock=state.clock)
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
                       clock=state.clock)
     destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
@@ -71,5 +79,8 @@ def build_services(state: State) -> Services:
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
                   quota=state.quota, backend=state.backend, versions=state.versions, upstream=state.upstream,
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, keys=keys, channels=channels,
-                    logs=logs, system=system, relay=relay)
+    redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
+    topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, invitations=invitations,
+                    keys=keys, channels=channels, logs=logs, system=system, redemptions=redemptions,
+                    topups=topups, relay=relay)

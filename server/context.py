@@ -33,6 +33,7 @@ from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStor
 from server.channels.table import ChannelTable
 from server.clock import Clock
 from server.config import Config
+from server.credits import CreditOutbox
 from server.crypto import Passwords, SecretBox
 from server.keys.directory import KeyDirectory
 from server.relay.upstream import Upstream
@@ -106,6 +107,7 @@ class State:
     channels: ChannelTable
     upstream: Upstream
     versions: VersionTracker
+    credits: CreditOutbox
     started_at: int
     tasks: Tasks = field(default_factory=Tasks)
 
@@ -126,18 +128,21 @@ class State:
             store = MemoryQuotaStore(versions=memory.versions_now)
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
+        quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
             passwords=Passwords(), options=Options(db, backend, box, versions),
             users=UserDirectory(db, backend, config.user_cache_seconds),
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
-            quota=QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout),
+            quota=quota,
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
                                  batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),
             versions=versions, started_at=clock.now_s(),
+            credits=CreditOutbox(db=db, quota=quota, clock=clock,
+                                 kill_after_commit=config.kill_after_credit_commit),
         )
         versions.register(RECORDS, state._forget_records)
         broadcasts = Broadcasts(backend)  # each component registers the messages it owns
@@ -157,6 +162,8 @@ class State:
                           stop=sweeper_stop.set)
         keys_stop = asyncio.Event()
         state.tasks.start("key-access-flush", state.keys.flush_forever(keys_stop), stop=keys_stop.set)
+        credits_stop = asyncio.Event()  # credits a crashed process recorded but never delivered
+        state.tasks.start("credit-replay", state.credits.run_forever(credits_stop), stop=credits_stop.set)
         return state
 
     async def _forget_records(self) -> None:

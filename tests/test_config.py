@@ -41,6 +41,13 @@ def test_defaults_are_embedded_on_localhost_3000_with_sqlite_in_data_dir(tmp_pat
     assert config.max_body_size == DEFAULT_MAX_BODY
     assert config.redis_prefix == "tollway:"
     assert config.public_url == "" and not config.secure_cookies
+    assert config.kill_after_credit_commit is False  # the crash test's hook is inert unless asked for
+
+
+def test_the_crash_hook_is_read_only_when_set(tmp_path: Path) -> None:
+    assert from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="true")).kill_after_credit_commit is True
+    with pytest.raises(ConfigError, match="TEST_KILL_AFTER_CREDIT_COMMIT"):
+        from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="maybe"))
 
 
 def test_without_data_dir_the_data_lives_in_dot_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

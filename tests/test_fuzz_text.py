@@ -15,8 +15,9 @@ How the routes and fields are found (honestly):
   characters (a URL cannot carry 1 MB).
 
 Each example: root is logged in (again, if an earlier example logged it out or renamed it), the quota
-sync is drained and the settlement tasks have finished, the tables are dumped, the request is sent, the
-sync drained again, and then: status < 500, and on a 4xx the dump is unchanged. Runs on the embedded stack
+sync is drained (and the recorded credits it made durable forgotten, as the background replay would) and
+the settlement tasks have finished, the tables are dumped, the request is sent, the sync drained again,
+and then: status < 500, and on a 4xx the dump is unchanged. Runs on the embedded stack
 (SQLite) and once on MariaDB + Redis, where column widths are enforced.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, text
 
+from models.redemptions import Redemption, RedemptionRepository
 from models.schema import metadata
 from models.tables import User
+from models.topups import TopUp, TopUpRepository
+from models.users import UserRepository
 from tests.conftest import _Databases, _stack
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI
@@ -77,6 +82,11 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/token/"): {"name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("PUT", "/api/token/"): {"id": "{token}", "name": "k", "group": "", "model_limits": "", "allow_ips": ""},
     ("POST", "/api/token/batch"): {"ids": ["{token}"]},
+    ("POST", "/api/redemption/"): {"name": "n", "quota": 1, "count": 1},
+    ("PUT", "/api/redemption/"): {"id": "{redemption}", "name": "n"},
+    ("POST", "/api/user/topup"): {"key": "{code}"},
+    ("POST", "/api/user/topup/complete"): {"trade_no": "{trade_no}"},
+    ("POST", "/api/user/aff_transfer"): {"quota": 500000},
     ("POST", "/v1/moderations"): {"model": "omni-moderation-latest", "input": "hello"},
     ("POST", "/v1beta/models/<target:path>"): {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
     ("POST", "/v1/models/<target:path>"): {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
@@ -86,7 +96,7 @@ GENERIC_FIELDS = ("name", "username", "display_name", "email", "key", "value", "
 QUERY_FIELDS = ("keyword", "group", "model", "model_name", "token_name", "username", "token", "request_id",
                 "type", "status", "p", "page_size", "start_timestamp", "alt", "key", "tag", "suffix")
 PATH_VALUES = {"user_id": "{user}", "channel_id": "{channel}", "token_id": "{token}",
-               "target": "gemini-2.5-flash:generateContent"}
+               "redemption_id": "{redemption}", "target": "gemini-2.5-flash:generateContent"}
 
 NASTY = ["\ud800", "\udfff", "a\ud83d", "\x00", "a\x00b", "\u200b", "\u200d", "\u202e", "\u2066", "\ufeff",
          "\u00ad", "\u0430", "ｆｕｌｌ", "\ufdfa" * 20, " ", "", "\r\n", "%", "_", "\\", "'\"", "a" * 300,
@@ -145,6 +155,7 @@ def url_text(value: str) -> str:
 async def dump(running: Running) -> dict[str, list[tuple[Any, ...]]]:
     state = running.state
     await state.quota_sync.drain()
+    await state.credits.replay()  # forgets the credits now in SQL (which the background replay would)
     out: dict[str, list[tuple[Any, ...]]] = {}
     async with state.db.transaction() as tx:
         for table in metadata.sorted_tables:
@@ -221,8 +232,17 @@ async def prepare(running: Running, gemini: FakeGemini, openai: FakeOpenAI) -> F
     async with state.db.transaction() as tx:  # the setup is done: /api/setup must answer 409
         await tx.execute(text("INSERT INTO setups (id, version, initialized_at) VALUES (1, 't', 0)"))
     keep_upstreams_local(running)  # the channels a fuzzed request creates point at real providers
-    fuzzer = Fuzzer(running, {"root": root, "user": victim, "token": token_id, "channel": channel,
-                              "gemini": gemini.url}, key)
+    async with state.db.transaction() as tx:  # a redemption code and a top-up order to act on
+        await UserRepository(tx).update_fields(root, aff_quota=10**6)
+        code = Redemption(user_id=root, key=secrets.token_hex(16), status=1, name="seeded", quota=5,
+                          created_time=0, redeemed_time=0, expired_time=0, used_user_id=0)
+        await RedemptionRepository(tx).add_many([code])
+        await TopUpRepository(tx).add(TopUp(user_id=victim, amount=1, money=8.0, trade_no="ref_seeded",
+                                            payment_method="", payment_provider="", create_time=0,
+                                            complete_time=0, status="pending"))
+    ids = {"root": root, "user": victim, "token": token_id, "channel": channel, "redemption": code.id,
+           "code": code.key, "trade_no": "ref_seeded"}
+    fuzzer = Fuzzer(running, ids, key)
     await fuzzer.ensure_root()
     return fuzzer
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay")
+DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups")
 TOP = ("server.app", "server.container", "server.context", "server.cli")
 TOP_FILES = ("server/app.py", "server/container.py", "server/context.py", "server/cli.py",
              "server/supervise.py")

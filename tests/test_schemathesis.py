@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
+from models.topups import TopUp, TopUpRepository
 from tests.conftest import Stack, _Databases, _stack
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI
@@ -93,6 +94,7 @@ async def seed(root: Api, other: int) -> None:
         await root.post("/api/channel/", json={"mode": "single", "channel": channel}),
         await root.post("/api/token/", json={"name": "seeded"}),
         await root.post("/api/user/manage", json={"id": other, "action": "disable"}),  # writes a log row
+        await root.post("/api/redemption/", json={"name": "seeded", "quota": 100, "count": 1}),
     ):
         assert response.status_code == 200, response.text
 
@@ -103,6 +105,10 @@ async def check_stack(running: Running) -> None:
     other = await add_user(running.state, "someone")
     root = await logged_in(running, "root")
     await seed(root, other)
+    async with running.state.db.transaction() as tx:  # a top-up order (only the payment routes make them)
+        await TopUpRepository(tx).add(TopUp(user_id=root_id, amount=1, money=8.0, trade_no="ref_seeded",
+                                            payment_method="card", payment_provider="stripe", create_time=0,
+                                            complete_time=0, status="pending"))
     session = root.http.cookies["session"]
     doc = (await running.client().get("/api/openapi.json")).json()
     operations = sum(len(ops) for ops in doc["paths"].values())

@@ -7,6 +7,7 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.accounts.schemas import (
+    AffTransfer,
     CreatedId,
     ManageAction,
     ManageResult,
@@ -58,6 +59,25 @@ async def delete_self(request: Request) -> HTTPResponse:
     response = ok()
     services.cookies.clear(response)
     return response
+
+
+# ---- invitations ------------------------------------------------------------------------------------
+
+@route(bp, "GET", "/api/user/aff", access=Access.USER, reply=str)
+async def get_aff_code(request: Request) -> HTTPResponse:
+    """Your invitation code.
+    Made on the first call (8 random letters and digits, unique) and never changed afterwards. Someone
+    who registers with it earns you `QuotaForInviter` in invitation rewards (`aff_quota`)."""
+    return ok(await services_of(request).invitations.code(principal_of(request)))
+
+
+@route(bp, "POST", "/api/user/aff_transfer", access=Access.USER, body=AffTransfer, reply=None)
+async def transfer_aff_quota(request: Request, body: AffTransfer) -> HTTPResponse:
+    """Move invitation rewards to your balance.
+    `quota` (at least `QuotaPerUnit`) leaves `aff_quota` in one conditional step and is spendable from
+    the next request on; asking for more than `aff_quota` holds is a 400 and moves nothing."""
+    await services_of(request).invitations.transfer(principal_of(request), body.quota)
+    return ok()
 
 
 # ---- admin ------------------------------------------------------------------------------------------

@@ -85,6 +85,11 @@ class ManageAction(Schema):
     mode: Trimmed | None = Field(None, description="add_quota: add, subtract or override")
 
 
+class AffTransfer(Schema):
+    quota: Annotated[int, IntRule(max_value=QUOTA_VALUE_MAX)] = Field(
+        description="how much of your invitation rewards to move to your balance (at least QuotaPerUnit)")
+
+
 class UserListQuery(PageQuery):
     include_deleted: StrictFlag = Field(False, description="list soft-deleted users too (1 or true)")
 

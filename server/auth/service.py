@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from core.enums import UserStatus
+from core.enums import LogType, UserStatus
 from core.identity import Role
 from models.db import Database
+from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
 from quota.backends.base import Backend
@@ -131,8 +132,14 @@ class AuthService:
                     created_at=now, setting="", remark="", stripe_customer="",
                 ))
                 if inviter is not None:
-                    reward = s.quota_for_inviter
+                    reward = s.quota_for_inviter  # rewards, not balance: moved later by aff_transfer
                     await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
+                    if s.quota_for_invitee > 0:  # part of the new row's starting balance, logged beside it
+                        await LogRepository(tx).add(
+                            type=LogType.SYSTEM, user_id=user_id, username=username, created_at=now,
+                            quota=s.quota_for_invitee,
+                            content=f"invitation reward: +{s.quota_for_invitee} quota for registering with "
+                                    f"the code of user #{inviter.id}")
         except IntegrityError:  # a concurrent registration won the race on a unique key
             async with self.db.transaction() as tx:
                 if email and await UserRepository(tx).email_taken(email) and not await UserRepository(

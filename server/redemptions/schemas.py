@@ -1,0 +1,75 @@
+"""Request and reply schemas of the redemption-code routes (`/api/redemption/…`) and of redeeming
+(`POST /api/user/topup`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from models.redemptions import NAME_MAX
+from server.redemptions.service import COUNT_MAX, QUOTA_MAX
+from server.web.pagination import PageQuery
+from server.web.schema import ID_MAX, Flag, Int64, IntRule, PathId, QueryTextRule, Schema, TextRule
+
+Name = Annotated[str, TextRule(trim=True, min_len=1, max_len=NAME_MAX)]
+Quota = Annotated[int, IntRule(1, QUOTA_MAX)]
+
+
+class RedemptionCreate(Schema):
+    name: Name = Field(description=f"a label, 1–{NAME_MAX} characters")
+    quota: Quota = Field(description="the quota each code adds, more than 0")
+    count: Annotated[int, IntRule(1, COUNT_MAX)] = Field(description=f"how many codes to make, 1–{COUNT_MAX}")
+    expired_time: Int64 = Field(0, description="unix seconds after which the code is refused; 0 for never")
+
+
+class RedemptionUpdate(Schema):
+    """An edit of a code: `name`, `quota` and `expired_time` where sent (not null); with `status_only`,
+    `status` alone."""
+
+    id: Annotated[int, IntRule(1, ID_MAX)]
+    name: Name | None = None
+    quota: Quota | None = None
+    expired_time: Int64 | None = None
+    status: Int64 | None = Field(None, description="1 enabled, 2 disabled (only with status_only)")
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"id"})
+
+
+class RedemptionUpdateQuery(Schema):
+    status_only: Flag = Field(False, description="apply `status` alone (enable or disable)")
+
+
+class RedemptionListQuery(PageQuery):
+    pass
+
+
+class RedemptionSearchQuery(PageQuery):
+    keyword: Annotated[str, QueryTextRule()] = Field(
+        "", description="an id (digits), a whole key (32 hex characters), or the start of the name")
+
+
+class RedemptionPath(Schema):
+    redemption_id: PathId
+
+
+class Redeem(Schema):
+    key: Annotated[str, TextRule(min_len=1)] = Field(description="the redemption code (never trimmed)")
+
+
+class RedemptionView(Schema):
+    """A redemption code, shown in full to admins."""
+
+    id: int
+    user_id: int = Field(description="the admin who created it")
+    key: str
+    status: int = Field(description="1 enabled, 2 disabled, 3 used")
+    name: str
+    quota: int
+    created_time: int
+    redeemed_time: int = Field(description="unix seconds, 0 until used")
+    expired_time: int = Field(description="unix seconds, 0 for never")
+    used_user_id: int = Field(description="who redeemed it, 0 until used")
+    count: int = Field(description="always 0 (only meaningful in a create request)")
+    DeletedAt: int | None

@@ -1,0 +1,137 @@
+"""The rules of redemption codes: the admin's list, search, create, edit and delete, and redeeming
+(docs/API.md#redemption-codes).
+
+Redeeming is one SQL transaction — the code's single conditional UPDATE (enabled, live, not expired →
+used by the caller) and, only if it changed the row, the credit recorded beside it — followed by the
+credit through the quota engine, keyed by the code (`redeem:<id>`), so the quota is added exactly once
+even when the process dies between the two (server/credits.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from core.enums import LogType, RedemptionStatus
+from core.identity import Principal
+from models.db import Database
+from models.redemptions import KEY_LENGTH, Redemption, RedemptionRepository
+from server.clock import Clock
+from server.credits import Credit, CreditOutbox
+from server.errors import BadRequest, Conflict, NotFound, TollwayError
+from server.redemptions.views import redemption_view
+from server.web.pagination import Page
+
+QUOTA_MAX = 10**15  # keeps balances far inside the ±2^53 that the quota store's arithmetic handles exactly
+COUNT_MAX = 100
+EDITABLE = ("name", "quota", "expired_time")
+
+
+def refusal(code: Redemption | None, now: int) -> TollwayError:
+    """Why a code could not be redeemed (it was read again after the conditional update changed nothing)."""
+    if code is None or code.deleted_at is not None:
+        return BadRequest("redemption code not found")
+    if code.status == RedemptionStatus.USED:
+        return Conflict("redemption code already used")
+    if code.status != RedemptionStatus.ENABLED:
+        return BadRequest("redemption code is disabled")
+    if code.expired_time and code.expired_time < now:
+        return BadRequest("redemption code has expired")
+    return Conflict("redemption code already used")  # (changed by someone else meanwhile)
+
+
+class RedemptionService:
+    def __init__(self, *, db: Database, credits: CreditOutbox, clock: Clock) -> None:
+        self.db = db
+        self.credits = credits
+        self.clock = clock
+
+    def _check_expiry(self, expired_time: int) -> int:
+        if expired_time != 0 and expired_time <= self.clock.now_s():
+            raise BadRequest("expired_time: must be 0 (never) or a time in the future")
+        return expired_time
+
+    # ---- admin --------------------------------------------------------------------------------------
+
+    async def list_codes(self, page: Page, keyword: str = "") -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            rows, total = await RedemptionRepository(tx).page(offset=page.offset, limit=page.size,
+                                                              keyword=keyword)
+        return page.payload([redemption_view(r) for r in rows], total)
+
+    async def get_code(self, code_id: int) -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            code = await RedemptionRepository(tx).get(code_id)
+        if code is None:
+            raise NotFound("redemption code not found")
+        return redemption_view(code)
+
+    async def create_codes(self, actor: Principal, *, name: str, quota: int, count: int,
+                           expired_time: int) -> list[str]:
+        """`count` enabled codes in one transaction (all or none); their keys."""
+        self._check_expiry(expired_time)
+        now = self.clock.now_s()
+        rows = [Redemption(user_id=actor.id, key=uuid.uuid4().hex, status=RedemptionStatus.ENABLED, name=name,
+                           quota=quota, created_time=now, redeemed_time=0, expired_time=expired_time,
+                           used_user_id=0)
+                for _ in range(count)]
+        async with self.db.transaction() as tx:
+            await RedemptionRepository(tx).add_many(rows)
+        return [r.key for r in rows]
+
+    async def update_code(self, code_id: int, changes: dict[str, Any], *, status_only: bool
+                          ) -> dict[str, Any]:
+        """`changes` holds the fields sent; with `status_only` only `status` (1 or 2) is applied, else
+        `name`, `quota` and `expired_time`. A used code cannot be edited."""
+        if status_only:
+            status = changes.get("status")
+            if status is None:
+                raise BadRequest("status: is required")
+            if status not in (RedemptionStatus.ENABLED, RedemptionStatus.DISABLED):
+                raise BadRequest("status: must be 1 (enabled) or 2 (disabled)")
+            values: dict[str, Any] = {"status": status}
+        else:
+            values = {k: changes[k] for k in EDITABLE if changes.get(k) is not None}
+            if "expired_time" in values:
+                self._check_expiry(values["expired_time"])
+        async with self.db.transaction() as tx:
+            codes = RedemptionRepository(tx)
+            code = await codes.get(code_id, lock=True)  # a redeem of this code waits, or went first
+            if code is None:
+                raise NotFound("redemption code not found")
+            if code.status == RedemptionStatus.USED:
+                raise Conflict("redemption code already used")
+            if values:
+                await codes.update_fields(code.id, **values)
+                for field, value in values.items():
+                    setattr(code, field, value)
+            return redemption_view(code)
+
+    async def delete_code(self, code_id: int) -> None:
+        async with self.db.transaction() as tx:
+            if not await RedemptionRepository(tx).soft_delete(code_id, self.clock.now_s()):
+                raise NotFound("redemption code not found")
+
+    async def delete_invalid(self) -> int:
+        async with self.db.transaction() as tx:
+            return await RedemptionRepository(tx).delete_invalid(self.clock.now_s())
+
+    # ---- redeeming ----------------------------------------------------------------------------------
+
+    async def redeem(self, principal: Principal, key: str) -> int:
+        """Use the code for the caller; the quota it adds (live at once on every worker and node)."""
+        now = self.clock.now_s()
+        async with self.db.transaction() as tx:
+            codes = RedemptionRepository(tx)
+            if len(key) > KEY_LENGTH:  # no code has a longer key: nothing to look up
+                raise refusal(None, now)
+            if not await codes.redeem(key, principal.id, now):
+                raise refusal(await codes.by_key(key), now)
+            code = await codes.by_key(key)
+            assert code is not None  # this transaction has just changed it
+            credit = Credit(ref=f"redeem:{code.id}", user_id=principal.id, amount=code.quota, log={
+                "type": LogType.TOPUP, "username": principal.user.username, "quota": code.quota,
+                "content": f"redeemed code #{code.id} ({code.name}): +{code.quota} quota", "created_at": now})
+            await self.credits.record(tx, credit)
+        await self.credits.deliver(credit)
+        return code.quota

@@ -1,0 +1,33 @@
+"""Request and reply schemas of the top-up record routes (`/api/user/topup…`, except redeeming)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from server.web.pagination import PageQuery
+from server.web.schema import QueryTextRule, Schema, TextRule
+
+
+class TopUpListQuery(PageQuery):
+    keyword: Annotated[str, QueryTextRule()] = Field("", description="a part of the trade number")
+
+
+class TopUpComplete(Schema):
+    trade_no: Annotated[str, TextRule(min_len=1)] = Field(description="the order's trade number")
+
+
+class TopUpView(Schema):
+    """A top-up order."""
+
+    id: int
+    user_id: int
+    amount: int = Field(description="units ordered; one unit buys QuotaPerUnit quota")
+    money: float = Field(description="what was paid")
+    trade_no: str
+    payment_method: str
+    payment_provider: str
+    create_time: int
+    complete_time: int = Field(description="unix seconds, 0 until completed")
+    status: str = Field(description="pending, success, failed, expired or review")

@@ -1,0 +1,81 @@
+"""The rules of top-up records: the lists, and completing an order by hand (docs/API.md#top-up-records).
+
+Completing is one SQL transaction — the order's conditional move from `pending` or `review` to
+`success` and, only if it moved, the credit recorded beside it — followed by the credit through the quota
+engine, keyed by the order (`topup:<trade_no>`), so the order's quota is added exactly once, whoever
+completes it and even when the process dies between the two (server/credits.py). The payment webhook
+completes orders the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.enums import LogType, TopUpStatus
+from core.identity import Principal
+from models.db import Database
+from models.topups import TopUp, TopUpRepository
+from models.users import UserRepository
+from server.clock import Clock
+from server.credits import Credit, CreditOutbox
+from server.errors import BadRequest, Conflict, NotFound
+from server.system.options import Options
+from server.topups.views import topup_view
+from server.web.pagination import Page
+
+COMPLETABLE = (TopUpStatus.PENDING, TopUpStatus.REVIEW)
+
+
+def order_quota(order: TopUp, quota_per_unit: float) -> int:
+    """The quota an order buys: its units × `QuotaPerUnit`, rounded to a whole point."""
+    return round(order.amount * quota_per_unit)
+
+
+def credit_ref(trade_no: str) -> str:
+    """The idempotency key of an order's credit: one per order, whoever completes it."""
+    return f"topup:{trade_no}"
+
+
+class TopUpService:
+    def __init__(self, *, db: Database, credits: CreditOutbox, options: Options, clock: Clock) -> None:
+        self.db = db
+        self.credits = credits
+        self.options = options
+        self.clock = clock
+
+    async def list_orders(self, page: Page, *, keyword: str = "", user_id: int | None = None
+                          ) -> dict[str, Any]:
+        async with self.db.transaction() as tx:
+            rows, total = await TopUpRepository(tx).page(offset=page.offset, limit=page.size, user_id=user_id,
+                                                         keyword=keyword)
+        return page.payload([topup_view(r) for r in rows], total)
+
+    async def complete(self, actor: Principal, trade_no: str) -> None:
+        """Mark a pending (or held for review) order paid and credit its quota once; an order already
+        completed is left as it is."""
+        if not trade_no:
+            raise BadRequest("trade_no: is required")
+        now = self.clock.now_s()
+        async with self.db.transaction() as tx:
+            orders = TopUpRepository(tx)
+            if not await orders.transition(trade_no, COMPLETABLE, TopUpStatus.SUCCESS, complete_time=now):
+                order = await orders.by_trade_no(trade_no)
+                if order is None:
+                    raise NotFound("top-up order not found")
+                if order.status == TopUpStatus.SUCCESS:
+                    return  # completed before: never credited twice
+                raise Conflict(f"the top-up order is {order.status}, it cannot be completed")
+            order = await orders.by_trade_no(trade_no)
+            assert order is not None  # this transaction has just moved it
+            quota = order_quota(order, self.options.settings.quota_per_unit)
+            if quota <= 0:
+                return
+            owner = await UserRepository(tx).get(order.user_id, include_deleted=True)
+            credit = Credit(ref=credit_ref(order.trade_no), user_id=order.user_id, amount=quota, log={
+                "type": LogType.TOPUP, "username": owner.username if owner else "", "quota": quota,
+                "content": f"admin {actor.user.username} completed top-up {order.trade_no}: {order.amount} "
+                           f"units, +{quota} quota",
+                "other": {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}},
+                "created_at": now})
+            await self.credits.record(tx, credit)
+        await self.credits.deliver(credit)

@@ -1,0 +1,165 @@
+"""Credits decided in SQL reach the live balance exactly once (server/credits.py,
+docs/ARCHITECTURE.md#credits-decided-in-sql), on every stack.
+
+Proved here, with the worker's own `CreditOutbox`:
+- a credit recorded with its fact but never delivered (the process died in between) is applied by the
+  replay, once: more replays, or replays racing the delivery, change nothing; its row goes once the
+  sync has written its log row, and not before;
+- a recorded credit the engine had already applied (the process died after the engine call) is not
+  applied again — the engine's idempotency key absorbs it;
+- a recorded credit whose log row the sync already wrote is only deleted, never handed to the engine;
+- when the quota store cannot take the credit during the request, the request still succeeds (the code is
+  used, the credit is durable) and the replay applies it once the store answers again;
+- every worker runs the replay in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from core.enums import LogType
+from models.credits import PendingCredit
+from models.logs import Log
+from models.users import UserRepository
+from quota.backends.base import BackendUnavailable
+from server.credits import Credit, CreditOutbox
+from tests.harness import Running, add_user, data_of, logged_in
+
+
+@pytest.fixture
+async def quiet(app: Running) -> Running:
+    """The app with its background tasks stopped, so that each replay below is the only one running
+    (the quota sync is drained by hand)."""
+    await app.state.tasks.drain()
+    return app
+
+
+def credit_for(user_id: int, ref: str, amount: int = 250) -> Credit:
+    return Credit(ref=ref, user_id=user_id, amount=amount,
+                  log={"type": LogType.TOPUP, "username": "u", "quota": amount, "content": "test credit"})
+
+
+async def recorded(app: Running, credit: Credit) -> None:
+    """What a request commits before it delivers: here, the process 'dies' right after."""
+    async with app.state.db.transaction() as tx:
+        await app.state.credits.record(tx, credit)
+
+
+async def pending(app: Running) -> list[str]:
+    async with app.state.db.transaction() as tx:
+        return list((await tx.scalars(select(PendingCredit.ref))).all())
+
+
+async def settle(app: Running) -> None:
+    """The sync writes what the engine queued; the next replay forgets the credits now in SQL."""
+    await app.state.quota_sync.drain()
+    await app.state.credits.replay()
+
+
+async def books(app: Running, user_id: int) -> tuple[int, int, list[int]]:
+    """(live balance, SQL balance, topup log amounts) after the sync."""
+    await app.state.quota_sync.drain()
+    async with app.state.db.transaction() as tx:
+        user = await UserRepository(tx).get(user_id)
+        logs = (await tx.scalars(select(Log.quota).where(Log.user_id == user_id))).all()
+    assert user is not None
+    return await app.state.quota.balance("user", user_id), user.quota, list(logs)
+
+
+async def test_a_credit_never_delivered_is_replayed_once(quiet: Running) -> None:
+    app = quiet
+    uid = await add_user(app.state, "alice", quota=1000)
+    await recorded(app, credit_for(uid, "test:lost"))
+    assert await app.state.credits.replay() == 0  # credited now, but not in SQL yet: kept
+    assert await app.state.credits.replay() == 0
+    assert await pending(app) == ["test:lost"]
+    assert await app.state.quota.balance("user", uid) == 1250
+    await app.state.quota_sync.drain()
+    assert await app.state.credits.replay() == 1  # in SQL: forgotten
+    assert await pending(app) == []
+    assert await app.state.credits.replay() == 0
+    assert await books(app, uid) == (1250, 1250, [250])
+
+
+async def test_a_replay_racing_the_delivery_applies_once(quiet: Running) -> None:
+    app = quiet
+    uid = await add_user(app.state, "bob", quota=0)
+    credit = credit_for(uid, "test:race", 40)
+    await recorded(app, credit)
+    results = await asyncio.gather(app.state.credits.deliver(credit), app.state.credits.replay(),
+                                   app.state.credits.replay())
+    assert results[0] is True
+    await settle(app)
+    assert await pending(app) == []
+    assert await books(app, uid) == (40, 40, [40])
+
+
+async def test_a_credit_the_engine_already_applied_is_not_applied_again(quiet: Running) -> None:
+    app = quiet
+    uid = await add_user(app.state, "carol", quota=10)
+    credit = credit_for(uid, "test:applied", 5)
+    await recorded(app, credit)
+    await app.state.quota.credit("user", uid, 5, ref=credit.ref, log=credit.log)  # then the process died
+    assert await app.state.credits.replay() == 0
+    await settle(app)
+    assert await pending(app) == []
+    assert await books(app, uid) == (15, 15, [5])
+
+
+class Untouchable:
+    """A quota engine that must not be called."""
+
+    async def credit(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a credit already in SQL was handed to the engine again")
+
+
+async def test_a_credit_already_in_sql_is_only_forgotten(quiet: Running) -> None:
+    app = quiet
+    uid = await add_user(app.state, "dave", quota=0)
+    credit = credit_for(uid, "test:synced", 8)
+    await recorded(app, credit)
+    await app.state.quota.credit("user", uid, 8, ref=credit.ref, log=credit.log)
+    await app.state.quota_sync.drain()  # its log row is in SQL now
+    outbox = CreditOutbox(db=app.state.db, quota=Untouchable(), clock=app.state.clock)  # type: ignore[arg-type]
+    assert await outbox.replay() == 1
+    assert await pending(app) == []
+    assert await books(app, uid) == (8, 8, [8])
+
+
+class Unreachable:
+    """The quota store is down: every credit fails as the engine fails then."""
+
+    async def credit(self, *args: Any, **kwargs: Any) -> Any:
+        raise BackendUnavailable("redis is down")
+
+
+async def test_a_store_outage_during_a_redeem_is_caught_up_by_the_replay(quiet: Running) -> None:
+    app = quiet
+    await add_user(app.state, "root", role=100)
+    uid = await add_user(app.state, "erin", quota=1)
+    root, erin = await logged_in(app, "root"), await logged_in(app, "erin")
+    [key] = data_of(await root.post("/api/redemption/", json={"name": "n", "quota": 60, "count": 1}))
+    outbox = app.state.credits
+    engine = outbox.quota
+    outbox.quota = Unreachable()  # type: ignore[assignment]
+    try:
+        assert data_of(await erin.post("/api/user/topup", json={"key": key})) == 60
+        assert len(await pending(app)) == 1
+        await outbox.replay()  # still down: kept
+        assert len(await pending(app)) == 1
+        assert data_of(await erin.get("/api/user/self"))["quota"] == 1  # not yet
+    finally:
+        outbox.quota = engine
+    await outbox.replay()
+    assert data_of(await erin.get("/api/user/self"))["quota"] == 61
+    await settle(app)
+    assert await pending(app) == []
+    assert await books(app, uid) == (61, 61, [60])
+
+
+async def test_every_worker_runs_the_replay(app: Running) -> None:
+    assert "credit-replay" in app.state.tasks.names
