@@ -1,10 +1,10 @@
 """Who is asking: the roles, a user's current state as every request needs it, and the authenticated
 principal of a management request.
 
-`UserState` is what the user directory caches (role, status, token digest — fresh within seconds, never
-taken from a session snapshot); `Principal` is the user a request was authenticated as, and how. Both are
-plain frozen values so that services, views and the relay can take them without knowing how they were
-obtained.
+`UserState` is what the user directory caches (role, status, token digest, the settings the gateway
+reads — fresh within seconds, never taken from a session snapshot); `Principal` is the user a request
+was authenticated as, and how. Both are plain frozen values so that services, views and the relay can
+take them without knowing how they were obtained.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class UserState:
     group: str
     token_digest: str | None
     deleted: bool
+    # the user's own settings the gateway reads on every call (docs/API.md#your-settings)
+    record_ip_log: bool = False
+    accept_unset_model_ratio_model: bool = False
 
     @property
     def active(self) -> bool:

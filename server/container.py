@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.accounts.groups import GroupService
 from server.accounts.invitations import InvitationService
 from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
@@ -40,6 +41,7 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     accounts: AccountService
+    groups: GroupService
     invitations: InvitationService
     keys: KeyService
     channels: ChannelService
@@ -63,6 +65,7 @@ def build_services(state: State) -> Services:
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
+    groups = GroupService(options=state.options, channels=state.channels)
     invitations = InvitationService(db=state.db, credits=state.credits, options=state.options,
                                     clock=state.clock)
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
@@ -81,6 +84,7 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, invitations=invitations,
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
+                    invitations=invitations,
                     keys=keys, channels=channels, logs=logs, system=system, redemptions=redemptions,
                     topups=topups, relay=relay)

@@ -1,6 +1,6 @@
-"""A user's current role, status and token digest, as every request needs them, without SQL on the hot
-path: a `RecordCache` (≤ USER_CACHE_SECONDS in process, a shared copy in Redis, SQL on a miss), dropped
-on every worker and node the moment a user changes (`invalidate`)."""
+"""A user's current role, status, token digest and gateway settings, as every request needs them,
+without SQL on the hot path: a `RecordCache` (≤ USER_CACHE_SECONDS in process, a shared copy in Redis,
+SQL on a miss), dropped on every worker and node the moment a user changes (`invalidate`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from models.users import UserRepository
 from quota.backends.base import Backend
 from quota.broadcasts import Broadcasts
 from quota.records import RecordCache
+from server.accounts.settings import flag
+from server.accounts.views import settings_of
 
 
 def _decode(data: dict[str, Any]) -> UserState:
@@ -33,9 +35,12 @@ class UserDirectory:
                 user = await UserRepository(tx).get(user_id, include_deleted=True)
             if user is None:
                 return None
+            settings = settings_of(user)
             return UserState(id=user.id, username=user.username, display_name=user.display_name,
                              role=user.role, status=user.status, group=user.group,
-                             token_digest=user.access_token, deleted=user.deleted_at is not None)
+                             token_digest=user.access_token, deleted=user.deleted_at is not None,
+                             record_ip_log=flag(settings, "record_ip_log"),
+                             accept_unset_model_ratio_model=flag(settings, "accept_unset_model_ratio_model"))
 
         return await self.states.get(user_id, load)
 

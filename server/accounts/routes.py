@@ -3,16 +3,20 @@ read, create, edit, delete and manage users (admins)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.accounts.schemas import (
     AffTransfer,
     CreatedId,
+    GroupInfo,
     ManageAction,
     ManageResult,
     SelfUpdate,
     SelfView,
+    SettingUpdate,
     UserCreate,
     UserListQuery,
     UserPath,
@@ -59,6 +63,47 @@ async def delete_self(request: Request) -> HTTPResponse:
     response = ok()
     services.cookies.clear(response)
     return response
+
+
+@route(bp, "PUT", "/api/user/setting", access=Access.USER, body=SettingUpdate, reply=dict[str, Any])
+async def put_setting(request: Request, body: SettingUpdate) -> HTTPResponse:
+    """Change your own settings.
+    The fields sent (and not null) are checked and merged into your settings; every other key is kept.
+    `notify_type` is email or webhook (webhook needs an http(s) `webhook_url`); `quota_warning_threshold`
+    is above 0; `webhook_secret` is at most 128 characters; `notification_email` is "" (the account
+    e-mail) or an address; `record_ip_log` and `accept_unset_model_ratio_model` are booleans the gateway
+    applies from your next call. Answers the merged settings."""
+    return ok(await services_of(request).accounts.update_settings(principal_of(request), body.changes()))
+
+
+@route(bp, "GET", "/api/user/self/groups", access=Access.USER, reply=dict[str, GroupInfo])
+async def get_self_groups(request: Request) -> HTTPResponse:
+    """The groups you may use.
+    The `UserUsableGroups` that exist in `GroupRatio`, plus your own group, each with its ratio and
+    description; plus `auto` (ratio "auto") when one of the `AutoGroups` is usable."""
+    return ok(services_of(request).groups.user_groups(principal_of(request)))
+
+
+@route(bp, "GET", "/api/user/groups", access=Access.USER, reply=dict[str, GroupInfo])
+async def get_user_groups(request: Request) -> HTTPResponse:
+    """The groups you may use (same as `/api/user/self/groups`).
+    The `UserUsableGroups` that exist in `GroupRatio`, plus your own group; plus `auto` when usable."""
+    return ok(services_of(request).groups.user_groups(principal_of(request)))
+
+
+@route(bp, "GET", "/api/user/models", access=Access.USER, reply=list[str])
+async def get_user_models(request: Request) -> HTTPResponse:
+    """The models you may call.
+    Sorted, distinct models that an enabled channel serves in one of your usable groups (the groups
+    `auto` reaches included); an empty list if none."""
+    return ok(services_of(request).groups.user_models(principal_of(request)))
+
+
+@route(bp, "GET", "/api/group/", access=Access.ADMIN, reply=list[str])
+async def list_group_names(request: Request) -> HTTPResponse:
+    """Every group name.
+    The keys of `GroupRatio`, sorted."""
+    return ok(services_of(request).groups.group_names())
 
 
 # ---- invitations ------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ DISPLAY_NAME_MAX = 20
 PASSWORD_MIN, PASSWORD_MAX = 8, 64
 AFF_ALPHABET = string.ascii_letters + string.digits
 AFF_CODE_MAX = 32  # the column's width; codes we issue have 8 characters
+EMAIL_MAX = 50
+_EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(?:\.[^@\s.]+)+")
 
 
 # Scripts that may share a word (Unicode's "highly restrictive" level): Japanese, Chinese, Korean with Latin.
@@ -83,3 +85,11 @@ async def fresh_aff_code(users: UserRepository) -> str:
         code = "".join(secrets.choice(AFF_ALPHABET) for _ in range(8))
         if not await users.aff_code_taken(code):
             return code
+
+
+def check_email(email: str, field: str = "email") -> str:
+    """Trimmed and lower-cased; exactly one `@`, a dotted domain of non-empty labels, no blanks."""
+    email = email.strip().lower()
+    if len(email) > EMAIL_MAX or has_control_chars(email) or not _EMAIL.fullmatch(email):
+        raise BadRequest(f"{field}: must be a valid address of at most {EMAIL_MAX} characters")
+    return email

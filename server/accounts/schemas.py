@@ -15,6 +15,7 @@ from server.accounts.service import QUOTA_VALUE_MAX
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
+    Bool,
     Int64,
     IntRule,
     PathId,
@@ -54,6 +55,31 @@ class SelfUpdate(Schema):
         if self.sidebar_modules is not None:
             out["sidebar_modules"] = self.sidebar_modules
         return out
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise problem("must be a number")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+
+
+class SettingUpdate(Schema):
+    """Your own settings; the fields sent (and not null) are checked and merged, the others kept."""
+
+    notify_type: Str | None = Field(None, description="email or webhook")
+    quota_warning_threshold: Number | None = Field(None, description="> 0; notify when the balance is below")
+    webhook_url: Str | None = Field(None, description="http(s) URL; required when notify_type is webhook")
+    webhook_secret: Str | None = Field(None, description="at most 128 characters, sent as a Bearer token")
+    notification_email: Str | None = Field(None, description='"" for the account e-mail, else an address')
+    record_ip_log: Bool | None = Field(None, description="record the client IP in your consume logs")
+    accept_unset_model_ratio_model: Bool | None = Field(
+        None, description="allow models without a configured price (charged at the default ratio)")
+
+    def changes(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class UserCreate(Schema):
@@ -157,6 +183,11 @@ class SelfView(Schema):
     last_login_at: int
     sidebar_modules: Any
     permissions: dict[str, Any]
+
+
+class GroupInfo(Schema):
+    ratio: float | str = Field(description='the group\'s ratio; "auto" for the auto entry')
+    desc: str
 
 
 class CreatedId(Schema):

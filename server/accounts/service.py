@@ -30,6 +30,7 @@ from server.accounts.rules import (
     fresh_aff_code,
     require_hierarchy,
 )
+from server.accounts.settings import merge_settings
 from server.accounts.views import self_view, settings_of, user_view
 from server.auth.sessions import SessionStore, new_session_id
 from server.clock import Clock
@@ -83,6 +84,19 @@ class AccountService:
         await self.users.invalidate(user_id, token_digest)
 
     # ---- self ---------------------------------------------------------------------------------------
+
+    async def update_settings(self, principal: Principal, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge the checked `changes` into the caller's settings, keep the other keys → the merged settings.
+        The cached user state is dropped after the commit, so the gateway applies them from the next call."""
+        async with self.db.transaction() as tx:
+            users = UserRepository(tx)
+            user = await users.get_for_update(principal.id)
+            if user is None:
+                raise NotFound("user not found")
+            merged = merge_settings(settings_of(user), changes)
+            await users.update_fields(user.id, setting=json.dumps(merged, ensure_ascii=False))
+        await self.users.invalidate(principal.id)
+        return merged
 
     async def get_self(self, principal: Principal) -> dict[str, Any]:
         async with self.db.transaction() as tx:

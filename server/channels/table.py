@@ -212,6 +212,13 @@ class ChannelTable:
                     out.setdefault(model, []).append(c)
         return out
 
+    def served_models(self, groups: Collection[str]) -> list[str]:
+        """Sorted distinct models some enabled channel serves in any of `groups` (whatever its type)."""
+        snap = self._snap
+        return sorted({m for (g, m), routes in snap.routes.items()
+                       if g in groups and any(r.enabled and (c := snap.channels.get(r.channel_id)) is not None
+                                              and c.status == ChannelStatus.ENABLED for r in routes)})
+
     def enabled_models(self) -> list[str]:
         snap = self._snap
         return sorted({m for (_g, m), routes in snap.routes.items()

@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 from functools import lru_cache
 
+from core import groups
 from core.enums import KeyStatus
 from core.identity import UserState
 from core.settings import Settings
@@ -88,8 +89,7 @@ async def authenticate(keys: KeyDirectory, users: UserDirectory, options: Option
 
 
 def group_usable(settings: Settings, user: UserState, group: str) -> bool:
-    listed = group in settings.user_usable_groups or group == user.group
-    return listed and group in settings.group_ratio
+    return groups.group_usable(settings, user.group, group)
 
 
 def list_groups(settings: Settings, caller: Caller) -> list[str]:

@@ -197,7 +197,7 @@ class Relay:
         assert call.asked is not None
         if call.asked.wants_audio and not speaks:
             raise UnsupportedModality(f"model {model} does not support speech output")
-        price = price_of(settings, model, group)
+        price = price_of(settings, model, group, accept_unset=caller.user.accept_unset_model_ratio_model)
         if price is None:
             raise ModelPriceError(f"model {model} has no price set")
         call.group, call.price = group, price
@@ -339,6 +339,7 @@ class Relay:
                 "completion_tokens": usage.completion,
                 "use_time": int(time.monotonic() - call.started), "is_stream": stream, "group": call.group,
                 "request_id": call.incoming.request_id, "quota": cost, "other": other,
+                "ip": call.incoming.client_ip if caller.user.record_ip_log else "",
                 "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
             }
         settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry)

@@ -48,8 +48,9 @@ class Price:
                 "group_ratio": self.group_ratio, "model_price": price}
 
 
-def price_of(settings: Settings, model: str, group: str) -> Price | None:
-    """The price of `model` billed in `group`, or None when the model is unpriced and not allowed."""
+def price_of(settings: Settings, model: str, group: str, *, accept_unset: bool = False) -> Price | None:
+    """The price of `model` billed in `group`, or None when the model is unpriced and not allowed
+    (`accept_unset`: the caller's `accept_unset_model_ratio_model` setting allows it, as self-use mode)."""
     g = settings.group_ratio.get(group, 1.0)
     completion = settings.completion_ratio.get(model)
     builtin = BUILTIN_RATIOS.get(model)
@@ -65,6 +66,6 @@ def price_of(settings: Settings, model: str, group: str) -> Price | None:
         return Price(0.0, completion, g, 0.0)
     if builtin is not None:
         return Price(builtin[0], completion, g, None)
-    if settings.self_use_mode_enabled:
+    if settings.self_use_mode_enabled or accept_unset:
         return Price(UNSET_MODEL_RATIO, completion, g, None)
     return None

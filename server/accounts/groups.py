@@ -1,0 +1,43 @@
+"""The groups a user may use and the models those groups offer, and the admin's list of group names.
+
+Answered from the options snapshot and the routing table (`ChannelTable`), never from SQL. The rule of
+which group is usable is `core.groups`, the same one the gateway applies to an API key's group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.groups import AUTO_GROUP, usable_auto_groups, usable_groups
+from core.identity import Principal
+from server.channels.table import ChannelTable
+from server.system.options import Options
+
+
+class GroupService:
+    """`GET /api/group/`, `/api/user/self/groups` (`/api/user/groups`) and `/api/user/models`."""
+
+    def __init__(self, *, options: Options, channels: ChannelTable) -> None:
+        self.options = options
+        self.channels = channels
+
+    def group_names(self) -> list[str]:
+        return sorted(self.options.settings.group_ratio)
+
+    def user_groups(self, principal: Principal) -> dict[str, dict[str, Any]]:
+        settings = self.options.settings
+        own = principal.user.group
+        out: dict[str, dict[str, Any]] = {
+            g: {"ratio": settings.group_ratio[g], "desc": settings.user_usable_groups.get(g, g)}
+            for g in usable_groups(settings, own)
+        }
+        if usable_auto_groups(settings, own):
+            out[AUTO_GROUP] = {"ratio": AUTO_GROUP,
+                               "desc": settings.user_usable_groups.get(AUTO_GROUP, "the usable AutoGroups")}
+        return out
+
+    def user_models(self, principal: Principal) -> list[str]:
+        settings = self.options.settings
+        own = principal.user.group
+        groups = set(usable_groups(settings, own)) | set(usable_auto_groups(settings, own))
+        return self.channels.served_models(groups)
