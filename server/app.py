@@ -72,6 +72,8 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
 
     @app.on_response
     async def after(request: Request, response: BaseHTTPResponse) -> None:
+        if getattr(getattr(request.route, "ctx", None), "cors", False):
+            response.headers["access-control-allow-origin"] = "*"
         await services_of(request).guard.finish(request, response)
 
     return app

@@ -76,7 +76,8 @@ def build_services(state: State) -> Services:
                               destinations=destinations, backend=state.backend,
                               verifier=NoVerificationYet(), admin=admin, tasks=state.tasks,
                               clock=state.clock)
-    logs = LogService(db=state.db, backend=state.backend, channel_name=state.channels.name, clock=state.clock)
+    logs = LogService(db=state.db, backend=state.backend, keys=state.keys, users=state.users,
+                      channel_name=state.channels.name, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
@@ -85,6 +86,5 @@ def build_services(state: State) -> Services:
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
     return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
-                    invitations=invitations,
-                    keys=keys, channels=channels, logs=logs, system=system, redemptions=redemptions,
-                    topups=topups, relay=relay)
+                    invitations=invitations, keys=keys, channels=channels, logs=logs,
+                    system=system, redemptions=redemptions, topups=topups, relay=relay)

@@ -213,7 +213,7 @@ class Fuzzer:
         if query:
             url += "?" + "&".join(f"{k}={url_text(v)}" for k, v in query.items())
         headers = {"New-Api-User": str(self.ids["root"])}
-        if path.startswith("/v1") or path == "/api/usage/token/":
+        if path.startswith("/v1") or path in ("/api/usage/token/", "/api/log/token"):
             headers.update({"Authorization": f"Bearer {self.key}", "x-goog-api-key": self.key})
         content = json.dumps(body).encode() if body is not None else None  # ASCII: \\ud800 stays an escape
         if content is not None:
@@ -261,7 +261,10 @@ async def check(fuzzer: Fuzzer, example: tuple[int, str, int, str]) -> None:
     await settled(fuzzer.running)
     after = await dump(fuzzer.running)
     label = f"{method} {path} {where}[{pick}] = {value[:60]!r}"
-    assert response.status_code < 500, f"{label}: {response.status_code} {response.text[:300]}"
+    # a text that empties a base URL sends a route that calls a provider to the provider's real address,
+    # which the test transport refuses: that is the route's documented 502, not a failure
+    blocked = response.status_code == 502 and "is not a test upstream" in response.text
+    assert response.status_code < 500 or blocked, f"{label}: {response.status_code} {response.text[:300]}"
     if 400 <= response.status_code < 500:
         changed = {t: (before[t], after[t]) for t in before if before[t] != after[t]}
         assert not changed, f"{label}: {response.status_code} changed {sorted(changed)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
+from server.errors import Unauthorized
 from server.logs.schemas import (
     DeleteQuery,
     LogQuery,
@@ -78,3 +79,34 @@ async def search_own_logs(request: Request, query: SearchQuery) -> HTTPResponse:
 async def own_log_stat(request: Request, query: OwnStatQuery) -> HTTPResponse:
     """Your own usage statistics, as `GET /api/log/stat` counts them."""
     return ok(await services_of(request).logs.own_log_stat(principal_of(request), query.filters()))
+
+
+# ---- by API key -------------------------------------------------------------------------------------
+
+PREFLIGHT_HEADERS = {"access-control-allow-methods": "GET, OPTIONS",
+                     "access-control-allow-headers": "Authorization, Content-Type",
+                     "access-control-max-age": "86400"}
+
+
+@route(bp, "GET", "/api/log/token", access=Access.API_KEY, reply=list[OwnLogView], cors=True)
+async def token_logs(request: Request) -> HTTPResponse:
+    """The logs of the API key sent in `Authorization` (`Bearer sk-…` or the bare key).
+    No session is needed and any web page may ask (CORS open). Unpaged: the key's newest 1000 rows,
+    shown as the owner's own logs are (no channel, no admin details). Answers for an expired or
+    exhausted key too; 401 for a missing, unknown or deleted key, 403 when its owner is disabled."""
+    header = (request.headers.get("authorization", "") or "").strip()
+    if header[:7].lower() == "bearer ":
+        header = header[7:].strip()
+    if not header:
+        raise Unauthorized("an API key is required (Authorization: Bearer sk-…)")
+    return ok(await services_of(request).logs.token_logs(header))
+
+
+@route(bp, "OPTIONS", "/api/log/token", access=Access.PUBLIC, reply=None, cors=True)
+async def token_logs_preflight(request: Request) -> HTTPResponse:
+    """The browser's preflight of `GET /api/log/token`.
+    Allows any origin to send `GET` with an `Authorization` header."""
+    response = ok()
+    response.headers.update(PREFLIGHT_HEADERS)
+    return response
+

@@ -17,16 +17,19 @@ from sqlalchemy import ColumnElement
 from core.enums import LogType
 from core.identity import Principal
 from models.db import Database
-from models.logs import LogFilter, LogQuery, LogRepository
+from models.logs import Log, LogFilter, LogQuery, LogRepository
 from quota.backends.base import Backend
+from server.accounts.directory import UserDirectory
 from server.clock import Clock
-from server.errors import RateLimited
+from server.errors import Forbidden, RateLimited, Unauthorized
+from server.keys.directory import KeyDirectory
 from server.logs.views import admin_view, self_view
 from server.web.pagination import Page
 
 DELETE_BATCH = 1000
 SELF_SEARCH_LIMIT = (10, 60.0)  # per user: requests, seconds
 RECENT_SECONDS = 60  # the "last 60 s" of rpm and tpm
+TOKEN_LOG_LIMIT = 1000  # rows of `GET /api/log/token` (unpaged)
 
 
 Conditions = Callable[[LogQuery], list[ColumnElement[bool]]]
@@ -35,10 +38,12 @@ Conditions = Callable[[LogQuery], list[ColumnElement[bool]]]
 class LogService:
     """The log rules, with exactly the components they use."""
 
-    def __init__(self, *, db: Database, backend: Backend, channel_name: Callable[[int], str],
-                 clock: Clock) -> None:
+    def __init__(self, *, db: Database, backend: Backend, keys: KeyDirectory, users: UserDirectory,
+                 channel_name: Callable[[int], str], clock: Clock) -> None:
         self.db = db
         self.backend = backend
+        self.keys = keys
+        self.users = users
         self.channel_name = channel_name  # the routing table's name of a channel id ("" if unknown)
         self.clock = clock
 
@@ -70,6 +75,20 @@ class LogService:
             raise RateLimited(retry_after=result.retry_after)
         return await self._page(page, lambda q: q.keyword(keyword, user_id=principal.id,
                                                             names=("token_name", "model_name")), own=True)
+
+    async def token_logs(self, raw: str) -> list[dict[str, Any]]:
+        """`GET /api/log/token`: the caller is the key itself (any status but deleted); its owner must be
+        enabled. Its newest `TOKEN_LOG_LIMIT` rows, sanitized as the owner's own logs are."""
+        key = await self.keys.lookup(raw) if raw else None
+        if key is None or key.deleted:
+            raise Unauthorized("invalid API key")
+        owner = await self.users.state(key.user_id)
+        if owner is None or not owner.active:
+            raise Forbidden("the owner of this API key is disabled")
+        async with self.db.transaction() as tx:
+            rows, _ = await LogQuery(tx).page([Log.token_id == key.id, Log.user_id == key.user_id],
+                                              offset=0, limit=TOKEN_LOG_LIMIT)
+        return [self_view(row, i + 1) for i, row in enumerate(rows)]
 
     async def log_stat(self, filters: LogFilter) -> dict[str, int]:
         since = self.clock.now_s() - RECENT_SECONDS
