@@ -2,9 +2,10 @@
 balances the engine loads accounts from.
 
 `SqlQuotaSink.apply` is the exactly-once step: one transaction locks the cursor row, drops entries at or
-below it, inserts the log rows, applies the summed deltas (`x = x + :d`, rows in id order) and moves the
-cursor. `SqlBalanceSource.durable` reads a balance and the cursor in ONE statement, so the pair is a
-consistent snapshot on every database.
+below it, inserts the log rows (and, with `DataExportEnabled`, adds the consume logs among them to
+the hourly usage buckets of `quota_data`), applies the summed deltas (`x = x + :d`, rows in id order)
+and moves the cursor. `SqlBalanceSource.durable` reads a balance and the cursor in ONE statement, so
+the pair is a consistent snapshot on every database.
 
 The sync runs on the event loop of a serving worker, so a batch must not hold the loop for long: rows
 are built and inserted `CHUNK` at a time, with a short pause between chunks (`CHUNK_PAUSE`) in which the
@@ -31,7 +32,8 @@ from models.channels import Channel
 from models.db import Database
 from models.keys import ApiKey
 from models.logs import Log
-from models.tables import User
+from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
+from models.tables import Option, User
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
 log = logging.getLogger("tollway.quota.sink")
@@ -49,6 +51,7 @@ class QuotaCursor(Base):
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+EXPORT_OPTION = "DataExportEnabled"
 CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): 1–3 ms of the event loop
 CHUNK_PAUSE = 0.001  # seconds between two chunks: the calls in flight run meanwhile
 
@@ -115,9 +118,12 @@ users_t, keys_t, channels_t, logs_t = (
 
 
 class SqlQuotaSink:
-    def __init__(self, db: Database, clock: Any = None) -> None:
+    def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None) -> None:
         self.db = db
         self._now = clock or (lambda: 0)
+        # DataExportEnabled (consume logs also feed the hourly usage buckets): a worker passes its options
+        # snapshot; without one (the separate sync process) the option row is read once per batch
+        self._export = export
 
     async def cursor(self) -> str:
         async with self.db.transaction() as tx:
@@ -143,6 +149,7 @@ class SqlQuotaSink:
             users: dict[int, list[int]] = {}
             keys: dict[int, list[int]] = {}
             channels: dict[int, int] = {}
+            buckets: dict[BucketKey, Bucket] | None = {} if await self._exporting(tx) else None
             for n, part in enumerate(chunks(fresh)):
                 if n:
                     await pause()
@@ -150,6 +157,10 @@ class SqlQuotaSink:
                 rows = [log_row(e, now) for e in part if e.log is not None]
                 if rows:
                     await tx.execute(insert(logs_t), rows)
+                    if buckets is not None:
+                        add_to_buckets(buckets, rows, LogType.CONSUME)
+            if buckets:
+                await QuotaDataRepository(tx).add(buckets)
             if users:
                 await tx.execute(
                     update(users_t).where(users_t.c.id == bindparam("uid")).values(
@@ -177,6 +188,12 @@ class SqlQuotaSink:
                                                                       updated_at=now)
             )
         return last
+
+    async def _exporting(self, tx: AsyncSession) -> bool:
+        if self._export is not None:
+            return self._export()
+        value = await tx.scalar(select(Option.value).where(Option.key == EXPORT_OPTION))
+        return value is None or value.strip().lower() == "true"  # the option's default is on
 
     @staticmethod
     async def _drop_applied(tx: AsyncSession, entries: list[Entry]) -> list[Entry]:

@@ -24,6 +24,7 @@ from server.channels.service import ChannelService
 from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
+from server.logs.data import UsageDataService
 from server.logs.service import LogService
 from server.redemptions.service import RedemptionService
 from server.relay.admin import UpstreamAdmin
@@ -46,6 +47,7 @@ class Services:
     keys: KeyService
     channels: ChannelService
     logs: LogService
+    usage_data: UsageDataService
     system: SystemService
     relay: Relay
     redemptions: RedemptionService
@@ -78,6 +80,7 @@ def build_services(state: State) -> Services:
                               clock=state.clock)
     logs = LogService(db=state.db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
+    usage_data = UsageDataService(db=state.db, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
@@ -86,5 +89,5 @@ def build_services(state: State) -> Services:
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
     return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
-                    invitations=invitations, keys=keys, channels=channels, logs=logs,
+                    invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
                     system=system, redemptions=redemptions, topups=topups, relay=relay)

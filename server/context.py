@@ -129,14 +129,16 @@ class State:
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
         quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout)
+        options = Options(db, backend, box, versions)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
-            passwords=Passwords(), options=Options(db, backend, box, versions),
+            passwords=Passwords(), options=options,
             users=UserDirectory(db, backend, config.user_cache_seconds),
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
             quota=quota,
-            quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now), interval=config.quota_sync_interval,
-                                 batch=config.quota_sync_batch),
+            quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now,
+                                                     export=lambda: options.settings.data_export_enabled),
+                                 interval=config.quota_sync_interval, batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),

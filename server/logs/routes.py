@@ -7,15 +7,18 @@ from sanic.response import HTTPResponse
 
 from server.errors import Unauthorized
 from server.logs.schemas import (
+    DataQuery,
     DeleteQuery,
     LogQuery,
     LogStat,
     LogView,
+    OwnDataQuery,
     OwnLogQuery,
     OwnLogView,
     OwnStatQuery,
     SearchQuery,
     StatQuery,
+    UsageBucket,
 )
 from server.web.access import Access, route
 from server.web.envelope import ok
@@ -110,3 +113,22 @@ async def token_logs_preflight(request: Request) -> HTTPResponse:
     response.headers.update(PREFLIGHT_HEADERS)
     return response
 
+
+# ---- usage data ---------------------------------------------------------------------------------------
+
+@route(bp, "GET", "/api/data/", access=Access.ADMIN, query=DataQuery, reply=list[UsageBucket])
+async def all_usage_data(request: Request, query: DataQuery) -> HTTPResponse:
+    """Hourly usage buckets, oldest first.
+    With `username`, that user's buckets per model; without, every user's summed per (model, hour) with
+    `user_id` 0. The window defaults to the last 7 days; a start after the end is a 400."""
+    return ok(await services_of(request).usage_data.all_data(query.start_timestamp, query.end_timestamp,
+                                                             query.username))
+
+
+@route(bp, "GET", "/api/data/self", access=Access.USER, query=OwnDataQuery, reply=list[UsageBucket])
+async def own_usage_data(request: Request, query: OwnDataQuery) -> HTTPResponse:
+    """Your own hourly usage buckets, oldest first.
+    The window defaults to the last 7 days and may span at most 30 days (2592000 s); a start after the
+    end is a 400."""
+    return ok(await services_of(request).usage_data.own_data(principal_of(request), query.start_timestamp,
+                                                             query.end_timestamp))

@@ -57,6 +57,28 @@ class SearchQuery(PageQuery):
     keyword: Filter = Field("", description="a name, or a literal part of the log's content")
 
 
+class OwnDataQuery(Schema):
+    start_timestamp: Number = Field(0, description="from this unix second (inclusive); default: end - 7 days")
+    end_timestamp: Number = Field(0, description="up to this unix second (inclusive); default: now")
+
+
+class DataQuery(OwnDataQuery):
+    username: Filter = Field("", description="one user's buckets (exact username); empty: all, summed")
+
+
+class UsageBucket(Schema):
+    """One hour of usage: of one user and model, or (admin, no username) of every user for a model."""
+
+    id: int
+    user_id: int
+    username: str
+    model_name: str
+    created_at: int = Field(description="the hour's start, unix s")
+    token_used: int
+    count: int
+    quota: int
+
+
 class DeleteQuery(Schema):
     target_timestamp: Annotated[int, QueryIntRule(required=True, positive=True)] = Field(
         description="delete every row created before this unix second")
