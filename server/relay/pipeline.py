@@ -30,8 +30,6 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
-import httpx
-
 from core.enums import KeyStatus, LogType
 from quota.backends.base import Backend
 from quota.engine import QuotaEngine
@@ -67,7 +65,7 @@ from server.relay.pricing import price_of
 from server.relay.providers import owned_by
 from server.relay.providers.base import ListedModel, Provider, Usage
 from server.relay.streaming import Delivery, relay_stream
-from server.relay.upstream import Upstream
+from server.relay.upstream import Upstream, UpstreamResponse
 from server.system.options import Options
 
 log = logging.getLogger("tollway.relay")
@@ -90,9 +88,13 @@ class Tasks(Protocol):
         """Own a task that must run to its end even if the request that started it is cancelled."""
 
 
-def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+def _passthrough_headers(response: UpstreamResponse, request_id: str) -> dict[str, str]:
     """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id."""
-    headers = {name: response.headers[name] for name in FORWARDED_HEADERS if name in response.headers}
+    headers: dict[str, str] = {}
+    for name in FORWARDED_HEADERS:
+        value = response.headers.get(name)
+        if value is not None:
+            headers[name] = value
     headers["X-Request-Id"] = request_id
     return headers
 
@@ -232,8 +234,8 @@ class Relay:
         if call.op.stream:
             return self._stream(call, response)
         assert call.body is not None
-        call.reply = Reply(response.status_code, call.body,
-                           response.headers.get("content-type", "application/json"),
+        kind = response.headers.get("content-type")
+        call.reply = Reply(response.status, call.body, "application/json" if kind is None else kind,
                            _passthrough_headers(response, call.incoming.request_id))
         return None
 
@@ -290,7 +292,7 @@ class Relay:
                 return group
         return usable[0] if usable else caller.user.group
 
-    async def _stream(self, call: Call, upstream: httpx.Response) -> None:
+    async def _stream(self, call: Call, upstream: UpstreamResponse) -> None:
         """Write the stream; however it ends (finished, cut, client gone), settle what was delivered in a
         task the worker owns, so a cancelled request still charges exactly once."""
         assert call.op is not None and call.op.form is not None and call.hold is not None
@@ -299,13 +301,13 @@ class Relay:
             headers = _passthrough_headers(upstream, call.incoming.request_id)
             headers["content-type"] = form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
-            response = await call.incoming.respond(status=upstream.status_code, headers=headers)
+            response = await call.incoming.respond(status=upstream.status, headers=headers)
             await relay_stream(call, response, form, self.quota, self.stream_idle_timeout, delivery)
         except BaseException:
             delivery.interrupted = True
             raise
         finally:
-            await upstream.aclose()
+            await upstream.close()
             call.settled = True
             settling = self._settle(call, delivery.usage or Usage(call.prompt_tokens, 0), stream=True,
                                     interrupted=delivery.interrupted, first_byte_ms=delivery.first_byte_ms)
