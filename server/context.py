@@ -123,7 +123,7 @@ class State:
         else:
             memory = MemoryBackend()
             backend, sessions = memory, SqlSessionStore(db, clock)
-            store = MemoryQuotaStore(versions=memory.versions_now)
+            store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory)
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
         state = cls(

@@ -64,6 +64,7 @@ class Call:
     op: Operation | None = None
     caller: Caller | None = None
     policy: UserPolicy | None = None
+    rate_due: bool = False  # the per-user limit applies and is not charged yet (the reservation carries it)
     asked: Asked | None = None
     prompt_tokens: int = 0  # the estimate the hold was sized by (billed when the upstream reports no usage)
     group: str = ""

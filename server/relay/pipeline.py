@@ -9,6 +9,10 @@
     respond       the upstream's answer, unchanged; a stream as it arrives (server/relay/streaming.py)
     settle        the actual cost, one consume log                 ── and, in `finally`, the one release
 
+The per-user rate limit (step 6) is decided in its place and admitted by the reservation's own atomic step
+(`reserve(limits=…)`); a refusal by steps 7–11 admits it alone first, so the 429 still comes first. Its
+usage is charged by the settlement (`settle(charges=…)`).
+
 Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
 reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
 older version gives the hold back, catches up and decides again, once. A refusal decided on the cached
@@ -31,10 +35,11 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
 from core.enums import KeyStatus, LogType
-from quota.backends.base import Backend
+from quota.backends.base import Backend, Limit
 from quota.engine import QuotaEngine
 from quota.ratelimit import ModelRateLimiter, policy_for
 from quota.types import InsufficientQuota as ReserveRefused
+from quota.types import RateLimited as RateRefused
 from quota.versions import VersionTracker
 from server.accounts.directory import UserDirectory
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
@@ -148,6 +153,8 @@ class Relay:
                     if pending is not None:
                         await pending
             except GatewayError as refusal:
+                if call.rate_due:  # step 6 comes before the refusal of a later step: a 429 first
+                    await self._charge_rate(call)
                 cached = isinstance(refusal, CACHED_REFUSALS)
                 if last or not cached or not await versions.refresh(since=basis):
                     raise
@@ -166,17 +173,19 @@ class Relay:
         call.caller = await authenticate(self.keys, self.users, self.options, self.clock, raw,
                                          incoming.client_ip)
 
-    def limit_rate(self, call: Call) -> Awaitable[None] | None:
-        """Step 6: the per-user model request limit (new-api's ModelRequestRateLimit options)."""
-        if call.policy is not None:  # charged on the first pass
-            return None
+    def limit_rate(self, call: Call) -> None:
+        """Step 6: the per-user model request limit (new-api's ModelRequestRateLimit options). Decided
+        here, admitted and charged by the reservation (step 12) in its own Lua call; a refusal by steps
+        7–12 first admits it alone (`decide`), so a caller over the limit still gets the 429 first."""
+        if call.policy is not None:  # the first pass decided it
+            return
         caller = self._caller(call)
         group = caller.user.group if caller.group == AUTO_GROUP else caller.group
         s = self.options.settings
         call.policy = policy_for(enabled=s.rate_limit_enabled, minutes=s.rate_limit_minutes,
                                  total=s.rate_limit_count, success=s.rate_limit_success_count,
                                  group_caps=s.rate_limit_groups.get(group))
-        return self._charge_rate(call, caller) if call.policy.limited else None
+        call.rate_due = call.policy.limited
 
     def read_body(self, call: Call) -> None:
         """Step 7: what the body asks for, read once (a 400 naming the field)."""
@@ -213,12 +222,24 @@ class Relay:
         amount = price.cost(max(call.prompt_tokens, settings.pre_consumed_quota), asked.completion_tokens,
                             settings.quota_per_unit)
         limited = not key.unlimited_quota
+        limits: list[Limit] = []
+        if call.rate_due:  # step 6, admitted in the same atomic step (charged even if the balance refuses)
+            assert call.policy is not None
+            limits = ModelRateLimiter.admission_limits(user_id=caller.user.id, key_id=key.id, key_rpm=0,
+                                                       key_tpm=0, user_policy=call.policy)
         try:
-            call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited)
+            call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited,
+                                                 limits=limits)
+        except RateRefused as refused:
+            call.rate_due = False
+            raise RateLimitExceeded(refused.retry_after) from None
         except ReserveRefused as short:
+            call.rate_due = False
+
             if short.account == "key" and short.available <= 0:
                 raise await exhausted(self.keys, key) from None
             raise InsufficientQuota() from None
+        call.rate_due = False
         if limited and amount == 0 and call.hold.key_balance <= 0:  # a free call on a key with nothing left
             raise await exhausted(self.keys, key)  # the hold goes back with the refusal
         call.started = time.monotonic()
@@ -269,8 +290,11 @@ class Relay:
         assert call.caller is not None
         return call.caller
 
-    async def _charge_rate(self, call: Call, caller: Caller) -> None:
+    async def _charge_rate(self, call: Call) -> None:
+        """Step 6 on its own (one Lua call): for a call refused before its reservation."""
+        caller = self._caller(call)
         assert call.policy is not None
+        call.rate_due = False
         result = await self.limiter.admit(user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0,
                                           user_policy=call.policy)
         if not result.allowed:
@@ -343,21 +367,19 @@ class Relay:
                 "request_id": call.incoming.request_id, "quota": cost, "other": other,
                 "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
             }
-        settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry)
+        policy = call.policy
+        charges: list[Limit] = []
+        if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
+            charges = ModelRateLimiter.usage_charges(user_id=caller.user.id, key_id=caller.key.id, key_tpm=0,
+                                                     tokens=usage.prompt + usage.completion, success=True,
+                                                     user_policy=policy)
+        settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
             try:
                 await self.keys.mark_status(key, KeyStatus.EXHAUSTED)
             except Exception:
                 log.exception("could not mark key %d exhausted", key.id)
-        policy = call.policy
-        if policy is not None and policy.limited:
-            try:
-                await self.limiter.record(user_id=caller.user.id, key_id=key.id, key_tpm=0,
-                                          tokens=usage.prompt + usage.completion, success=True,
-                                          user_policy=policy)
-            except Exception:
-                log.exception("could not record the rate-limit charge")
         return cost
 
     async def _release(self, call: Call) -> None:
