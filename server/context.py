@@ -123,7 +123,8 @@ class State:
         else:
             memory = MemoryBackend()
             backend, sessions = memory, SqlSessionStore(db, clock)
-            store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory)
+            store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory,
+                                     marker_ms=int(config.quota_hold_timeout * 1000))
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
         state = cls(

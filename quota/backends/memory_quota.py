@@ -3,6 +3,17 @@
 Each method runs without awaiting in between, so on one event loop it is as atomic as a Lua script.
 The stream is a list; it lives as long as the process, so the sync should run often (it also runs on
 shutdown) — a `kill -9` loses at most one sync interval of settled usage, exactly like Redis without AOF.
+
+Settled and released holds leave a marker (`_Markers`), so that a second settle or release of the same
+hold changes nothing. A marker only has to outlive any repetition of that step, and that is bounded by the
+hold's lease: only the call that reserved a hold knows its id, it settles or releases it once as it ends
+(the pipeline's one settle-or-release), and a repetition — a retry, or a bug — follows the step it
+repeats at once; no step of a call comes later than its hold's lease after the hold was last renewed
+without the hold being swept first (and a settle after the sweep is charged in full by design). So the
+markers are kept one lease (`marker_ms`, at least a minute) instead of Redis's hour, as an ordered set
+with per-second expiry buckets instead of a timestamp each: at 1,000 calls/s and the default 600 s lease
+that is about 600,000 markers of ~100 bytes (~60 MB) at most, where an hour of 147-byte markers grew by
+~0.5 GB.
 """
 
 from __future__ import annotations
@@ -10,8 +21,10 @@ from __future__ import annotations
 import bisect
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from quota.backends.base import Limit
@@ -20,7 +33,7 @@ from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
 from quota.versions import UNKNOWN, Versions
 
-MARKER_TTL_MS = 3_600_000  # as quota/backends/redis_quota.py
+MARKER_TTL_MS = 600_000  # the default lease (QUOTA_HOLD_TIMEOUT); see the module docstring
 CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
 IDEMPOTENCY_TTL_MS = 7 * 86_400_000
 MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
@@ -35,18 +48,56 @@ class _Hold:
     expires_ms: int
 
 
+class _Markers:
+    """Hold ids settled or released, each kept `ttl_ms` after it was added: a dict used as an ordered set
+    (no value per marker) and a deque of [expiry second, count] buckets, expired from the front. A clock
+    that steps back only keeps a marker longer, never drops one early."""
+
+    __slots__ = ("_buckets", "_ids", "ttl_ms")
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+        self._ids: dict[str, None] = {}
+        self._buckets: deque[list[int]] = deque()
+
+    def __contains__(self, hold_id: str) -> bool:
+        return hold_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, hold_id: str, now_ms: int) -> None:
+        if hold_id in self._ids:
+            return
+        self._ids[hold_id] = None
+        second = (now_ms + self.ttl_ms) // 1000 + 1  # expires once that second has begun
+        buckets = self._buckets
+        if buckets and buckets[-1][0] >= second:
+            buckets[-1][1] += 1
+        else:
+            buckets.append([second, 1])
+
+    def expire(self, now_ms: int) -> None:
+        buckets, due = self._buckets, 0
+        while buckets and buckets[0][0] * 1000 <= now_ms:
+            due += buckets.popleft()[1]
+        if due:
+            for hold_id in list(islice(self._ids, due)):
+                del self._ids[hold_id]
+
+
 class MemoryQuotaStore:
     def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), *,
-                 versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None
-                 ) -> None:
+                 versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None,
+                 marker_ms: int = MARKER_TTL_MS) -> None:
         self._now = clock_ms
         self._versions = versions
         self._limiter = limiter  # whose rate limits `reserve(limits=…)`, `settle(charges=…)` use
         self._live: dict[tuple[Account, int], int] = {}
         self._held: dict[tuple[Account, int], int] = {}
         self._holds: dict[str, _Hold] = {}
-        # settled/released markers and adjustment results, kept as long as on Redis (1 day / 7 days)
-        self._done: dict[str, int] = {}
+        # settled/released markers (one lease, see the module docstring), adjustment results (7 days)
+        self._done = _Markers(max(60_000, marker_ms))
         self._adjusted: dict[str, tuple[int, tuple[int, int, int]]] = {}
         self._charged: dict[str, int] = {}  # holds refused by the balance after their limits were charged
         self._stream: list[Entry] = []
@@ -131,7 +182,7 @@ class MemoryQuotaStore:
         key = self._add("key", key_id, delta) if key_limited else None
         self._append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual, hold_id,
                            _copy_json(log)))
-        self._done[hold_id] = self._now() + MARKER_TTL_MS
+        self._done.add(hold_id, self._now())
         return True, user, key
 
     def _release(self, hold_id: str, swept: bool) -> bool:
@@ -140,14 +191,14 @@ class MemoryQuotaStore:
         hold = self._holds.get(hold_id)
         if hold is None or (swept and hold.expires_ms > self._now()):
             if hold is None and not swept:
-                self._done[hold_id] = self._now() + MARKER_TTL_MS
+                self._done.add(hold_id, self._now())
             return False
         self._drop_hold(hold_id)
         self._add("user", hold.user_id, hold.amount)
         if hold.limited:
             self._add("key", hold.key_id, hold.amount)
         if not swept:
-            self._done[hold_id] = self._now() + MARKER_TTL_MS
+            self._done.add(hold_id, self._now())
         return True
 
     async def release(self, hold_id: str) -> bool:
@@ -162,7 +213,7 @@ class MemoryQuotaStore:
 
     async def sweep(self, limit: int = 100) -> int:
         now = self._now()
-        _expire_front(self._done, now)
+        self._done.expire(now)
         _expire_front(self._charged, now)
         self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}  # few: adjustments only
         expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
