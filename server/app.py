@@ -63,12 +63,14 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
             await state.close()
 
     @app.on_request
-    async def pipeline(request: Request) -> None:
-        for step in services_of(request).guard.steps:
+    async def pipeline(request: Request) -> None:  # Guard.enter, inlined: a model call awaits nothing here
+        guard = services_of(request).guard
+        guard.identify(request)
+        for step in guard.checks_for(request):
             await step(request)
 
     @app.on_response
-    async def after(request: Request, response: BaseHTTPResponse) -> None:
-        await services_of(request).guard.finish(request, response)
+    def after(request: Request, response: BaseHTTPResponse) -> None:
+        services_of(request).guard.finish(request, response)
 
     return app
