@@ -48,7 +48,7 @@ class RedisQuotaStore:
         self.k = backend.key
         self.timeout = backend.timeout
         def register(source: str) -> LuaScript:
-            return LuaScript(self.r, source)
+            return backend.script(source)
 
         self._reserve = register(lua.load("reserve"))
         self._settle = register(lua.load("settle"))
