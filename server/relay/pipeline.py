@@ -31,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from core.enums import KeyStatus, LogType
 from quota.backends.base import Backend, Limit
 from quota.engine import QuotaEngine
-from quota.ratelimit import ModelRateLimiter, policy_for
+from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota as ReserveRefused
 from quota.types import RateLimited as RateRefused
 from quota.versions import VersionTracker
@@ -114,6 +114,7 @@ class Relay:
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
         self.limiter = ModelRateLimiter(backend)
+        self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
         # the model call, in order
         self.steps: tuple[Step, ...] = (self.read_target, self.decide, self.attempt, self.respond,
                                         self.settle)
@@ -222,11 +223,10 @@ class Relay:
         amount = price.cost(max(call.prompt_tokens, settings.pre_consumed_quota), asked.completion_tokens,
                             settings.quota_per_unit)
         limited = not key.unlimited_quota
-        limits: list[Limit] = []
+        limits: Sequence[Limit] = ()
         if call.rate_due:  # step 6, admitted in the same atomic step (charged even if the balance refuses)
             assert call.policy is not None
-            limits = ModelRateLimiter.admission_limits(user_id=caller.user.id, key_id=key.id, key_rpm=0,
-                                                       key_tpm=0, user_policy=call.policy)
+            limits = self._limits(caller.user.id, key.id, call.policy)[0]
         try:
             call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited,
                                                  limits=limits)
@@ -289,6 +289,20 @@ class Relay:
     def _caller(call: Call) -> Caller:
         assert call.caller is not None
         return call.caller
+
+    def _limits(self, user_id: int, key_id: int, policy: UserPolicy) -> tuple[list[Limit], list[Limit]]:
+        """The per-user limit's admission limits and success charges for this user, key and policy (keys
+        have no TPM yet, so the charges do not depend on the call's tokens); built once, remembered."""
+        known = self._limit_lists.get((user_id, key_id, policy))
+        if known is None:
+            if len(self._limit_lists) >= 4096:
+                self._limit_lists.clear()
+            known = self._limit_lists[(user_id, key_id, policy)] = (
+                ModelRateLimiter.admission_limits(user_id=user_id, key_id=key_id, key_rpm=0, key_tpm=0,
+                                                  user_policy=policy),
+                ModelRateLimiter.usage_charges(user_id=user_id, key_id=key_id, key_tpm=0, tokens=0,
+                                               success=True, user_policy=policy))
+        return known
 
     async def _charge_rate(self, call: Call) -> None:
         """Step 6 on its own (one Lua call): for a call refused before its reservation."""
@@ -368,11 +382,9 @@ class Relay:
                 "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
             }
         policy = call.policy
-        charges: list[Limit] = []
+        charges: Sequence[Limit] = ()
         if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
-            charges = ModelRateLimiter.usage_charges(user_id=caller.user.id, key_id=caller.key.id, key_tpm=0,
-                                                     tokens=usage.prompt + usage.completion, success=True,
-                                                     user_policy=policy)
+            charges = self._limits(caller.user.id, caller.key.id, policy)[1]
         settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
