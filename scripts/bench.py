@@ -71,6 +71,7 @@ from scripts.bench_env import (
     TTS,
     Ledger,
     Proc,
+    cmdline,
     conserved,
     cpu_used,
     free_port,
@@ -94,6 +95,8 @@ from scripts.bench_env import (
 )
 
 DEFAULT_SETUPS = tuple(s for s in SETUPS if s != "redis-1w-sync")
+BY_PROCESS = "cpu_us_per_call_by_process"
+
 
 
 # ---- load ------------------------------------------------------------------------------------------------
@@ -195,8 +198,16 @@ def measure(target: Target, path: str, body: str, concurrency: int, args: argpar
     before = {proc.name: proc.cpu_seconds() for proc in target.procs}
     result = wrk(target.base + path, target.key, body, concurrency, args.duration, workdir)
     if target.procs:
-        result.cpu_by_proc = {proc.name: cpu_used(before[proc.name], proc.cpu_seconds())
-                              for proc in target.procs}
+        for proc in target.procs:
+            after = proc.cpu_seconds()
+            sync = {pid for pid in after if "quota-sync" in cmdline(pid)} if proc.name != "nginx" else set()
+            if sync and not proc.name.endswith("quota-sync"):  # `tollway serve`'s own sync process
+                result.cpu_by_proc[proc.name] = cpu_used(
+                    before[proc.name], {pid: t for pid, t in after.items() if pid not in sync})
+                result.cpu_by_proc[f"{proc.name} (its quota sync)"] = cpu_used(
+                    before[proc.name], {pid: t for pid, t in after.items() if pid in sync})
+            else:
+                result.cpu_by_proc[proc.name] = cpu_used(before[proc.name], after)
         result.cpu_s = sum(result.cpu_by_proc.values())
     if target.stall_log is not None:
         from scripts.stallwatch import summarize
@@ -299,10 +310,11 @@ def _median_cell(runs: list[Result]) -> dict[str, Any]:
     calls = sum(r.calls for r in runs)
     if all(r.cpu_s is not None for r in runs) and calls:
         cell["cpu_us_per_call"] = round(1e6 * sum(r.cpu_s or 0.0 for r in runs) / calls)
-        if len(runs[0].cpu_by_proc) > 1:  # e.g. the worker and the separate quota sync
+        names = {name for r in runs for name in r.cpu_by_proc}
+        if len(names) > 1:  # e.g. the worker and the quota sync process
             cell["cpu_us_per_call_by_process"] = {
                 name: round(1e6 * sum(r.cpu_by_proc.get(name, 0.0) for r in runs) / calls)
-                for name in runs[0].cpu_by_proc}
+                for name in sorted(names)}
     if any(r.stalls for r in runs):
         cell["stalls"] = [r.stalls for r in runs]
     return cell
@@ -381,6 +393,11 @@ def table(results: dict[str, Any]) -> str:
                              f"{c.get('vs_nginx_rps', '')} | {c.get('vs_bare_rps', '')} | "
                              f"{c.get('p99_over_bare_ms', '')} | {c.get('cpu_us_per_call', '')} | "
                              f"{c['errors']} |")
+    split = [f"{scenario} c={conc} " + ", ".join(f"{n} {us}" for n, us in c[BY_PROCESS].items())
+             for scenario, per_conc in results["runs"].items() for conc, row in per_conc.items()
+             for c in row.values() if BY_PROCESS in c]
+    if split:
+        lines += ["", "CPU µs/call by process: " + "; ".join(split)]
     ttfb = results.get("stream_ttfb_ms", {})
     if ttfb:
         direct = ttfb.get("direct", {}).get("p50", 0.0)

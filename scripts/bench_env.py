@@ -375,12 +375,12 @@ def worker_rss(proc: Proc) -> list[float]:
     """RSS of each serving process: the workers Sanic spawned, or the one process serving alone (the
     manager and the multiprocessing helper of a multi-worker start are left out)."""
     pids = proc.pids()
-    workers = [pid for pid in pids[1:] if "spawn_main" in _cmdline(pid) and "resource_tracker" not in
-               _cmdline(pid)]
+    workers = [pid for pid in pids[1:] if "spawn_main" in cmdline(pid) and "resource_tracker" not in
+               cmdline(pid)]
     return [round(rss_mb(pid), 1) for pid in (workers or pids[:1])]
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
     return ""

@@ -26,6 +26,11 @@ from server.config import Config, ConfigError, load
 
 log = logging.getLogger("tollway.quota_sync")
 
+BESIDE_WORKERS_NICE = 5
+"""The niceness the sync takes beside `tollway serve`'s workers: under full load the kernel gives it about a
+third of a busy worker's share (measured with the bench: enough to keep up), and its batches no longer
+preempt a worker's calls on a shared core."""
+
 
 async def run(config: Config, *, once: bool = False) -> None:
     if not config.redis_url:
@@ -49,7 +54,10 @@ async def run(config: Config, *, once: bool = False) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         parent = os.environ.get("TOLLWAY_PARENT_PID", "")
-        watch = asyncio.create_task(_orphaned(int(parent), stop)) if parent.isdigit() else None
+        watch = None
+        if parent.isdigit():  # started by `tollway serve`: yield the cores to its workers when they need them
+            os.nice(BESIDE_WORKERS_NICE)
+            watch = asyncio.create_task(_orphaned(int(parent), stop))
         log.info("quota sync running every %.2fs", config.quota_sync_interval)
         await stop.wait()
         if watch is not None:
