@@ -80,3 +80,50 @@ def test_markers_expire_in_order_and_never_early() -> None:
     assert "back" in markers and len(markers) == 2
     markers.expire(10**9)
     assert len(markers) == 0
+
+
+def _engine_ids(n: int, prefix: str = "0123456789abcdef") -> list[str]:
+    return [f"{prefix}{i:08x}" for i in range(n)]  # as quota/engine.py HoldIds makes them
+
+
+def test_engine_hold_ids_are_bits_recognised_within_the_window_and_forgotten_after() -> None:
+    markers = _Markers(60_000)
+    ids = _engine_ids(100_000)
+    for n, hold_id in enumerate(ids):
+        markers.add(hold_id, n // 10)  # 10,000 a second
+    assert len(markers) == 100_000 and not markers._ids  # all in the bitmap
+    assert sum(len(b.bits) for b in markers._bits.values()) <= 100_000 // 8 + 1
+    assert ids[0] in markers and ids[-1] in markers and f"{ids[0][:16]}{100_000:08x}" not in markers
+    markers.expire(60_000 + 4_000)  # those of the first 4 s are due (and never more)
+    assert ids[0] not in markers and ids[35_000] not in markers
+    assert all(hold_id in markers for hold_id in ids[40_000:])
+    markers.expire(10**9)
+    assert len(markers) == 0 and not markers._bits
+
+
+def test_a_late_settle_below_the_trimmed_front_is_still_recognised() -> None:
+    """A hold reserved early and settled after the front moved past its counter (a long stream)."""
+    markers = _Markers(60_000)
+    ids = _engine_ids(1_000)
+    for hold_id in ids[1:]:
+        markers.add(hold_id, 0)
+    markers.expire(61_000)  # everything marked at 0 is forgotten: the front passes counter 999
+    assert ids[500] not in markers
+    markers.add(ids[0], 61_000)  # the long call ends now
+    assert ids[0] in markers
+    markers.expire(61_000 + 59_000)
+    assert ids[0] in markers  # kept its own minute
+    markers.expire(61_000 + 61_000)
+    assert ids[0] not in markers
+
+
+async def test_a_repeated_settle_of_an_engine_hold_changes_nothing() -> None:
+    clock = Clock()
+    store = await _store(clock)
+    hold_id = _engine_ids(1)[0]
+    await store.reserve(hold_id, 1, 0, False, 500, LEASE_MS)
+    assert (await store.settle(hold_id, 1, 0, False, 7, 300, None))[0]
+    clock.ms += LEASE_MS - 1000
+    await store.sweep()
+    assert (await store.settle(hold_id, 1, 0, False, 7, 300, None))[0] is False
+    assert (await store.live("user", [1]))[1] == 1_000_000 - 300
