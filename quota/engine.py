@@ -21,6 +21,7 @@ The protocol, for each user and each limited API key:
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -40,6 +41,34 @@ from quota.types import (
 )
 
 LOAD_ATTEMPTS = 40
+
+
+class HoldIds:
+    """Hold ids: 24 hex characters, this process's random prefix (64 bits, drawn at start, after a fork,
+    and again every 2^32 holds) and a counter — unique across processes and nodes like 96 random bits
+    (two prefixes collide with odds of n²/2^65), without a call for randomness (a system call, a third
+    of an in-process reservation's CPU) per hold. They are never shown to a caller."""
+
+    __slots__ = ("count", "prefix")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.prefix = secrets.token_hex(8)
+        self.count = 0
+
+    def next(self) -> str:
+        count = self.count
+        if count >= 0xFFFF_FFFF:
+            self.reset()
+            count = 0
+        self.count = count + 1
+        return f"{self.prefix}{count:08x}"
+
+
+HOLD_IDS = HoldIds()
+os.register_at_fork(after_in_child=HOLD_IDS.reset)
 
 
 LockedLoad = Callable[[int, str], Awaitable[tuple[int, str]]]
@@ -99,7 +128,7 @@ class QuotaEngine:
         same prefix; in process: built with `limiter=`)."""
         if amount < 0:
             raise ValueError("amount must be ≥ 0")
-        hold_id = secrets.token_hex(12)
+        hold_id = HOLD_IDS.next()
         limited = key_limited and key_id > 0
         active = active_limits(limits)
         for _ in range(3):

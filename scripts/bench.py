@@ -33,6 +33,10 @@ single-process set-ups under `scripts/stallwatch.py` and reports, per run, the e
 5 ms and what was running. With more than one process per set-up (the separate quota sync) the CPU is
 also reported per process.
 
+It ends by checking conservation on every Tollway set-up: once the quota sync has moved everything, the
+live balance of the user and of the key equals the initial one minus the sum of the consume logs in SQL,
+and the user's SQL balance equals the live one (the 2-worker set-up included).
+
 Prints a table and writes `bench-results.json` (ratios to direct, nginx and bare included).
 """
 
@@ -51,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,16 +69,22 @@ from scripts.bench_env import (
     SCENARIOS,
     SETUPS,
     TTS,
+    Ledger,
     Proc,
+    cmdline,
+    conserved,
     cpu_used,
     free_port,
+    ledger,
     mariadb,
+    mariadb_balance,
     mariadb_database,
     pinned,
     prepare_tollway,
     proxy_locations,
     purge_redis,
     spawn,
+    sqlite_balance,
     start_bare,
     start_nginx,
     start_python_upstream,
@@ -85,6 +95,8 @@ from scripts.bench_env import (
 )
 
 DEFAULT_SETUPS = tuple(s for s in SETUPS if s != "redis-1w-sync")
+BY_PROCESS = "cpu_us_per_call_by_process"
+
 
 
 # ---- load ------------------------------------------------------------------------------------------------
@@ -156,6 +168,8 @@ class Target:
     key: str = "bench"
     procs: list[Proc] = field(default_factory=list)
     stall_log: Path | None = None
+    sql_balance: Callable[[int], int] | None = None  # the root user's durable balance
+    initial: Ledger | None = None  # balances and Σ logs before any call
 
     @property
     def tollway(self) -> bool:
@@ -184,8 +198,16 @@ def measure(target: Target, path: str, body: str, concurrency: int, args: argpar
     before = {proc.name: proc.cpu_seconds() for proc in target.procs}
     result = wrk(target.base + path, target.key, body, concurrency, args.duration, workdir)
     if target.procs:
-        result.cpu_by_proc = {proc.name: cpu_used(before[proc.name], proc.cpu_seconds())
-                              for proc in target.procs}
+        for proc in target.procs:
+            after = proc.cpu_seconds()
+            sync = {pid for pid in after if "quota-sync" in cmdline(pid)} if proc.name != "nginx" else set()
+            if sync and not proc.name.endswith("quota-sync"):  # `tollway serve`'s own sync process
+                result.cpu_by_proc[proc.name] = cpu_used(
+                    before[proc.name], {pid: t for pid, t in after.items() if pid not in sync})
+                result.cpu_by_proc[f"{proc.name} (its quota sync)"] = cpu_used(
+                    before[proc.name], {pid: t for pid, t in after.items() if pid in sync})
+            else:
+                result.cpu_by_proc[proc.name] = cpu_used(before[proc.name], after)
         result.cpu_s = sum(result.cpu_by_proc.values())
     if target.stall_log is not None:
         from scripts.stallwatch import summarize
@@ -228,9 +250,10 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
             procs.append(proc)
             wait_for(f"http://127.0.0.1:{port}/api/status")
             targets["bare"] = Target("bare", f"http://127.0.0.1:{port}", key, [proc])
-        tollways: list[tuple[str, dict[str, str], list[str], str | None]] = []
+        tollways: list[tuple[str, dict[str, str], list[str], str | None, Callable[[int], int]]] = []
         if "embedded" in args.setups:
-            tollways.append(("embedded", {}, [], "0"))
+            embedded_db = workdir / "data-embedded" / "tollway.db"
+            tollways.append(("embedded", {}, [], "0", sqlite_balance(embedded_db)))
         secret = secrets.token_hex(32)
         redis_setups = (("redis-1w", "1", "0"), ("redis-1w-sync", "1", "0"), ("redis-2w", "2", None))
         for setup, workers, cpu in redis_setups:
@@ -244,10 +267,12 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
                      "REDIS_KEY_PREFIX": prefix, "SECRET_KEY": secret}
             if setup == "redis-1w-sync":
                 extra["QUOTA_SYNC_IN_SERVER"] = "false"
-            tollways.append((setup, extra, ["--workers", workers], cpu))
-        for setup, extra, flags, cpu in tollways:
+            tollways.append((setup, extra, ["--workers", workers], cpu, mariadb_balance(db_name)))
+        for setup, extra, flags, cpu, sql_balance in tollways:
             port = free_port()
             env = tollway_env(workdir, port, extra)
+            if setup == "embedded":
+                env["DATA_DIR"] = str(workdir / "data-embedded")
             stall_log: Path | None = None
             entry = ["-m", "server.cli"]
             if args.stalls and cpu is not None:
@@ -264,7 +289,8 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/api/status")
             key = prepare_tollway(base, upstream, RATE_LIMITED if args.rate_limit else None)
-            targets[setup] = Target(setup, base, key, target_procs, stall_log)
+            targets[setup] = Target(setup, base, key, target_procs, stall_log, sql_balance,
+                                    ledger(base, sql_balance))
         print(f"upstream: {upstream_kind} on {upstream}; set-ups: {', '.join(targets)}", flush=True)
         yield targets
     finally:
@@ -284,10 +310,11 @@ def _median_cell(runs: list[Result]) -> dict[str, Any]:
     calls = sum(r.calls for r in runs)
     if all(r.cpu_s is not None for r in runs) and calls:
         cell["cpu_us_per_call"] = round(1e6 * sum(r.cpu_s or 0.0 for r in runs) / calls)
-        if len(runs[0].cpu_by_proc) > 1:  # e.g. the worker and the separate quota sync
+        names = {name for r in runs for name in r.cpu_by_proc}
+        if len(names) > 1:  # e.g. the worker and the quota sync process
             cell["cpu_us_per_call_by_process"] = {
                 name: round(1e6 * sum(r.cpu_by_proc.get(name, 0.0) for r in runs) / calls)
-                for name in runs[0].cpu_by_proc}
+                for name in sorted(names)}
     if any(r.stalls for r in runs):
         cell["stalls"] = [r.stalls for r in runs]
     return cell
@@ -324,6 +351,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                          for name, v in ttfb.items()}
         results["rss_mb"] = {name: worker_rss(t.procs[0]) for name, t in targets.items()
                              if t.procs and t.tollway}
+        results["conservation"] = {name: conserved(t.base, t.initial, t.sql_balance)
+                                   for name, t in targets.items()
+                                   if t.initial is not None and t.sql_balance is not None}
         for t in targets.values():  # keep the raw stall logs beside the results
             if t.stall_log is not None and t.stall_log.exists():
                 shutil.copy(t.stall_log, Path(args.out).with_suffix(f".stalls-{t.name}.jsonl"))
@@ -363,6 +393,11 @@ def table(results: dict[str, Any]) -> str:
                              f"{c.get('vs_nginx_rps', '')} | {c.get('vs_bare_rps', '')} | "
                              f"{c.get('p99_over_bare_ms', '')} | {c.get('cpu_us_per_call', '')} | "
                              f"{c['errors']} |")
+    split = [f"{scenario} c={conc} " + ", ".join(f"{n} {us}" for n, us in c[BY_PROCESS].items())
+             for scenario, per_conc in results["runs"].items() for conc, row in per_conc.items()
+             for c in row.values() if BY_PROCESS in c]
+    if split:
+        lines += ["", "CPU µs/call by process: " + "; ".join(split)]
     ttfb = results.get("stream_ttfb_ms", {})
     if ttfb:
         direct = ttfb.get("direct", {}).get("p50", 0.0)
@@ -372,6 +407,11 @@ def table(results: dict[str, Any]) -> str:
     lines.append("")
     lines.append("RSS per worker after the run (MB): " + "; ".join(
         f"{name}: {', '.join(map(str, mbs))}" for name, mbs in results.get("rss_mb", {}).items()))
+    checks = results.get("conservation", {})
+    if checks:
+        lines.append("Conservation (live = initial − Σ consume logs, user and key; SQL = live): " + "; ".join(
+            f"{name}: {'ok' if c['ok'] else 'FAILED ' + json.dumps(c)} ({c['spent_logged']:,} charged)"
+            for name, c in checks.items()))
     return "\n".join(lines)
 
 

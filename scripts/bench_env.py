@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -254,13 +255,26 @@ def tollway_env(workdir: Path, port: int, extra: dict[str, str]) -> dict[str, st
     env.update(HOST="127.0.0.1", PORT=str(port), DATA_DIR=str(workdir / f"data-{port}"), LOG_LEVEL="WARNING",
                GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
                UPSTREAM_ALLOW_PRIVATE="127.0.0.1/32",  # the upstream (nginx or the fallback) is on loopback
-               **extra)
+               QUOTA_HOLD_TIMEOUT=str(HOLD_LEASE), **extra)
     return env
 
+
+HOLD_LEASE = 20
+"""QUOTA_HOLD_TIMEOUT of the measured set-ups: a call that wrk cuts off at the end of a run while its
+reservation is on the wire leaves a hold that only the sweeper returns, after this lease; the conservation
+check waits for it (calls here last milliseconds, far inside any lease)."""
 
 RATE_LIMITED = {  # --rate-limit: the per-user model request limit on, far above what the load reaches
     "ModelRequestRateLimitEnabled": "true", "ModelRequestRateLimitCount": "100000000",
     "ModelRequestRateLimitSuccessCount": "100000000"}
+
+
+def _root(c: httpx.Client) -> int:
+    login = c.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
+    login.raise_for_status()
+    user_id = int(login.json()["data"]["id"])
+    c.headers["New-Api-User"] = str(user_id)
+    return user_id
 
 
 def prepare_tollway(base: str, upstream: str, options: dict[str, str] | None = None) -> str:
@@ -285,6 +299,62 @@ def prepare_tollway(base: str, upstream: str, options: dict[str, str] | None = N
         return str(made.json()["data"]["key"])
 
 
+@dataclass(frozen=True)
+class Ledger:
+    """The root user's and the bench key's live balances, the consume logs' sum in SQL and the user's
+    durable (SQL) balance, read through the API and `sql_balance`."""
+
+    user: int
+    key: int
+    logged: int
+    durable: int
+
+
+def ledger(base: str, sql_balance: Callable[[int], int]) -> Ledger:
+    with httpx.Client(base_url=base, timeout=30) as c:
+        user_id = _root(c)
+        user = c.get("/api/user/self").json()["data"]["quota"]
+        keys = c.get("/api/token/", params={"p": 1, "page_size": 100}).json()["data"]
+        rows = keys["items"] if isinstance(keys, dict) else keys
+        key = next(k["remain_quota"] for k in rows if k["name"] == "bench")
+        logged = c.get("/api/log/stat", params={"type": 2}).json()["data"]["quota"]
+        return Ledger(int(user), int(key), int(logged), sql_balance(user_id))
+
+
+def conserved(base: str, before: Ledger, sql_balance: Callable[[int], int], wait: float = HOLD_LEASE + 60
+              ) -> dict[str, int | bool]:
+    """Once the sync has moved every settled call and the sweeper has returned the holds of calls cut off
+    mid-reservation: live balance = initial − Σ consume logs, for the user and the key, and the durable
+    balance = the live one. Polls up to `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        now = ledger(base, sql_balance)
+        spent = now.logged - before.logged
+        ok = (now.user == before.user - spent and now.key == before.key - spent and now.durable == now.user)
+        if ok or time.monotonic() > deadline:
+            return {"ok": ok, "spent_logged": spent, "user_drop": before.user - now.user,
+                    "key_drop": before.key - now.key, "durable_minus_live": now.durable - now.user}
+        time.sleep(1.0)
+
+
+def sqlite_balance(path: Path) -> Callable[[int], int]:
+    def read(user_id: int) -> int:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return int(db.execute("SELECT quota FROM users WHERE id = ?", (user_id,)).fetchone()[0])
+    return read
+
+
+def mariadb_balance(name: str) -> Callable[[int], int]:
+    def read(user_id: int) -> int:
+        out = subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-N", "-B", name, "-e",
+                              f"SELECT quota FROM users WHERE id = {int(user_id)}"],  # noqa: S608 (an int)
+                             capture_output=True, text=True, check=True).stdout
+        return int(out.strip())
+    return read
+
+
 def mariadb(sql: str, *, check: bool = True) -> None:
     subprocess.run(["mariadb", "-uroot", "-h127.0.0.1", "-e", sql], check=check)
 
@@ -305,12 +375,12 @@ def worker_rss(proc: Proc) -> list[float]:
     """RSS of each serving process: the workers Sanic spawned, or the one process serving alone (the
     manager and the multiprocessing helper of a multi-worker start are left out)."""
     pids = proc.pids()
-    workers = [pid for pid in pids[1:] if "spawn_main" in _cmdline(pid) and "resource_tracker" not in
-               _cmdline(pid)]
+    workers = [pid for pid in pids[1:] if "spawn_main" in cmdline(pid) and "resource_tracker" not in
+               cmdline(pid)]
     return [round(rss_mb(pid), 1) for pid in (workers or pids[:1])]
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
     return ""

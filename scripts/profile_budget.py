@@ -45,19 +45,25 @@ RULES = (
     Rule("log insert (quota sync)", _funcs("QuotaSync.run_forever", "QuotaSync.run_once", "QuotaSync.drain")),
     Rule("settlement", _funcs("QuotaEngine.settle")),
     Rule("reservation", _funcs("QuotaEngine.reserve")),
-    Rule("rate limit", lambda n, p: n == "rate_limit" or n.startswith("ModelRateLimiter.")),
-    Rule("auth", _funcs("authenticate", file="server/relay/caller.py")),
+    Rule("rate limit", lambda n, p: n in ("rate_limit", "Relay.limit_rate", "Relay._charge_rate")
+         or n.startswith("ModelRateLimiter.")),
+    Rule("auth", lambda n, p: (n == "authenticate" and "server/relay/caller.py" in p)
+         or n == "Relay.authenticate"),
     Rule("pick", lambda n, p: n in ("ChannelTable.pick", "choose_key", "map_model")),
-    Rule("upstream client", lambda n, p: n.startswith("Upstream.")
-         or n in ("openai_request", "gemini_request")
-         or any(s in p for s in ("/aiohttp/", "/httpx/", "/httpx_aiohttp/", "server/relay/transports.py"))),
-    Rule("body", lambda n, p: n in ("parse_moderation", "parse_generate", "count_all") or n.endswith(".ask")),
-    Rule("log record (consume log)", _funcs("settle", file="server/relay/service.py")),
+    Rule("upstream client", lambda n, p: n.startswith(("Upstream.", "_AiohttpResponse.", "_HttpxResponse."))
+         or n.endswith(".upstream_call")
+         or any(s in p for s in ("/aiohttp/", "/httpx/", "/httpx_aiohttp/", "/yarl/", "/multidict/",
+                                 "server/relay/transports.py", "server/relay/upstream.py"))),
+    Rule("body", lambda n, p: n in ("parse_moderation", "parse_generate", "count_all", "Relay.read_body")
+         or n.endswith((".ask", ".read_body"))),
+    Rule("log record (consume log)", _funcs("Relay._settle")),
     Rule("admission (price, group, versions)",
-         lambda n, p: n in ("admit", "open_ticket") or "quota/versions.py" in p),
+         lambda n, p: n in ("admit", "open_ticket", "Relay.admit", "Relay.decide", "Relay.reserve")
+         or "quota/versions.py" in p),
     Rule("HTTP out", lambda n, p: n in ("http1_response_header", "send", "raw")
          or "sanic/response/" in p),
-    Rule("HTTP in (server, routing, middleware)", _files("/sanic/", "server/app.py", "server/web/")),
+    Rule("HTTP in (server, routing, middleware)", _files("/sanic/", "server/app.py", "server/web/",
+                                                          "server/auth/guard.py", "server/relay/routes.py")),
 )
 LOOP = "event loop, C, gc"
 REDIS = "Redis client (stack cut short)"

@@ -2,13 +2,16 @@
 
 Moves settled usage and balance adjustments from Redis into SQL every QUOTA_SYNC_INTERVAL seconds,
 exactly once, alongside (or instead of, with QUOTA_SYNC_IN_SERVER=false) the sync inside `tollway serve`.
-Several may run at once; SIGTERM/SIGINT drain what is queued and exit.
+Several may run at once; SIGTERM/SIGINT drain what is queued and exit. With Redis, `tollway serve` starts
+one itself (`QUOTA_SYNC_PROCESS`, server/supervise.py `Helper`); that one also exits once the server's main
+process is gone (`TOLLWAY_PARENT_PID`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -22,6 +25,11 @@ from server.clock import Clock
 from server.config import Config, ConfigError, load
 
 log = logging.getLogger("tollway.quota_sync")
+
+BESIDE_WORKERS_NICE = 5
+"""The niceness the sync takes beside `tollway serve`'s workers: under full load the kernel gives it about a
+third of a busy worker's share (measured with the bench: enough to keep up), and its batches no longer
+preempt a worker's calls on a shared core."""
 
 
 async def run(config: Config, *, once: bool = False) -> None:
@@ -45,14 +53,33 @@ async def run(config: Config, *, once: bool = False) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        parent = os.environ.get("TOLLWAY_PARENT_PID", "")
+        watch = None
+        if parent.isdigit():  # started by `tollway serve`: yield the cores to its workers when they need them
+            os.nice(BESIDE_WORKERS_NICE)
+            watch = asyncio.create_task(_orphaned(int(parent), stop))
         log.info("quota sync running every %.2fs", config.quota_sync_interval)
         await stop.wait()
+        if watch is not None:
+            watch.cancel()
         sync.stop()  # finish the batch in progress; never cancel a transaction mid-flight
         await task
         await sync.drain()
     finally:
         await backend.close()
         await db.dispose()
+
+
+async def _orphaned(parent: int, stop: asyncio.Event, every: float = 1.0) -> None:
+    """Stop once the process that started this one is gone (its children are re-parented)."""
+    while os.getppid() == parent:
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            return
+        except TimeoutError:
+            continue
+    log.warning("the server process %d is gone; the quota sync stops", parent)
+    stop.set()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -102,6 +102,8 @@ def _serve(config: Config) -> None:
     from sanic import Sanic
     from sanic.worker.loader import AppLoader
 
+    from server.supervise import Helper, install
+
     pending = asyncio.run(_prepare(config))
     mode = "embedded (SQLite, in-process engine)" if config.embedded else "Redis + " + config.database_kind
     url = f"http://{config.host}:{config.port}"
@@ -110,18 +112,27 @@ def _serve(config: Config) -> None:
           else "Setup complete.")
     sys.stdout.flush()
 
+    sync: Helper | None = None
+    if config.redis_url and config.quota_sync_in_server and config.quota_sync_process:
+        config = replace(config, quota_sync_in_server=False)  # the workers leave it to the process below
+        sync = Helper("quota sync", [sys.executable, "-m", "server.cli", "quota-sync"])
     loader = AppLoader(factory=partial(_serving_app, config))
     app = loader.load()
     single = config.workers == 1
     app.prepare(host=config.host, port=config.port, workers=config.workers, single_process=single,
                 motd=False, access_log=False)
-    if single:
-        Sanic.serve_single(primary=app)
-    else:
-        from server.supervise import install
-
-        install(app)  # a worker that dies is restarted (Sanic's manager would leave it dead)
-        Sanic.serve(primary=app, app_loader=loader)
+    if sync is not None:
+        app.main_process_stop(lambda app: sync.stop())  # before Sanic's own exit on a killed server
+        sync.start()  # the quota sync in its own process, restarted if it dies (server/supervise.py)
+    try:
+        if single:
+            Sanic.serve_single(primary=app)
+        else:
+            install(app)  # a worker that dies is restarted (Sanic's manager would leave it dead)
+            Sanic.serve(primary=app, app_loader=loader)
+    finally:
+        if sync is not None:
+            sync.stop()
 
 
 async def _run_setup(config: Config, username: str, password: str) -> None:

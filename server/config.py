@@ -55,6 +55,7 @@ class Config:
     log_level: str = "INFO"
     quota_sync_interval: float = 1.0
     quota_sync_in_server: bool = True
+    quota_sync_process: bool = True  # with Redis: `tollway serve` runs that sync as its own process
     quota_hold_timeout: float = 600.0
     quota_sync_batch: int = 2000
     upstream_timeout: float = 300.0
@@ -266,6 +267,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         log_level=level,
         quota_sync_interval=_float(env, "QUOTA_SYNC_INTERVAL", 1.0, 0.01, 60.0),
         quota_sync_in_server=_bool(env, "QUOTA_SYNC_IN_SERVER", True),
+        quota_sync_process=_bool(env, "QUOTA_SYNC_PROCESS", True),
         quota_hold_timeout=_float(env, "QUOTA_HOLD_TIMEOUT", 600.0, 1.0, 86_400.0),
         quota_sync_batch=_int(env, "QUOTA_SYNC_BATCH", 2000, 1, 100_000),
         upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),

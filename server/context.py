@@ -125,7 +125,8 @@ class State:
         else:
             memory = MemoryBackend()
             backend, sessions = memory, SqlSessionStore(db, clock)
-            store = MemoryQuotaStore(versions=memory.versions_now)
+            store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory,
+                                     marker_ms=int(config.quota_hold_timeout * 1000))
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
         quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout)

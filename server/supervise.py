@@ -16,15 +16,23 @@ on with one worker fewer, silently. `install(app)` runs a small supervisor threa
 
 Nothing is supervised with one worker (`--workers 1` serves in a single process; run it under systemd,
 Docker's restart policy or similar).
+
+`Helper` supervises a helper process that `tollway serve` starts beside its workers, with one worker or
+many: the quota sync in Redis mode (`tollway quota-sync`, so that its SQL work never runs on a serving
+event loop). It is started in its own session (a terminal's Ctrl-C goes to the server, which stops it),
+restarted with the same back-off when it dies, asked to stop with SIGTERM (the sync drains what is queued
+first), and it exits by itself when the server's main process is gone (`TOLLWAY_PARENT_PID`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -154,3 +162,72 @@ def install(app: Sanic[Any, Any]) -> None:
     def stop(app: Sanic[Any, Any]) -> None:
         while running:
             running.pop().stop()
+
+
+PARENT_ENV = "TOLLWAY_PARENT_PID"
+"""Set in a helper's environment: the pid of the `tollway serve` process it belongs to."""
+
+
+class Helper:
+    """One helper process (`argv`), restarted after the back-off of `next_delay` whenever it dies."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, grace: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.grace = grace
+        self.clock = clock
+        self.stopping = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def _spawn(self) -> None:
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}
+        with self._lock:
+            if not self.stopping.is_set():
+                self.process = subprocess.Popen(self.argv, env=env, start_new_session=True)  # noqa: S603 (our own argv)
+
+    def _run(self) -> None:
+        delay, up_since = 0.0, self.clock()
+        while not self.stopping.is_set():
+            process = self.process
+            if process is None or process.poll() is None:
+                self.stopping.wait(POLL)
+                continue
+            if self.stopping.is_set():
+                return
+            delay = next_delay(delay, self.clock() - up_since)
+            log.warning("%s (pid %s) %s; restarting it in %.1f s", self.name, process.pid,
+                        describe_exit(process.returncode), delay)
+            if self.stopping.wait(delay):
+                return
+            try:
+                self._spawn()
+            except OSError:
+                log.exception("could not start %s", self.name)
+            up_since = self.clock()
+            if self.process is not None and self.process is not process:
+                log.info("%s restarted (pid %s)", self.name, self.process.pid)
+
+    def start(self) -> None:
+        self._spawn()
+        self._thread = threading.Thread(target=self._run, name=f"tollway-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds; idempotent."""
+        with self._lock:
+            self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(self.grace)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop within %.0f s; killing it", self.name, self.grace)
+            process.kill()
+            process.wait()

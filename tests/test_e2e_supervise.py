@@ -25,7 +25,7 @@ from tests.services import (
     run_blocking,
     unavailable,
 )
-from tests.test_e2e_serve import clean_env, free_port, serving
+from tests.test_e2e_serve import clean_env, free_port, login, serving, setup_root
 from tests.workers import server_workers, wait_for
 
 RESTART_DEADLINE = 90.0  # seconds; bounds a hang only (a worker needs a few seconds to start)
@@ -80,6 +80,69 @@ def test_a_killed_worker_is_replaced(tmp_path: Path) -> None:
             wait_for(lambda: f"worker {victim_name} restarted" in proc.stderr, RESTART_DEADLINE,
                      "the restart in the log")
             assert f"worker {victim_name} (pid {victim}) was killed by SIGKILL" in proc.stderr, proc.output()
+    finally:
+        run_blocking(redis_purge(prefix))
+        drop_database("mariadb", db_url)
+
+
+def _sync_processes(main_pid: int) -> list[int]:
+    """The live `tollway quota-sync` children of `main_pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if int(stat[1]) == main_pid and stat[0] not in ("Z", "X") and b"quota-sync" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_the_quota_sync_is_its_own_supervised_process(tmp_path: Path) -> None:
+    """With Redis, `tollway serve` runs the quota sync as its own process (not in a serving worker), moves
+    balance changes into SQL with it, restarts it when it is killed, and stops it on shutdown."""
+    try:
+        run_blocking(redis_ping())
+        db_url = create_database("mariadb")
+    except Exception as exc:
+        unavailable("mariadb+redis", exc)
+        raise
+    prefix = f"twtest:e2e:{secrets.token_hex(4)}:"
+    env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
+                    SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
+                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0")
+
+    def synced_grants(client: httpx.Client) -> int:  # manage logs in SQL: written only by the sync
+        page = client.get("/api/log/", params={"type": 3, "page_size": 100}).json()["data"]
+        return int(page["total"])
+
+    try:
+        with serving(tmp_path, env, "--workers", "1") as (proc, base_url):
+            main_pid = proc.popen.pid
+            wait_for(lambda: len(_sync_processes(main_pid)) == 1, RESTART_DEADLINE, "the sync process")
+            first = _sync_processes(main_pid)[0]
+            setup_root(base_url, "mysql")
+            with httpx.Client(base_url=base_url, timeout=20) as client:
+                user_id = login(client)
+                client.headers["New-Api-User"] = str(user_id)
+                initial = client.get("/api/user/self").json()["data"]["quota"]
+                grant = {"id": user_id, "action": "add_quota", "mode": "add", "value": 1000}
+                assert client.post("/api/user/manage", json=grant).status_code == 200
+                wait_for(lambda: synced_grants(client) == 1, RESTART_DEADLINE, "the first change in SQL")
+
+                os.kill(first, signal.SIGKILL)
+                wait_for(lambda: _sync_processes(main_pid) not in ([], [first]), RESTART_DEADLINE,
+                         f"a new sync process\n{proc.output()}")
+                assert client.post("/api/user/manage", json=grant).status_code == 200
+                wait_for(lambda: synced_grants(client) == 2, RESTART_DEADLINE, "the second change in SQL")
+                assert client.get("/api/user/self").json()["data"]["quota"] == initial + 2000
+            assert f"quota sync (pid {first}) was killed by SIGKILL" in proc.stderr, proc.output()
+            last = _sync_processes(main_pid)
+        assert last and not _sync_processes(main_pid)  # stopped with the server
     finally:
         run_blocking(redis_purge(prefix))
         drop_database("mariadb", db_url)

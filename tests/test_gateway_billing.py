@@ -140,6 +140,9 @@ async def test_the_hot_path_runs_no_sql_with_redis(databases: object, redis_pref
         _, key = await seed_key(app.state, uid, remain=1_000_000)
         await priced_moderation(app, openai_fake)
         await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS)
+        for name, value in (("ModelRequestRateLimitEnabled", "true"), ("ModelRequestRateLimitCount", "1000"),
+                            ("ModelRequestRateLimitSuccessCount", "1000")):  # carried by reserve / settle
+            await app.state.options.put(name, value)
         statements: list[str] = []
 
         def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:

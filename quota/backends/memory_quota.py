@@ -3,6 +3,17 @@
 Each method runs without awaiting in between, so on one event loop it is as atomic as a Lua script.
 The stream is a list; it lives as long as the process, so the sync should run often (it also runs on
 shutdown) — a `kill -9` loses at most one sync interval of settled usage, exactly like Redis without AOF.
+
+Settled and released holds leave a marker (`_Markers`), so that a second settle or release of the same
+hold changes nothing. A marker only has to outlive any repetition of that step, and that is bounded by the
+hold's lease: only the call that reserved a hold knows its id, it settles or releases it once as it ends
+(the pipeline's one settle-or-release), and a repetition — a retry, or a bug — follows the step it
+repeats at once; no step of a call comes later than its hold's lease after the hold was last renewed
+without the hold being swept first (and a settle after the sweep is charged in full by design). So the
+markers are kept one lease (`marker_ms`, at least a minute) instead of Redis's hour, as an ordered set
+with per-second expiry buckets instead of a timestamp each: at 1,000 calls/s and the default 600 s lease
+that is about 600,000 markers of ~100 bytes (~60 MB) at most, where an hour of 147-byte markers grew by
+~0.5 GB.
 """
 
 from __future__ import annotations
@@ -10,9 +21,13 @@ from __future__ import annotations
 import bisect
 import secrets
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
+
+import ujson
 
 from quota.backends.base import Limit
 from quota.backends.memory import MemoryBackend
@@ -20,7 +35,7 @@ from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
 from quota.versions import UNKNOWN, Versions
 
-MARKER_TTL_MS = 3_600_000  # as quota/backends/redis_quota.py
+MARKER_TTL_MS = 600_000  # the default lease (QUOTA_HOLD_TIMEOUT); see the module docstring
 CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
 IDEMPOTENCY_TTL_MS = 7 * 86_400_000
 MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
@@ -35,28 +50,160 @@ class _Hold:
     expires_ms: int
 
 
+class _Bits:
+    """Counters of one hold-id prefix, as a bitmap from `lo` (a multiple of 8)."""
+
+    __slots__ = ("bits", "lo")
+
+    SPAN = 1 << 27  # at most 16 MB of bits ahead of `lo`; an id beyond it goes to the plain set
+
+    def __init__(self, counter: int) -> None:
+        self.lo = counter - counter % 8
+        self.bits = bytearray()
+
+    def has(self, counter: int) -> bool:
+        i = counter - self.lo
+        return 0 <= i < 8 * len(self.bits) and bool(self.bits[i >> 3] >> (i & 7) & 1)
+
+    def add(self, counter: int) -> bool:
+        i = counter - self.lo
+        if i < 0 or i >= self.SPAN:
+            return False
+        need = (i >> 3) + 1 - len(self.bits)
+        if need > 0:
+            self.bits.extend(bytes(need))
+        self.bits[i >> 3] |= 1 << (i & 7)
+        return True
+
+    def forget_below(self, counter: int) -> None:
+        drop = (counter - self.lo) >> 3
+        if drop > 0:
+            del self.bits[:drop]
+            self.lo += 8 * drop
+        rest = counter - self.lo
+        if 0 < rest < 8 and self.bits:
+            self.bits[0] &= 0xFF ^ ((1 << rest) - 1)
+        empty = next((n for n, byte in enumerate(self.bits) if byte), len(self.bits))
+        if empty:  # nothing marked at the front: move past it
+            del self.bits[:empty]
+            self.lo += 8 * empty
+
+    def __len__(self) -> int:
+        return sum(byte.bit_count() for byte in self.bits)
+
+
+class _Markers:
+    """Hold ids settled or released, each kept at least `ttl_ms` after it was added.
+
+    The engine's hold ids are a 16-hex prefix and an 8-hex counter (`quota/engine.py` `HoldIds`),
+    handed out in order: their markers are bits of a bitmap per prefix (an eighth of a byte each, where a
+    dict entry and the id's string took ~100 bytes: at the default 600 s lease and 3,500 calls/s that is
+    ~260 KB instead of ~210 MB). A marker of the bitmap is forgotten by trimming the bitmap's front: each
+    second's bucket remembers the highest counter marked by then, and once the bucket is `ttl_ms` old
+    every counter up to it is dropped — markers added by then, and holds reserved by then but not settled
+    yet, whose later markers (below the trimmed front) go to the plain set instead. Any other id goes to
+    the plain set: a dict used as an ordered set with its own per-second buckets, expired from the front.
+    A clock that steps back only keeps a marker longer, never drops one early."""
+
+    __slots__ = ("_bits", "_buckets", "_ids", "_marks", "ttl_ms")
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+        self._ids: dict[str, None] = {}
+        self._buckets: deque[list[int]] = deque()  # [expiry second, how many of _ids]
+        self._bits: dict[str, _Bits] = {}
+        self._marks: deque[tuple[int, str, int]] = deque()  # (expiry second, prefix, highest counter)
+
+    @staticmethod
+    def _split(hold_id: str) -> tuple[str, int] | None:
+        if len(hold_id) != 24:
+            return None
+        try:
+            return hold_id[:16], int(hold_id[16:], 16)
+        except ValueError:
+            return None
+
+    def __contains__(self, hold_id: str) -> bool:
+        split = self._split(hold_id)
+        if split is not None:
+            bits = self._bits.get(split[0])
+            if bits is not None and bits.has(split[1]):
+                return True
+        return hold_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids) + sum(len(bits) for bits in self._bits.values())
+
+    def add(self, hold_id: str, now_ms: int) -> None:
+        if hold_id in self:
+            return
+        second = (now_ms + self.ttl_ms) // 1000 + 1  # expires once that second has begun
+        split = self._split(hold_id)
+        if split is not None:
+            prefix, counter = split
+            bits = self._bits.get(prefix)
+            if bits is None:
+                bits = self._bits[prefix] = _Bits(counter)
+            if bits.add(counter):
+                marks = self._marks
+                if marks and marks[-1][0] >= second and marks[-1][1] == prefix:
+                    if counter > marks[-1][2]:
+                        marks[-1] = (marks[-1][0], prefix, counter)
+                else:
+                    marks.append((second, prefix, counter))
+                return
+        self._ids[hold_id] = None
+        buckets = self._buckets
+        if buckets and buckets[-1][0] >= second:
+            buckets[-1][1] += 1
+        else:
+            buckets.append([second, 1])
+
+    def expire(self, now_ms: int) -> None:
+        buckets, due = self._buckets, 0
+        while buckets and buckets[0][0] * 1000 <= now_ms:
+            due += buckets.popleft()[1]
+        if due:
+            for hold_id in list(islice(self._ids, due)):
+                del self._ids[hold_id]
+        marks = self._marks
+        while marks and marks[0][0] * 1000 <= now_ms:
+            _, prefix, counter = marks.popleft()
+            bits = self._bits.get(prefix)
+            if bits is not None:
+                bits.forget_below(counter + 1)
+                if not bits.bits and not any(m[1] == prefix for m in marks):
+                    del self._bits[prefix]
+
+
 class MemoryQuotaStore:
     def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), *,
-                 versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None
-                 ) -> None:
+                 versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None,
+                 marker_ms: int = MARKER_TTL_MS) -> None:
         self._now = clock_ms
         self._versions = versions
         self._limiter = limiter  # whose rate limits `reserve(limits=…)`, `settle(charges=…)` use
         self._live: dict[tuple[Account, int], int] = {}
         self._held: dict[tuple[Account, int], int] = {}
         self._holds: dict[str, _Hold] = {}
-        # settled/released markers and adjustment results, kept as long as on Redis (1 day / 7 days)
-        self._done: dict[str, int] = {}
+        # settled/released markers (one lease, see the module docstring), adjustment results (7 days)
+        self._done = _Markers(max(60_000, marker_ms))
         self._adjusted: dict[str, tuple[int, tuple[int, int, int]]] = {}
         self._charged: dict[str, int] = {}  # holds refused by the balance after their limits were charged
-        self._stream: list[Entry] = []
+        self._stream: list[Entry] = []  # their logs are in `_logs`, as JSON (see `_append`)
+        self._logs: list[str | None] = []
         self._ids: list[tuple[int, int]] = []  # the stream's ids, parsed (ascending): found by bisection
         self._last_id = (0, 0)
         self._cursor: str | None = None
         self._epoch = secrets.token_hex(8)  # one incarnation per process
 
-    def _append(self, entry: Entry) -> None:
+    def _append(self, entry: Entry, log: dict[str, Any] | None) -> None:
+        """Queue `entry` with `log` kept as compact JSON, read back by `read`: a copy the caller cannot
+        change, in a third of the memory of the dict (the stream holds everything not synced yet, which
+        grows under a load the sync falls behind) and for less CPU than copying the dict."""
         self._stream.append(entry)
+        self._logs.append(ujson.dumps(log, ensure_ascii=False, escape_forward_slashes=False)
+                          if log is not None else None)
         self._ids.append(self._last_id)
 
     def _next_id(self) -> str:
@@ -130,8 +277,8 @@ class MemoryQuotaStore:
         user = self._add("user", user_id, delta)
         key = self._add("key", key_id, delta) if key_limited else None
         self._append(Entry(self._next_id(), "use", user_id, key_id, key_limited, channel_id, actual, hold_id,
-                           _copy_json(log)))
-        self._done[hold_id] = self._now() + MARKER_TTL_MS
+                           None), log)
+        self._done.add(hold_id, self._now())
         return True, user, key
 
     def _release(self, hold_id: str, swept: bool) -> bool:
@@ -140,14 +287,14 @@ class MemoryQuotaStore:
         hold = self._holds.get(hold_id)
         if hold is None or (swept and hold.expires_ms > self._now()):
             if hold is None and not swept:
-                self._done[hold_id] = self._now() + MARKER_TTL_MS
+                self._done.add(hold_id, self._now())
             return False
         self._drop_hold(hold_id)
         self._add("user", hold.user_id, hold.amount)
         if hold.limited:
             self._add("key", hold.key_id, hold.amount)
         if not swept:
-            self._done[hold_id] = self._now() + MARKER_TTL_MS
+            self._done.add(hold_id, self._now())
         return True
 
     async def release(self, hold_id: str) -> bool:
@@ -162,7 +309,7 @@ class MemoryQuotaStore:
 
     async def sweep(self, limit: int = 100) -> int:
         now = self._now()
-        _expire_front(self._done, now)
+        self._done.expire(now)
         _expire_front(self._charged, now)
         self._adjusted = {r: v for r, v in self._adjusted.items() if v[0] > now}  # few: adjustments only
         expired = [h for h, hold in self._holds.items() if hold.expires_ms <= now][:limit]
@@ -193,7 +340,7 @@ class MemoryQuotaStore:
                 if isinstance(text, str):
                     log[name] = text.replace("{before}", str(live)).replace("{after}", str(after))
         user_id, key_id = (account_id, 0) if account == "user" else (0, account_id)
-        self._append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, log))
+        self._append(Entry(self._next_id(), "adj", user_id, key_id, True, 0, delta, ref, None), log)
         self._adjusted[ref] = (self._now() + IDEMPOTENCY_TTL_MS, (live, after, delta))
         return 1, live, after, delta
 
@@ -233,7 +380,9 @@ class MemoryQuotaStore:
 
     async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
         start = bisect.bisect_right(self._ids, stream_id(after))
-        return self._epoch, self._stream[start:start + count]
+        logs = self._logs[start:start + count]
+        return self._epoch, [entry if raw is None else replace(entry, log=ujson.loads(raw))
+                             for entry, raw in zip(self._stream[start:start + count], logs, strict=True)]
 
     async def epoch(self) -> str | None:
         return self._epoch
@@ -244,6 +393,7 @@ class MemoryQuotaStore:
         self._cursor = cursor
         cut = bisect.bisect_left(self._ids, stream_id(cursor))  # keeps the entries at or above it
         del self._stream[:cut]
+        del self._logs[:cut]
         del self._ids[:cut]
 
     async def pending(self) -> int:

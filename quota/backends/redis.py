@@ -42,6 +42,7 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
+from quota.backends.redis_pipe import RedisPipe
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
@@ -97,24 +98,25 @@ guarded = _guard
 
 
 class LuaScript:
-    """A Lua script called by SHA in one `execute_command`, and loaded again after the server lost it.
+    """A Lua script called by SHA in one command, and loaded again after the server lost it: over the
+    backend's pipelined connection (`redis_pipe.RedisPipe`) when it has one, else redis-py's pool.
 
     (redis-py's `Script` goes through `evalsha`, whose deprecation-checking wrapper and per-call import
     cost about a tenth of a reserve + settle pair — measured with `scripts/bench_quota.py` and py-spy.)"""
 
-    def __init__(self, client: aioredis.Redis, source: str) -> None:
+    def __init__(self, client: aioredis.Redis, source: str, pipe: RedisPipe | None = None) -> None:
         self.client = client
+        self.run: Callable[..., Coroutine[Any, Any, Any]] = (
+            pipe.execute if pipe is not None else client.execute_command)
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
     async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
-            return await self.client.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self.sha, len(keys), *keys, *args)
+            return await self.run("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             self.sha = await self.client.script_load(self.source)
-            return await self.client.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self.sha, len(keys), *keys, *args)
+            return await self.run("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
 class RedisBackend:
@@ -139,15 +141,21 @@ class RedisBackend:
             maint_notifications_config=MaintNotificationsConfig(enabled=False),
         )
         self.client: aioredis.Redis = aioredis.Redis(connection_pool=pool)
-        self._gcra = LuaScript(self.client, lua.load("gcra_multi"))
-        self._incr = LuaScript(self.client, lua.load("incr_ttl"))
-        self._bump = LuaScript(self.client, lua.load("bump"))
-        self._set_if = LuaScript(self.client, lua.load("set_if_version"))
-        self._del_if = LuaScript(self.client, lua.load("delete_if_equal"))
+        # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
+        # connection of their own
+        self.pipe = RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None
+        self._gcra = self.script(lua.load("gcra_multi"))
+        self._incr = self.script(lua.load("incr_ttl"))
+        self._bump = self.script(lua.load("bump"))
+        self._set_if = self.script(lua.load("set_if_version"))
+        self._del_if = self.script(lua.load("delete_if_equal"))
         self.versions_key = self.key("ver")
 
     def key(self, name: str) -> str:
         return self.prefix + name
+
+    def script(self, source: str) -> LuaScript:
+        return LuaScript(self.client, source, self.pipe)
 
     @idempotent
     async def ping(self) -> None:
@@ -262,4 +270,6 @@ class RedisBackend:
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
+        if self.pipe is not None:
+            await self.pipe.close()
         await self.client.aclose(close_connection_pool=True)  # the pool was passed in: not closed by default

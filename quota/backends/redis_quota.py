@@ -25,6 +25,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, cast
 
+import ujson
+
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
@@ -35,6 +37,12 @@ from quota.versions import UNKNOWN, Versions
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
 IDEMPOTENCY_TTL = 7 * 86_400
 PARSE_SLICE = 64  # stream entries parsed between two turns of the event loop (about 2 ms)
+
+
+def _encode(log: dict[str, Any]) -> str:
+    """A consume log as compact JSON: ujson (a third of `json.dumps`' CPU; the same document once read
+    back, which is all the sync does with it)."""
+    return ujson.dumps(log, ensure_ascii=True, escape_forward_slashes=False)
 
 
 def _field(account: Account) -> str:
@@ -48,7 +56,7 @@ class RedisQuotaStore:
         self.k = backend.key
         self.timeout = backend.timeout
         def register(source: str) -> LuaScript:
-            return LuaScript(self.r, source)
+            return backend.script(source)
 
         self._reserve = register(lua.load("reserve"))
         self._settle = register(lua.load("settle"))
@@ -102,7 +110,7 @@ class RedisQuotaStore:
                      ) -> tuple[bool, int | None, int | None]:
         keys = [*self._hold_keys(hold_id, user_id, key_id), self.stream]
         args: list[Any] = [hold_id, actual, user_id, key_id, 1 if key_limited else 0, channel_id,
-                           json.dumps(log, separators=(",", ":")) if log is not None else "", self.marker_ttl]
+                           _encode(log) if log is not None else "", self.marker_ttl]
         if charges:
             keys += [self.k(limit.key) for limit in charges]
             args += [MAX_AHEAD_NS, *_gcra_args(charges)]

@@ -1,14 +1,18 @@
-"""The request pipeline: small steps in one ordered list (`Guard.steps`), run before every handler.
+"""The request pipeline: small steps in one order, run before every handler (`Guard.enter`).
 
-1. request id     — `X-Request-Id` echoed or made
-2. client ip      — peer or trusted `X-Forwarded-For`
-3. rate limits    — `/api` global and critical limits per IP (Redis or in process)
-4. current view   — `/api`: read the version counters of the cached shared state and catch up if this
-                    worker is behind (users, options, channels changed on another worker a moment ago)
-5. access         — the route's declared level; login, `New-Api-User`, role, session-only
+1. request id     — `X-Request-Id` echoed or made                      ┐ `identify`, synchronous,
+2. client ip      — peer or trusted `X-Forwarded-For`                  ┘ every request
+3. rate limits    — `/api` global and critical limits per IP (Redis or in process)   ┐ `checks`, for
+4. current view   — `/api`: read the version counters of the cached shared state and │ every route but
+                    catch up if this worker is behind (users, options, channels      │ the model calls
+                    changed on another worker a moment ago)                          │
+5. access         — the route's declared level; login, `New-Api-User`, role,         │
+                    session-only                                                     ┘
 
-and after every handler (`Guard.finish`): the request id header and, when the session slid or rotated,
-its cookie.
+Steps 3–5 do nothing for a route outside `/api` that is public or authenticated by API key — the
+model-call routes, whose key and limits the relay checks itself — so `checks_for` gives those routes none
+(decided once per route), and a model call runs no awaited step here. After every handler (`Guard.finish`):
+the request id header and, when the session slid or rotated, its cookie.
 """
 
 from __future__ import annotations
@@ -46,14 +50,35 @@ class Guard:
         self.versions = versions
         self.identity = identity
         self.cookies = cookies
-        self.steps: tuple[Step, ...] = (self.assign_request_id, self.resolve_client_ip, self.limit_rate,
-                                        self.catch_up, self.check_access)
+        self.checks: tuple[Step, ...] = (self.limit_rate, self.catch_up, self.check_access)
+        self._checks_by_route: dict[str, tuple[Step, ...]] = {}
 
-    async def assign_request_id(self, request: Request) -> None:
-        request.ctx.request_id = request_id_from(request.headers.get("x-request-id"))
+    async def enter(self, request: Request) -> None:
+        """Steps 1–5 for `request`, in order."""
+        self.identify(request)
+        for step in self.checks_for(request):
+            await step(request)
 
-    async def resolve_client_ip(self, request: Request) -> None:
-        request.ctx.client_ip = client_ip(request, self.trusted_proxies)
+    def identify(self, request: Request) -> None:
+        """Steps 1–2: the request id and the client IP."""
+        ctx = request.ctx
+        ctx.request_id = request_id_from(request.headers.get("x-request-id"))
+        ctx.client_ip = client_ip(request, self.trusted_proxies)
+
+    def checks_for(self, request: Request) -> tuple[Step, ...]:
+        """Steps 3–5, or none for a route outside `/api` that is public or authenticated by API key."""
+        route = request.route
+        if route is None:
+            return self.checks
+        checks = self._checks_by_route.get(route.name)
+        if checks is None:
+            access = getattr(route.ctx, "access", None)
+            api = route.path.startswith("api") or route.path.startswith("/api")
+            checks = self.checks if api or access not in (Access.PUBLIC, Access.API_KEY) else ()
+            self._checks_by_route[route.name] = checks
+        if not checks:
+            request.ctx.principal = None  # as check_access leaves it for these levels
+        return checks
 
     async def limit_rate(self, request: Request) -> None:
         if not request.path.startswith("/api"):
@@ -91,7 +116,7 @@ class Guard:
             raise Forbidden("this action requires a login session")
         request.ctx.principal = principal
 
-    async def finish(self, request: Request, response: BaseHTTPResponse) -> None:
+    def finish(self, request: Request, response: BaseHTTPResponse) -> None:
         ctx: Any = request.ctx
         rid = getattr(ctx, "request_id", None)
         if rid and "x-request-id" not in response.headers:

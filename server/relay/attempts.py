@@ -78,7 +78,7 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         request = provider.upstream_call(channel, channel.keys[key_index], op, asked, upstream_model,
                                          call.incoming.body)
         try:
-            response = await upstream.send(request)
+            response = await upstream.open(request)
         except httpx.TransportError as exc:
             last_timeout = is_timeout(exc)
             reason = redact(describe(exc), channel.keys)
@@ -86,26 +86,26 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
             if keyword_disables(settings, reason):
                 await _disable(settings, channels, channel, key_index, reason)
             continue
-        status = response.status_code
+        status = response.status
         if 200 <= status < 300:
             if not op.stream:
                 try:
-                    call.body = await response.aread()
+                    call.body = await response.read()
                 except httpx.TransportError as exc:
                     last_timeout = is_timeout(exc)
                     log.warning("channel %d %s its reply (request id %s)", channel.id,
                                 "timed out in" if last_timeout else "dropped", request_id)
                     continue
                 finally:
-                    await response.aclose()
+                    await response.close()
             call.channel, call.upstream_model, call.response = channel, upstream_model, response
             return
         try:
-            body = await response.aread()
+            body = await response.read()
         except httpx.TransportError:
             body = b""
         finally:
-            await response.aclose()
+            await response.close()
         # What the upstream said is stored (disable reason), logged and passed through only redacted.
         body = redact(body, channel.keys)
         error = provider.upstream_error(status, body)

@@ -11,14 +11,13 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
-
 from quota.ratelimit import UserPolicy
 from quota.types import Reservation
 from server.channels.table import RoutedChannel
 from server.relay.caller import Caller
 from server.relay.pricing import Price
 from server.relay.providers.base import Asked, Operation, Params, Provider
+from server.relay.upstream import UpstreamResponse
 
 
 class Sink(Protocol):
@@ -65,6 +64,7 @@ class Call:
     op: Operation | None = None
     caller: Caller | None = None
     policy: UserPolicy | None = None
+    rate_due: bool = False  # the per-user limit applies and is not charged yet (the reservation carries it)
     asked: Asked | None = None
     prompt_tokens: int = 0  # the estimate the hold was sized by (billed when the upstream reports no usage)
     group: str = ""
@@ -74,7 +74,7 @@ class Call:
     # the attempt that answered 2xx
     channel: RoutedChannel | None = None
     upstream_model: str = ""
-    response: httpx.Response | None = None  # streamed: its body is read by the stream step
+    response: UpstreamResponse | None = None  # streamed: its body is read by the stream step
     body: bytes | None = None
     reply: Reply | None = None
     settled: bool = False  # set when the settlement starts: from then on the hold is never released

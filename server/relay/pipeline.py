@@ -9,6 +9,10 @@
     respond       the upstream's answer, unchanged; a stream as it arrives (server/relay/streaming.py)
     settle        the actual cost, one consume log                 ── and, in `finally`, the one release
 
+The per-user rate limit (step 6) is decided in its place and admitted by the reservation's own atomic step
+(`reserve(limits=…)`); a refusal by steps 7–11 admits it alone first, so the 429 still comes first. Its
+usage is charged by the settlement (`settle(charges=…)`).
+
 Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
 reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
 older version gives the hold back, catches up and decides again, once. A refusal decided on the cached
@@ -27,16 +31,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
-import httpx
-
 from core.enums import KeyStatus, LogType
-from quota.backends.base import Backend
+from quota.backends.base import Backend, Limit
 from quota.engine import QuotaEngine
-from quota.ratelimit import ModelRateLimiter, policy_for
+from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota as ReserveRefused
+from quota.types import RateLimited as RateRefused
 from quota.versions import VersionTracker
 from server.accounts.directory import UserDirectory
 from server.channels.catalog import SPEECH_OUTPUT, capabilities
@@ -67,7 +70,7 @@ from server.relay.pricing import price_of
 from server.relay.providers import owned_by
 from server.relay.providers.base import ListedModel, Provider, Usage
 from server.relay.streaming import Delivery, relay_stream
-from server.relay.upstream import Upstream
+from server.relay.upstream import Upstream, UpstreamResponse
 from server.system.options import Options
 
 log = logging.getLogger("tollway.relay")
@@ -90,9 +93,13 @@ class Tasks(Protocol):
         """Own a task that must run to its end even if the request that started it is cancelled."""
 
 
-def _passthrough_headers(response: httpx.Response, request_id: str) -> dict[str, str]:
+def _passthrough_headers(response: UpstreamResponse, request_id: str) -> dict[str, str]:
     """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id."""
-    headers = {name: response.headers[name] for name in FORWARDED_HEADERS if name in response.headers}
+    headers: dict[str, str] = {}
+    for name in FORWARDED_HEADERS:
+        value = response.headers.get(name)
+        if value is not None:
+            headers[name] = value
     headers["X-Request-Id"] = request_id
     return headers
 
@@ -107,6 +114,7 @@ class Relay:
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
         self.limiter = ModelRateLimiter(backend)
+        self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
         # the model call, in order
         self.steps: tuple[Step, ...] = (self.read_target, self.decide, self.attempt, self.respond,
                                         self.settle)
@@ -146,6 +154,8 @@ class Relay:
                     if pending is not None:
                         await pending
             except GatewayError as refusal:
+                if call.rate_due:  # step 6 comes before the refusal of a later step: a 429 first
+                    await self._charge_rate(call)
                 cached = isinstance(refusal, CACHED_REFUSALS)
                 if last or not cached or not await versions.refresh(since=basis):
                     raise
@@ -164,17 +174,19 @@ class Relay:
         call.caller = await authenticate(self.keys, self.users, self.options, self.clock, raw,
                                          incoming.client_ip)
 
-    def limit_rate(self, call: Call) -> Awaitable[None] | None:
-        """Step 6: the per-user model request limit (new-api's ModelRequestRateLimit options)."""
-        if call.policy is not None:  # charged on the first pass
-            return None
+    def limit_rate(self, call: Call) -> None:
+        """Step 6: the per-user model request limit (new-api's ModelRequestRateLimit options). Decided
+        here, admitted and charged by the reservation (step 12) in its own Lua call; a refusal by steps
+        7–12 first admits it alone (`decide`), so a caller over the limit still gets the 429 first."""
+        if call.policy is not None:  # the first pass decided it
+            return
         caller = self._caller(call)
         group = caller.user.group if caller.group == AUTO_GROUP else caller.group
         s = self.options.settings
         call.policy = policy_for(enabled=s.rate_limit_enabled, minutes=s.rate_limit_minutes,
                                  total=s.rate_limit_count, success=s.rate_limit_success_count,
                                  group_caps=s.rate_limit_groups.get(group))
-        return self._charge_rate(call, caller) if call.policy.limited else None
+        call.rate_due = call.policy.limited
 
     def read_body(self, call: Call) -> None:
         """Step 7: what the body asks for, read once (a 400 naming the field)."""
@@ -211,12 +223,23 @@ class Relay:
         amount = price.cost(max(call.prompt_tokens, settings.pre_consumed_quota), asked.completion_tokens,
                             settings.quota_per_unit)
         limited = not key.unlimited_quota
+        limits: Sequence[Limit] = ()
+        if call.rate_due:  # step 6, admitted in the same atomic step (charged even if the balance refuses)
+            assert call.policy is not None
+            limits = self._limits(caller.user.id, key.id, call.policy)[0]
         try:
-            call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited)
+            call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited,
+                                                 limits=limits)
+        except RateRefused as refused:
+            call.rate_due = False
+            raise RateLimitExceeded(refused.retry_after) from None
         except ReserveRefused as short:
+            call.rate_due = False
+
             if short.account == "key" and short.available <= 0:
                 raise await exhausted(self.keys, key) from None
             raise InsufficientQuota() from None
+        call.rate_due = False
         if limited and amount == 0 and call.hold.key_balance <= 0:  # a free call on a key with nothing left
             raise await exhausted(self.keys, key)  # the hold goes back with the refusal
         call.started = time.monotonic()
@@ -232,8 +255,8 @@ class Relay:
         if call.op.stream:
             return self._stream(call, response)
         assert call.body is not None
-        call.reply = Reply(response.status_code, call.body,
-                           response.headers.get("content-type", "application/json"),
+        kind = response.headers.get("content-type")
+        call.reply = Reply(response.status, call.body, "application/json" if kind is None else kind,
                            _passthrough_headers(response, call.incoming.request_id))
         return None
 
@@ -267,8 +290,25 @@ class Relay:
         assert call.caller is not None
         return call.caller
 
-    async def _charge_rate(self, call: Call, caller: Caller) -> None:
+    def _limits(self, user_id: int, key_id: int, policy: UserPolicy) -> tuple[list[Limit], list[Limit]]:
+        """The per-user limit's admission limits and success charges for this user, key and policy (keys
+        have no TPM yet, so the charges do not depend on the call's tokens); built once, remembered."""
+        known = self._limit_lists.get((user_id, key_id, policy))
+        if known is None:
+            if len(self._limit_lists) >= 4096:
+                self._limit_lists.clear()
+            known = self._limit_lists[(user_id, key_id, policy)] = (
+                ModelRateLimiter.admission_limits(user_id=user_id, key_id=key_id, key_rpm=0, key_tpm=0,
+                                                  user_policy=policy),
+                ModelRateLimiter.usage_charges(user_id=user_id, key_id=key_id, key_tpm=0, tokens=0,
+                                               success=True, user_policy=policy))
+        return known
+
+    async def _charge_rate(self, call: Call) -> None:
+        """Step 6 on its own (one Lua call): for a call refused before its reservation."""
+        caller = self._caller(call)
         assert call.policy is not None
+        call.rate_due = False
         result = await self.limiter.admit(user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0,
                                           user_policy=call.policy)
         if not result.allowed:
@@ -290,7 +330,7 @@ class Relay:
                 return group
         return usable[0] if usable else caller.user.group
 
-    async def _stream(self, call: Call, upstream: httpx.Response) -> None:
+    async def _stream(self, call: Call, upstream: UpstreamResponse) -> None:
         """Write the stream; however it ends (finished, cut, client gone), settle what was delivered in a
         task the worker owns, so a cancelled request still charges exactly once."""
         assert call.op is not None and call.op.form is not None and call.hold is not None
@@ -299,13 +339,13 @@ class Relay:
             headers = _passthrough_headers(upstream, call.incoming.request_id)
             headers["content-type"] = form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
-            response = await call.incoming.respond(status=upstream.status_code, headers=headers)
+            response = await call.incoming.respond(status=upstream.status, headers=headers)
             await relay_stream(call, response, form, self.quota, self.stream_idle_timeout, delivery)
         except BaseException:
             delivery.interrupted = True
             raise
         finally:
-            await upstream.aclose()
+            await upstream.close()
             call.settled = True
             settling = self._settle(call, delivery.usage or Usage(call.prompt_tokens, 0), stream=True,
                                     interrupted=delivery.interrupted, first_byte_ms=delivery.first_byte_ms)
@@ -342,21 +382,17 @@ class Relay:
                 "ip": call.incoming.client_ip if caller.user.record_ip_log else "",
                 "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
             }
-        settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry)
+        policy = call.policy
+        charges: Sequence[Limit] = ()
+        if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
+            charges = self._limits(caller.user.id, caller.key.id, policy)[1]
+        settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
             try:
                 await self.keys.mark_status(key, KeyStatus.EXHAUSTED)
             except Exception:
                 log.exception("could not mark key %d exhausted", key.id)
-        policy = call.policy
-        if policy is not None and policy.limited:
-            try:
-                await self.limiter.record(user_id=caller.user.id, key_id=key.id, key_tpm=0,
-                                          tokens=usage.prompt + usage.completion, success=True,
-                                          user_policy=policy)
-            except Exception:
-                log.exception("could not record the rate-limit charge")
         return cost
 
     async def _release(self, call: Call) -> None:

@@ -45,8 +45,12 @@ def relay_of(request: Request) -> Relay:
 
 
 def incoming(request: Request) -> Incoming:
-    """The request as plain values: the one place a Sanic `Request` meets the relay."""
+    """The request as plain values: the one place a Sanic `Request` meets the relay. These routes run
+    without the app's middleware (`server/app.py` `without_middleware`): the request is identified here
+    (request id, client IP: `Guard.identify`), and every reply carries the request id."""
     ctx = request.ctx
+    if not hasattr(ctx, "request_id"):
+        services_of(request).guard.identify(request)
     return Incoming(request.headers, request.args, request.body, request.path, ctx.client_ip, ctx.request_id,
                     request.respond)
 

@@ -45,20 +45,19 @@ async def relay_stream(call: Call, response: Sink, form: StreamForm, quota: Quot
     delivered = 0
     if form.head:
         await response.send(form.head)
-    chunks = upstream.aiter_raw()
     failure: tuple[int, str] | None = None
     while True:
         try:
             async with asyncio.timeout(idle):
-                chunk = await anext(chunks)
-        except StopAsyncIteration:
-            break
+                chunk = await upstream.next_chunk()
         except TimeoutError:
             failure = (504, "the upstream stream was idle for too long")
             break
         except httpx.TransportError as exc:
             failure = ((504, "the upstream stream timed out") if is_timeout(exc)
                        else (503, "the upstream stream was interrupted"))
+            break
+        if not chunk:  # the end
             break
         if delivery.first_byte_ms is None:
             delivery.first_byte_ms = int((time.monotonic() - call.started) * 1000)

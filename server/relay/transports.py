@@ -1,9 +1,11 @@
-"""The pooled HTTP transports under the upstream client, each refusing forbidden destinations at connect
-time (`server/destinations.py`).
+"""The pooled HTTP clients under the upstream client (`server/relay/upstream.py`), each refusing forbidden
+destinations at connect time (`server/destinations.py`).
 
-- aiohttp (httpx-aiohttp, the default): the session's connector gets a `socket_factory` that checks the
-  address of every socket it opens — after DNS and after aiohttp's own DNS cache, literal addresses
-  included — so no resolution is added and a kept-alive connection costs nothing.
+- aiohttp (the default): one `aiohttp.ClientSession` per worker (`aiohttp_session`), called directly on
+  the model-call path and through httpx-aiohttp's transport by `Upstream.send`; its connector gets a
+  `socket_factory` that checks the address of every socket it opens — after DNS and after aiohttp's own
+  DNS cache, literal addresses included — so no resolution is added and a kept-alive connection costs
+  nothing.
 - httpx's own transport: its connection pool gets a network backend that resolves the host itself
   (cached briefly), drops the forbidden addresses and connects to an allowed one by address; TLS still
   verifies the certificate against the URL's host name.
@@ -11,112 +13,120 @@ time (`server/destinations.py`).
 A refusal is a connect error to the caller of the transport (`httpx.ConnectError`), like an unreachable
 host: the gateway tries the next channel, and answers its usual error when none is left.
 
-Both transports raise httpx's errors for what happened: only a timeout is an `httpx.TimeoutException`
-(httpx-aiohttp's own mapping calls every aiohttp connection error a `ConnectTimeout`; the aiohttp
-transport here corrects it, keeping the aiohttp error as the `__cause__`).
+Both raise httpx's errors for what happened (`fault`): only a timeout is an `httpx.TimeoutException`
+(httpx-aiohttp's own mapping calls every aiohttp connection error a `ConnectTimeout`; `fault` corrects
+it, keeping the aiohttp error as the `__cause__`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Iterable
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+import aiohttp
 import httpcore
 import httpx
 
 from server.destinations import DestinationPolicy, DestinationRefused
 
 
-def build_transport(kind: str, limits: httpx.Limits, policy: DestinationPolicy) -> httpx.AsyncBaseTransport:
-    """`aiohttp` or `httpx`, pooled with `limits`, connecting only where `policy` allows."""
+def fault(exc: BaseException, *, reading: bool) -> BaseException:
+    """What to raise for a failure of the aiohttp client: the httpx error that says what it was, its
+    `__cause__` the aiohttp error (`exc` itself when it is no transport failure).
+
+    httpx-aiohttp maps every aiohttp connection error — a refused connection, a host that closed the
+    socket, a read timeout — to `httpx.ConnectTimeout`. Here a timeout is the matching
+    `httpx.TimeoutException` (connect or read) and anything else a connect error (before the answer) or a
+    read error (while reading it)."""
+    cause = exc
+    if isinstance(exc, httpx.TransportError):
+        if not isinstance(exc.__cause__, aiohttp.ClientError):
+            return exc
+        cause = exc.__cause__
+    error: httpx.TransportError
+    if isinstance(cause, aiohttp.ConnectionTimeoutError):
+        error = httpx.ConnectTimeout(str(cause))
+    elif isinstance(cause, TimeoutError):  # aiohttp's socket/server timeouts are TimeoutErrors
+        error = (httpx.ReadTimeout if reading else httpx.ConnectTimeout)(str(cause) or "timed out")
+    elif isinstance(cause, aiohttp.ClientConnectorError):
+        reason = cause.os_error
+        error = httpx.ConnectError(str(reason) if isinstance(reason, DestinationRefused) else str(cause))
+    elif isinstance(cause, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
+        error = (httpx.ReadError if reading else httpx.ConnectError)(str(cause))
+    else:
+        return exc
+    error.__cause__ = cause
+    return error
+
+
+def aiohttp_session(limits: httpx.Limits, policy: DestinationPolicy, ssl_context: ssl.SSLContext,
+                    timeout: httpx.Timeout) -> aiohttp.ClientSession:
+    """The pooled aiohttp session (build it inside the worker's event loop): no cookie jar (one upstream's
+    cookies never reach another caller's call), no decompression (the bytes pass through as they came),
+    connections only where `policy` allows (checked by the connector's socket factory)."""
+    def factory(addr_info: Any) -> socket.socket:
+        family, type_, proto, _, sockaddr = addr_info
+        policy.check(str(sockaddr[0]))
+        return socket.socket(family=family, type=type_, proto=proto)
+
+    connector = aiohttp.TCPConnector(
+        keepalive_timeout=limits.keepalive_expiry, ssl=ssl_context, limit=limits.max_connections or 0,
+        socket_factory=None if policy.allows_all else factory)
+    return aiohttp.ClientSession(
+        connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read,
+                                      connect=timeout.pool))
+
+
+def build_transport(kind: str, limits: httpx.Limits, policy: DestinationPolicy,
+                    session: Callable[[], aiohttp.ClientSession] | None = None) -> httpx.AsyncBaseTransport:
+    """`aiohttp` (over `session()`, the pool the upstream client shares) or `httpx`, pooled with
+    `limits`, connecting only where `policy` allows."""
     if kind == "aiohttp":
-        return _aiohttp_transport(limits, policy)
+        assert session is not None
+        return _aiohttp_transport(session)
     return GuardedHTTPTransport(limits, policy)
 
 
-def _aiohttp_transport(limits: httpx.Limits, policy: DestinationPolicy) -> httpx.AsyncBaseTransport:
-    import aiohttp
+def _aiohttp_transport(session: Callable[[], aiohttp.ClientSession]) -> httpx.AsyncBaseTransport:
+    """httpx-aiohttp's transport over the shared session, its failures mapped by `fault`."""
     from httpx_aiohttp import AiohttpTransport
     from httpx_aiohttp.transport import AiohttpResponseStream
 
-    def mapped(exc: Exception, request: httpx.Request | None, *, reading: bool
-               ) -> httpx.TransportError | None:
-        """The httpx error that says what an aiohttp failure was (None: keep what was raised).
-
-        httpx-aiohttp maps every aiohttp connection error — a refused connection, a host that closed the
-        socket, a read timeout — to `httpx.ConnectTimeout`. Here a timeout is the matching
-        `httpx.TimeoutException` (connect or read) and anything else a connect error (before the answer)
-        or a read error (while reading it). The aiohttp error stays the `__cause__`."""
-        if isinstance(exc, httpx.TransportError):
-            if not isinstance(exc.__cause__, aiohttp.ClientError):
-                return None
-            exc = exc.__cause__
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return httpx.ConnectTimeout(str(exc), request=request)
-        if isinstance(exc, TimeoutError):  # aiohttp's socket/server timeouts are TimeoutErrors
-            return (httpx.ReadTimeout if reading else httpx.ConnectTimeout)(str(exc) or "timed out",
-                                                                             request=request)
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            reason = exc.os_error
-            message = str(reason) if isinstance(reason, DestinationRefused) else str(exc)
-            return httpx.ConnectError(message, request=request)
-        if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
-            return (httpx.ReadError if reading else httpx.ConnectError)(str(exc), request=request)
-        return None
-
     class Stream(AiohttpResponseStream):
-        """The response body, its failures mapped like the request's (`mapped`, reading)."""
+        """The response body, its failures mapped like the request's (`fault`, reading)."""
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             try:
                 async for chunk in self._aiohttp_response.content.iter_chunked(self.CHUNK_SIZE):
                     yield chunk
             except Exception as exc:
-                error = mapped(exc, None, reading=True)
-                if error is None:
-                    raise
-                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
+                raise fault(exc, reading=True)  # noqa: B904 (its __cause__ is set)
 
         async def aclose(self) -> None:
             try:
                 await super().aclose()
             except Exception as exc:
-                error = mapped(exc, None, reading=True)
-                if error is None:
-                    raise
-                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
+                raise fault(exc, reading=True)  # noqa: B904 (its __cause__ is set)
 
     class Transport(AiohttpTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             try:
                 response = await super().handle_async_request(request)
             except Exception as exc:
-                error = mapped(exc, request, reading=False)
-                if error is None:
-                    raise
-                raise error from (exc.__cause__ if isinstance(exc, httpx.TransportError) else exc)
+                raise fault(exc, reading=False)  # noqa: B904 (its __cause__ is set)
             stream = response.stream
             if isinstance(stream, AiohttpResponseStream):
                 response.stream = Stream(stream._aiohttp_response)
             return response
 
-    transport = Transport(limits=limits)
+        async def aclose(self) -> None:  # the session is the upstream client's to close
+            return None
 
-    def factory(addr_info: Any) -> socket.socket:
-        family, type_, proto, _, sockaddr = addr_info
-        policy.check(str(sockaddr[0]))
-        return socket.socket(family=family, type=type_, proto=proto)
-
-    def session() -> aiohttp.ClientSession:  # built lazily, inside the worker's event loop
-        connector = aiohttp.TCPConnector(
-            keepalive_timeout=limits.keepalive_expiry, ssl=transport.ssl_context,
-            limit=limits.max_connections or 0, socket_factory=None if policy.allows_all else factory)
-        return aiohttp.ClientSession(connector=connector)
-
-    transport.client = session
-    return transport
+    return Transport(client=session)
 
 
 class GuardedHTTPTransport(httpx.AsyncHTTPTransport):

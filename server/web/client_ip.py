@@ -4,12 +4,17 @@ The header is read only when the peer itself is a trusted proxy. Hops are walked
 nearest proxy's view first) past every trusted proxy; the first untrusted hop is the client. A hop that
 is not an IP address ends the walk and the peer is used instead, so a malformed header never becomes a
 rate-limit key. Addresses are returned in their canonical text form (`2001:DB8::05` → `2001:db8::5`).
+
+Without trusted proxies nothing is parsed (the peer is the answer). With them, what an address text is
+(canonical form, trusted or not) is remembered per text (`_classify`, bounded), so the common case — the
+same proxies and clients again — parses nothing either.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
+from functools import lru_cache
 
 from sanic import Request
 
@@ -17,30 +22,32 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def _parse(addr: str) -> Address | None:
+@lru_cache(maxsize=8192)
+def _classify(addr: str, proxies: tuple[Network, ...]) -> tuple[str | None, bool]:
+    """(canonical text or None when `addr` is no IP address, whether it is one of `proxies`)."""
     try:
-        return ipaddress.ip_address(addr)
+        ip = ipaddress.ip_address(addr)
     except ValueError:
-        return None
-
-
-def _trusted(ip: Address, proxies: Sequence[Network]) -> bool:
-    return any(ip in net for net in proxies)
+        return None, False
+    return str(ip), any(ip in net for net in proxies)
 
 
 def client_ip(request: Request, proxies: Sequence[Network]) -> str:
     peer = str(request.conn_info.client_ip) if request.conn_info else ""
-    peer_ip = _parse(peer)
-    if not proxies or peer_ip is None or not _trusted(peer_ip, proxies):
+    if not proxies:
+        return peer
+    trusted = tuple(proxies)
+    canonical, peer_trusted = _classify(peer, trusted)
+    if canonical is None or not peer_trusted:
         return peer
     forwarded: str = request.headers.get("x-forwarded-for", "")
     hops = [h.strip() for h in forwarded.split(",") if h.strip()]
     first = peer
     for hop in reversed(hops):
-        ip = _parse(hop)
+        ip, hop_trusted = _classify(hop, trusted)
         if ip is None:
             return peer
-        if not _trusted(ip, proxies):
-            return str(ip)
-        first = str(ip)
+        if not hop_trusted:
+            return ip
+        first = ip
     return first

@@ -1,0 +1,171 @@
+"""One pipelined Redis connection per worker for the Lua scripts (`LuaScript`), the model call's hot path.
+
+Through redis-py a script call cost the worker 90–120 µs of CPU, of which only a third was the socket
+write; the rest was the client around it: taking a connection from the blocking pool and giving it back
+(an asyncio lock and condition), the retry and observability wrappers, encoding, and a timeout per read.
+Here concurrent calls share one connection and are pipelined: each command is packed by hiredis, the
+commands issued in one turn of the event loop go out in one write, and the replies — which Redis sends
+in order — complete the callers' futures in order as hiredis parses them. Everything else (sessions,
+caches, pub/sub, the sync's reads) stays on redis-py's pool.
+
+The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
+
+- A connection the server closed is seen by the event loop (end of file) and replaced before anything is
+  written on it. A close seen only after a command was written — the loop was busy during a Redis
+  restart — fails every command waiting on that connection with redis-py's `ConnectionError`
+  (`Connection closed by server.`): the server may or may not have run them, and the caller's `_wrap`
+  retries only the idempotent ones, on a fresh connection.
+- An error reply is redis-py's `ResponseError` (`NoScriptError` for NOSCRIPT); an unreachable server is
+  an `OSError`; both become `BackendUnavailable` in `_wrap`, whose deadline bounds the whole call. A
+  caller that gives up (timeout, cancellation) leaves its reply to be read and dropped: the connection
+  stays in step.
+- `redis://` and `unix://` URLs, with a password, a user name and a database; `rediss://` keeps redis-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, cast
+
+import hiredis
+from redis.asyncio.connection import parse_url
+from redis.exceptions import ConnectionError as LostConnection
+from redis.exceptions import NoScriptError, ResponseError
+
+CLOSED = "Connection closed by server."
+
+
+class _Connection(asyncio.Protocol):
+    """The protocol of one connection: futures waiting for replies, in the order the commands went out."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
+        self.out: list[bytes] = []
+        self.flush_due = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are no subclass of asyncio's
+
+    def data_received(self, data: bytes) -> None:
+        reader, waiting = self.reader, self.waiting
+        reader.feed(data)
+        while True:
+            reply = reader.gets()
+            if reply is False:
+                return
+            if not waiting:  # nothing asked for it: the stream is out of step, drop the connection
+                self._fail(LostConnection("unexpected reply from Redis"))
+                return
+            future = waiting.popleft()
+            if future.done():  # the caller gave up (timeout, cancellation)
+                continue
+            if isinstance(reply, ResponseError):
+                message = str(reply)
+                future.set_exception(NoScriptError(message) if message.startswith("NOSCRIPT") else reply)
+            else:
+                future.set_result(reply)
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes itself: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(LostConnection(CLOSED))
+
+    def _fail(self, error: Exception) -> None:
+        self.closed = True
+        waiting, self.waiting = self.waiting, deque()
+        for future in waiting:
+            if not future.done():
+                future.set_exception(error)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def send(self, command: bytes, future: asyncio.Future[Any]) -> None:
+        """Queue `command`; the commands queued in this turn of the loop go out in one write."""
+        self.waiting.append(future)
+        self.out.append(command)
+        if not self.flush_due:
+            self.flush_due = True
+            future.get_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_due = False
+        out, self.out = self.out, []
+        if self.closed or self.transport is None or self.transport.is_closing():
+            self._fail(LostConnection(CLOSED))
+            return
+        self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+
+
+class RedisPipe:
+    """`execute(*command)` over one pipelined connection, opened on first use and again after a close."""
+
+    def __init__(self, url: str, *, connect_timeout: float) -> None:
+        options = parse_url(url)
+        if url.startswith("rediss:"):
+            raise ValueError("RedisPipe: TLS connections stay on redis-py")
+        self.path: str | None = options.get("path")
+        self.host = str(options.get("host", "localhost"))
+        self.port = int(options.get("port", 6379))
+        self.db = int(options.get("db", 0) or 0)
+        self.username: str | None = options.get("username")
+        self.password: str | None = options.get("password")
+        self.connect_timeout = connect_timeout
+        self._connection: _Connection | None = None
+        self._lock: asyncio.Lock | None = None
+
+    @staticmethod
+    def supports(url: str) -> bool:
+        return url.startswith(("redis:", "unix:"))
+
+    async def execute(self, *command: Any) -> Any:
+        connection = self._connection
+        if connection is None or connection.closed:
+            connection = await self._connect()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        connection.send(hiredis.pack_command(command), future)
+        return await future
+
+    async def _connect(self) -> _Connection:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            connection = self._connection
+            if connection is not None and not connection.closed:
+                return connection
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(self.connect_timeout):
+                if self.path is not None:
+                    _, connection = await loop.create_unix_connection(_Connection, self.path)
+                else:
+                    _, connection = await loop.create_connection(_Connection, self.host, self.port)
+                try:
+                    await self._hello(connection)
+                except BaseException:
+                    connection._fail(LostConnection(CLOSED))
+                    raise
+            self._connection = connection
+            return connection
+
+    async def _hello(self, connection: _Connection) -> None:
+        """AUTH and SELECT, as redis-py's connection does on connect."""
+        loop = asyncio.get_running_loop()
+        commands: list[tuple[Any, ...]] = []
+        if self.password is not None:
+            user = (self.username,) if self.username else ()
+            commands.append(("AUTH", *user, self.password))
+        if self.db:
+            commands.append(("SELECT", self.db))
+        for command in commands:
+            future: asyncio.Future[Any] = loop.create_future()
+            connection.send(hiredis.pack_command(command), future)
+            await future
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection._fail(LostConnection("closed by the client"))
