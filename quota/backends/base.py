@@ -134,6 +134,12 @@ class Backend(Protocol):
         """Delete `key` only if it holds the text `value` (one atomic step); False when it does not."""
         ...
 
+    async def take_text(self, key: str) -> str | None:
+        """Read and delete `key` in one atomic step (GETDEL): of any number of concurrent takers on any
+        worker or node exactly one gets the text, the others None. The single-use secrets (challenges,
+        e-mail codes, reset tokens) are taken with it."""
+        ...
+
     async def versions(self) -> Versions:
         """The version counters of the shared state workers cache (quota/versions.py)."""
         ...

@@ -172,6 +172,11 @@ class MemoryBackend:
         self._texts.pop(key, None)
         return True
 
+    async def take_text(self, key: str) -> str | None:
+        value = await self.get_text(key)
+        self._texts.pop(key, None)
+        return value
+
     def versions_now(self) -> Versions:
         v = self._versions
         return (v[NAMES[0]], v[NAMES[1]], v[NAMES[2]])

@@ -224,6 +224,13 @@ class RedisBackend:
     async def delete_if_equal(self, key: str, value: str) -> bool:
         return int(await self._del_if(keys=[self.key(key)], args=[value])) == 1
 
+    @guarded
+    async def take_text(self, key: str) -> str | None:
+        # Not retried: a GETDEL that ran before the connection broke took the value; a retry would say
+        # None, which for a single-use secret is the safe answer anyway, but the caller should see the fault.
+        value = await self.client.getdel(self.key(key))
+        return str(value) if value is not None else None
+
     @idempotent
     async def versions(self) -> Versions:
         v = await self.client.hmget(self.versions_key, list(NAMES))

@@ -12,7 +12,7 @@ with a verifier that reads the session's verification mark; the guarded services
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 from core.identity import Principal
 from server.errors import Forbidden
@@ -21,16 +21,18 @@ VERIFICATION_REQUIRED = "VERIFICATION_REQUIRED"
 VERIFICATION_EXPIRED = "VERIFICATION_EXPIRED"
 REQUIRED_MESSAGE = "secure verification required"
 
+Method = Literal["2fa", "passkey"]
+
 
 class SecureVerifier(Protocol):
-    async def require(self, principal: Principal) -> None:
-        """Return when `principal` holds a fresh secure verification; else raise `Forbidden` with the
-        code that says why."""
+    async def require(self, principal: Principal, method: Method | None = None) -> None:
+        """Return when `principal`'s session holds a fresh secure verification (made with `method`, when
+        one is named); else raise `Forbidden` with the code that says why."""
         ...
 
 
 class NoVerificationYet:
     """Until a caller can verify (two-factor login, passkeys): every caller is refused."""
 
-    async def require(self, principal: Principal) -> None:
+    async def require(self, principal: Principal, method: Method | None = None) -> None:
         raise Forbidden(REQUIRED_MESSAGE, code=VERIFICATION_REQUIRED)

@@ -294,6 +294,17 @@ async def test_delete_if_equal_deletes_only_its_own_value(subject: Subject) -> N
     assert not await b.delete_if_equal("lock", "mine")  # nothing left to delete
 
 
+async def test_take_text_gives_the_value_to_exactly_one_of_many_takers(subject: Subject) -> None:
+    b = subject.backend
+    await b.set_text("secret", "s3", 60)
+    taken = await asyncio.gather(*(b.take_text("secret") for _ in range(20)))
+    assert taken.count("s3") == 1 and taken.count(None) == 19
+    assert await b.get_text("secret") is None
+    await b.set_text("short", "x", 0.2)
+    await subject.wait(0.5)
+    assert await b.take_text("short") is None  # expired: nothing to take
+
+
 async def test_exclusive_admits_one_holder_and_releases_only_its_own(subject: Subject) -> None:
     b = subject.backend
     async with exclusive(b, "job", ttl=60):
