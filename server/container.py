@@ -18,7 +18,7 @@ from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
 from server.auth.service import AuthService
-from server.auth.verification import NoVerificationYet
+from server.auth.verification import NoSecondFactorYet, NoVerificationYet
 from server.channels.destination import KeyDestinations
 from server.channels.service import ChannelService
 from server.context import State
@@ -63,7 +63,8 @@ def build_services(state: State) -> Services:
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
                   identity=identity, cookies=cookies)
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
-                       passwords=state.passwords, box=state.box, options=state.options, clock=state.clock)
+                       passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
+                       second_factor=NoSecondFactorYet())
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)

@@ -17,6 +17,7 @@ from quota.backends.base import Backend
 from server.accounts.directory import UserDirectory
 from server.accounts.rules import AFF_CODE_MAX, check_email, check_password, check_username, fresh_aff_code
 from server.auth.sessions import SessionStore, new_session_id
+from server.auth.verification import AuthMethod, SecondFactor
 from server.clock import Clock
 from server.crypto import Passwords, SecretBox, sha256_hex
 from server.errors import Conflict, Forbidden, RateLimited, Unauthorized
@@ -25,6 +26,7 @@ from server.system.options import Options
 LOGIN_FAIL_TTL = 900
 LOGIN_FAIL_LIMIT = 10  # attempts per (account, client IP) and window that may reach the password check
 INVALID_LOGIN = "invalid username or password"
+PENDING_2FA_TTL = 300  # a password login waiting for its TOTP step expires after 5 minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,8 @@ class AuthService:
     """Login, logout, registration and access tokens, with exactly the components they use."""
 
     def __init__(self, *, db: Database, backend: Backend, sessions: SessionStore, users: UserDirectory,
-                 passwords: Passwords, box: SecretBox, options: Options, clock: Clock) -> None:
+                 passwords: Passwords, box: SecretBox, options: Options, clock: Clock,
+                 second_factor: SecondFactor) -> None:
         self.db = db
         self.backend = backend
         self.sessions = sessions
@@ -52,10 +55,7 @@ class AuthService:
         self.box = box
         self.options = options
         self.clock = clock
-
-    async def _second_factor_required(self, user: User) -> bool:
-        """Hook for TOTP 2FA (the security issue): True sends the login to `/api/user/login/2fa`."""
-        return False
+        self.second_factor = second_factor  # whether a login needs the TOTP step (`/api/user/login/2fa`)
 
     async def login(self, username: str, password: str, client_ip: str,
                     old_session: str | None) -> LoginResult:
@@ -75,20 +75,30 @@ class AuthService:
             raise Unauthorized(INVALID_LOGIN)
         await self.backend.delete(fail_key)
 
+        if await self.second_factor.enabled(user.id):
+            now = self.clock.now_s()
+            if old_session:
+                await self.sessions.delete(old_session)
+            fresh = new_session_id()
+            await self.sessions.save(fresh, {"pending_user_id": user.id,
+                                             "pending_expires_at": now + PENDING_2FA_TTL},
+                                     ttl=PENDING_2FA_TTL)
+            return LoginResult(None, fresh, require_2fa=True)
+        return LoginResult(user, await self.open_session(user, AuthMethod.PASSWORD, old_session))
+
+    async def open_session(self, user: User, method: AuthMethod, old_session: str | None) -> str:
+        """The last step of every successful login (password, password + 2FA, passkey): the session sent
+        along (if any) ends, a fresh one holds the user, and `last_login_at` moves. Returns its raw id."""
         now = self.clock.now_s()
         if old_session:
             await self.sessions.delete(old_session)
         fresh = new_session_id()
-        if await self._second_factor_required(user):
-            await self.sessions.save(fresh, {"pending_user_id": user.id, "pending_expires_at": now + 300},
-                                      ttl=300)
-            return LoginResult(None, fresh, require_2fa=True)
-        await self.sessions.save(fresh, {"id": user.id, "role": user.role, "auth_method": "password",
-                                          "pushed_at": now, "created_at": now})
+        await self.sessions.save(fresh, {"id": user.id, "role": user.role, "auth_method": method.value,
+                                         "pushed_at": now, "created_at": now})
         async with self.db.transaction() as tx:
             await UserRepository(tx).update_fields(user.id, last_login_at=now)
         user.last_login_at = now
-        return LoginResult(user, fresh)
+        return fresh
 
     async def logout(self, session_id: str | None) -> None:
         if session_id:

@@ -12,6 +12,7 @@ with a verifier that reads the session's verification mark; the guarded services
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal, Protocol
 
 from core.identity import Principal
@@ -22,6 +23,27 @@ VERIFICATION_EXPIRED = "VERIFICATION_EXPIRED"
 REQUIRED_MESSAGE = "secure verification required"
 
 Method = Literal["2fa", "passkey"]
+
+
+class AuthMethod(StrEnum):
+    """How a session's login was made (its record's `auth_method`)."""
+
+    PASSWORD = "password"  # noqa: S105  (a login method, not a secret)
+    PASSWORD_2FA = "password+2fa"  # noqa: S105
+    PASSKEY = "passkey"
+
+
+class SecondFactor(Protocol):
+    async def enabled(self, user_id: int) -> bool:
+        """Whether the user has TOTP two-factor authentication on (a password login then needs step 2)."""
+        ...
+
+
+class NoSecondFactorYet:
+    """Until TOTP 2FA exists: nobody has it on."""
+
+    async def enabled(self, user_id: int) -> bool:
+        return False
 
 
 class SecureVerifier(Protocol):
