@@ -15,9 +15,12 @@ that long once per await; in chunks the longest stretch is 1.4 ms on SQLite and 
 
 Under a load that saturates the worker, though, every await of a chunk waits for a whole turn of a busy
 loop: a batch of 2,000 took ~3 s and the sync fell behind the calls (an embedded worker's in-process
-stream grew by ~3,000 entries a second at 3,300 calls/s, held in memory until drained). A batch of
-`BEHIND` entries or more means the sync is behind: it then works in chunks `CATCH_UP` times larger
-without the pause (stretches of ~5 ms on SQLite), about three times as fast under that load.
+stream grew by ~3,000 entries a second at 3,300 calls/s, held in memory until drained). A full batch
+(`QUOTA_SYNC_BATCH` entries: more are waiting) means the sync is behind: `QuotaSync` then tells `apply`,
+which works in chunks `CATCH_UP` times larger without the pause (stretches of ~5 ms on SQLite), about
+three times as fast under that load. A batch of one normal interval is not "behind", however many
+calls it holds: judging by size alone (512+) made every batch at 1,600 calls/s a catch-up batch, and the
+5 ms stretches showed as a p99 of 8–10 ms at concurrency 1 where small chunks give 3 ms.
 """
 
 from __future__ import annotations
@@ -60,7 +63,6 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 EXPORT_OPTION = "DataExportEnabled"
 CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): 1–3 ms of the event loop
 CHUNK_PAUSE = 0.001  # seconds between two chunks: the calls in flight run meanwhile
-BEHIND = 512  # a batch this large means the sync is falling behind the calls: it catches up (below)
 CATCH_UP = 4  # then chunks are this many times larger, without the pause
 
 
@@ -138,7 +140,7 @@ class SqlQuotaSink:
             return await tx.scalar(select(QuotaCursor.last_id).where(QuotaCursor.id == 1)) or ZERO_ID
 
     async def apply(self, entries: list[Entry], epoch: str,
-                    epoch_is_current: Callable[[], Awaitable[bool]]) -> str | None:
+                    epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
         async with self.db.transaction() as tx:
             current = await tx.scalar(
                 select(QuotaCursor.last_id).where(QuotaCursor.id == 1).with_for_update()
@@ -152,13 +154,12 @@ class SqlQuotaSink:
             fresh = entries[start:]
             if not fresh:
                 return current
-            fresh = await self._drop_applied(tx, fresh, behind=len(entries) >= BEHIND)
+            fresh = await self._drop_applied(tx, fresh, behind=behind)
             now = int(self._now())
             users: dict[int, list[int]] = {}
             keys: dict[int, list[int]] = {}
             channels: dict[int, int] = {}
             buckets: dict[BucketKey, Bucket] | None = {} if await self._exporting(tx) else None
-            behind = len(entries) >= BEHIND
             for n, part in enumerate(chunks(fresh, CHUNK * CATCH_UP if behind else CHUNK)):
                 if n and not behind:
                     await pause()

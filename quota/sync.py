@@ -29,9 +29,10 @@ class UsageSink(Protocol):
         ...
 
     async def apply(self, entries: list[Entry], epoch: str,
-                    epoch_is_current: Callable[[], Awaitable[bool]]) -> str | None:
+                    epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
         """Apply the entries above the cursor in one transaction; returns the committed cursor, or None
-        when `epoch_is_current()` (asked under the cursor lock) says the batch is stale."""
+        when `epoch_is_current()` (asked under the cursor lock) says the batch is stale. `behind`: the
+        batch was full, more is waiting — the sink may trade the event loop's latency for speed."""
         ...
 
 
@@ -53,7 +54,10 @@ class QuotaSync:
             async def current() -> bool:
                 return await self.store.epoch() == epoch
 
-            applied = await self.sink.apply(entries, epoch, current)
+            # A full batch means more entries are waiting than one batch holds: the sync is behind the
+            # calls. Only then does the sink work in larger stretches (a batch of a normal interval,
+            # however many calls it holds, is written in small chunks that leave the loop to the calls).
+            applied = await self.sink.apply(entries, epoch, current, behind=len(entries) >= self.batch)
             if applied is None:
                 log.warning("the quota store lost its data since this batch was read; batch dropped")
                 return 0

@@ -18,6 +18,7 @@ that is about 600,000 markers of ~100 bytes (~60 MB) at most, where an hour of 1
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import secrets
 import time
@@ -34,6 +35,8 @@ from quota.backends.memory import MemoryBackend
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
 from quota.versions import UNKNOWN, Versions
+
+READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (~1 ms)
 
 MARKER_TTL_MS = 600_000  # the default lease (QUOTA_HOLD_TIMEOUT); see the module docstring
 CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
@@ -380,9 +383,18 @@ class MemoryQuotaStore:
 
     async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
         start = bisect.bisect_right(self._ids, stream_id(after))
-        logs = self._logs[start:start + count]
-        return self._epoch, [entry if raw is None else replace(entry, log=ujson.loads(raw))
-                             for entry, raw in zip(self._stream[start:start + count], logs, strict=True)]
+        epoch, entries, logs = self._epoch, self._stream[start:start + count], self._logs[start:start + count]
+        out: list[Entry] = []
+        # Decoding a log costs ~10 µs; a whole batch in one go held the serving loop for 20+ ms (a p99 of
+        # 8 ms at concurrency 1). In slices of READ_SLICE the calls in flight run in between. The slices
+        # were taken above: entries appended meanwhile are not in this batch, and `synced` trims only
+        # what a sync committed, which this one has not yet.
+        for at in range(0, len(entries), READ_SLICE):
+            if at:
+                await asyncio.sleep(0)
+            part = zip(entries[at:at + READ_SLICE], logs[at:at + READ_SLICE], strict=True)
+            out.extend(entry if raw is None else replace(entry, log=ujson.loads(raw)) for entry, raw in part)
+        return epoch, out
 
     async def epoch(self) -> str | None:
         return self._epoch
