@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from email.errors import MessageError
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate, make_msgid
 from typing import Protocol
@@ -45,6 +46,17 @@ class Mailer(Protocol):
         ...
 
 
+def _message(sender_name: str, sender: str, to: str, subject: str, text: str) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = formataddr((sender_name, sender))
+    message["To"] = to
+    message["Subject"] = subject
+    message["Date"] = formatdate(localtime=False)
+    message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or None)
+    message.set_content(text)
+    return message
+
+
 class SmtpMailer:
     def __init__(self, settings: Callable[[], SmtpSettings], sender_name: Callable[[], str],
                  timeout: float = SEND_TIMEOUT) -> None:
@@ -60,23 +72,18 @@ class SmtpMailer:
         smtp = self.settings()
         if not smtp.configured:
             raise BadRequest(NOT_CONFIGURED)
-        message = EmailMessage()
-        message["From"] = formataddr((self.sender_name(), smtp.sender))
-        message["To"] = to
-        message["Subject"] = subject
-        message["Date"] = formatdate(localtime=False)
-        message["Message-ID"] = make_msgid(domain=smtp.sender.rpartition("@")[2] or None)
-        message.set_content(text)
         implicit = smtp.ssl or smtp.port == IMPLICIT_TLS_PORT
         auth = bool(smtp.account and smtp.token)
         try:
+            message = _message(self.sender_name(), smtp.sender, to, subject, text)
             async with asyncio.timeout(self.timeout):
                 await aiosmtplib.send(
                     message, sender=smtp.sender, recipients=[to], hostname=smtp.server, port=smtp.port,
                     username=smtp.account if auth else None, password=smtp.token if auth else None,
                     use_tls=implicit, start_tls=False if implicit else None, timeout=self.timeout,
                 )
-        except (aiosmtplib.SMTPException, OSError, TimeoutError, ValueError) as exc:  # ValueError: bad host
+        # ValueError, MessageError: a host or sender the libraries cannot use
+        except (aiosmtplib.SMTPException, OSError, TimeoutError, ValueError, MessageError) as exc:
             known = [s for s in (smtp.token, secret) if s]
             detail = redact(f"{type(exc).__name__}: {exc}", known)
             if any(s in detail for s in known):  # too short for redaction to look for: drop the text

@@ -203,6 +203,15 @@ async def test_an_unreachable_mail_server_is_500(mail_app: Running) -> None:
     assert await stored_code(mail_app, "kate@example.com") is None
 
 
+async def test_ssl_on_speaks_tls_from_the_first_byte(mail_app: Running, smtp: FakeSmtp) -> None:
+    """`SMTPSSLEnabled`: implicit TLS, which the plain-text test server cannot answer: nothing delivered."""
+    await configure(mail_app, None, SMTPSSLEnabled=True)
+    fails(await request_code(mail_app.client(), "lee@example.com"), 500, "could not send the e-mail")
+    assert smtp.mails == [] and smtp.refused == []
+    await configure(mail_app, None, SMTPSSLEnabled=False)
+    assert (await request_code(mail_app.client(), "lee@example.com")).status_code == 200
+
+
 # ---- limits and address rules ------------------------------------------------------------------------------
 
 async def test_two_mails_per_30_seconds_per_client_ip_across_both_routes(mail_app: Running,
