@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -105,6 +105,26 @@ def _keywords(text: Any) -> tuple[str, ...]:
     return tuple(w.strip().lower() for w in str(text).splitlines() if w.strip())
 
 
+@dataclass(frozen=True, slots=True)
+class SmtpSettings:
+    """How e-mail is sent (`SMTP*` options); the token never appears in a repr."""
+
+    server: str
+    port: int
+    account: str
+    token: str = field(repr=False)
+    sender: str  # `SMTPFrom`, else `SMTPAccount`
+    ssl: bool
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.server and self.sender)
+
+
+def _domains(text: Any) -> frozenset[str]:
+    return frozenset(d.strip().lower() for d in str(text).split(",") if d.strip())
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Settings:
     # the site, as `GET /api/status` shows it
@@ -159,6 +179,11 @@ class Settings:
     rate_limit_count: int
     rate_limit_success_count: int
     rate_limit_groups: Mapping[str, tuple[int, int]]  # group → (total, success)
+    # e-mail: sending, and which addresses the code and reset routes accept
+    smtp: SmtpSettings
+    email_domain_restriction_enabled: bool
+    email_domain_whitelist: frozenset[str]  # lower-cased domains
+    email_alias_restriction_enabled: bool
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Settings:
@@ -201,4 +226,11 @@ class Settings:
             rate_limit_count=int(v["ModelRequestRateLimitCount"]),
             rate_limit_success_count=int(v["ModelRequestRateLimitSuccessCount"]),
             rate_limit_groups=_count_pairs(v["ModelRequestRateLimitGroup"]),
+            smtp=SmtpSettings(server=str(v["SMTPServer"]).strip(), port=int(v["SMTPPort"]),
+                              account=str(v["SMTPAccount"]).strip(), token=str(v["SMTPToken"]),
+                              sender=str(v["SMTPFrom"]).strip() or str(v["SMTPAccount"]).strip(),
+                              ssl=bool(v["SMTPSSLEnabled"])),
+            email_domain_restriction_enabled=bool(v["EmailDomainRestrictionEnabled"]),
+            email_domain_whitelist=_domains(v["EmailDomainWhitelist"]),
+            email_alias_restriction_enabled=bool(v["EmailAliasRestrictionEnabled"]),
         )

@@ -68,6 +68,11 @@ class UserRepository:
         stmt = select(User.id).where(User.email_key == email_key(email)).limit(1)
         return await self.s.scalar(stmt) is not None
 
+    async def by_email(self, email: str) -> User | None:
+        """The live user whose e-mail is `email` (case-insensitive), if any."""
+        return await self.s.scalar(
+            select(User).where(User.email_key == email_key(email), User.deleted_at.is_(None)))
+
     async def aff_code_taken(self, code: str) -> bool:
         return await self.s.scalar(select(User.id).where(User.aff_code == code).limit(1)) is not None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from server.accounts.codes import EmailCodes, ResetTokens
+from server.accounts.email import EmailService
 from server.accounts.groups import GroupService
 from server.accounts.invitations import InvitationService
 from server.accounts.service import AccountService
@@ -26,6 +28,7 @@ from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.data import UsageDataService
 from server.logs.service import LogService
+from server.mailer import SmtpMailer
 from server.redemptions.service import RedemptionService
 from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
@@ -42,6 +45,7 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     accounts: AccountService
+    email: EmailService
     groups: GroupService
     invitations: InvitationService
     keys: KeyService
@@ -62,12 +66,17 @@ def build_services(state: State) -> Services:
     guard = Guard(trusted_proxies=config.trusted_proxies, global_limit=config.global_rate_limit,
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
                   identity=identity, cookies=cookies)
+    codes = EmailCodes(state.backend, state.box, state.clock)
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
-                       second_factor=NoSecondFactorYet())
+                       second_factor=NoSecondFactorYet(), codes=codes)
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
+    mailer = SmtpMailer(lambda: state.options.settings.smtp, lambda: state.options.settings.system_name)
+    email = EmailService(db=state.db, backend=state.backend, codes=codes,
+                         resets=ResetTokens(state.backend, state.clock), mailer=mailer, accounts=accounts,
+                         users=state.users, options=state.options)
     groups = GroupService(options=state.options, channels=state.channels)
     invitations = InvitationService(db=state.db, credits=state.credits, options=state.options,
                                     clock=state.clock)
@@ -89,6 +98,6 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
+    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, email=email, groups=groups,
                     invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
                     system=system, redemptions=redemptions, topups=topups, relay=relay)

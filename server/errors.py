@@ -14,6 +14,7 @@ Services raise these; handlers never build error responses themselves.
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
      │                              body (the channel test's `time`: 0)
      ├── ServiceUnavailable    503  the database or Redis is unreachable right now
+ ├── DeliveryFailed        500  a message could not be handed to the mail server (nothing was kept)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
           ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
@@ -146,6 +147,13 @@ class UpstreamFailed(TollwayError):
 class ServiceUnavailable(TollwayError):
     status = 503
     default_message = "service temporarily unavailable, please retry"
+
+
+class DeliveryFailed(TollwayError):
+    """The mail server refused or could not be reached; the message names no detail (logged redacted)."""
+
+    status = 500
+    default_message = "could not send the e-mail"
 
 
 class GatewayError(TollwayError):

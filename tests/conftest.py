@@ -23,6 +23,7 @@ from models.quota import QuotaCursor
 from models.schema import metadata
 from tests.fakes.fixtures import gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
 from tests.harness import Running, make_config, serve
+from tests.mail import mail_app, smtp  # noqa: F401  (fixtures, by name)
 from tests.services import (
     REDIS_URL,
     create_database,

@@ -34,6 +34,7 @@ TOP_FILES = ("server/app.py", "server/container.py", "server/context.py", "serve
 COMPONENTS = frozenset({
     "server.accounts.directory",  # UserDirectory: a user's role, status, token digest
     "server.auth.sessions",       # SessionStore: login sessions (Redis or SQL)
+    "server.accounts.codes",      # EmailCodes, ResetTokens: single-use e-mail codes and reset tokens
     "server.auth.verification",   # SecureVerifier: whether a caller holds a fresh secure verification
     "server.channels.table",      # ChannelTable: the in-memory routing table
     "server.keys.directory",      # KeyDirectory: an API key's cached state

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from core.identity import Role
+from server.accounts.rules import EMAIL_MAX
 from server.accounts.service import QUOTA_VALUE_MAX
 from server.web.pagination import PageQuery
 from server.web.schema import (
@@ -199,3 +200,23 @@ class ManageResult(Schema):
     status: int
     quota: int
 
+
+
+# ---- e-mail codes and password reset -----------------------------------------------------------------
+
+Address = Annotated[str, QueryTextRule(max_len=EMAIL_MAX)]
+
+
+class EmailQuery(Schema):
+    email: Address = Field("", description="the address (trimmed, lower-cased)")
+
+
+class BindQuery(EmailQuery):
+    code: Annotated[str, QueryTextRule(trim=False, max_len=16)] = Field(
+        "", description="the 6-digit code mailed by `GET /api/verification`")
+
+
+class PasswordReset(Schema):
+    email: Trimmed = Field(description="the address the reset link was sent to")
+    token: Str = Field(description="the `token` of the reset link")
+    password: Str = Field(description="the new password (8–64 characters)")

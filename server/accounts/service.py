@@ -83,6 +83,19 @@ class AccountService:
         await self.sessions.revoke_user(user_id, keep_session)
         await self.users.invalidate(user_id, token_digest)
 
+    async def set_password(self, user_id: int, password: str) -> None:
+        """A new password for a live user (a password reset by e-mail): like an admin setting it, the
+        access token ends with it, and after the commit every session of the user is revoked."""
+        hashed = await self.passwords.hash(check_password(password))
+        async with self.db.transaction() as tx:
+            users = UserRepository(tx)
+            user = await users.get_for_update(user_id)
+            if user is None:
+                raise NotFound("user not found")
+            old_token = user.access_token
+            await users.update_fields(user_id, password=hashed, access_token=None)
+        await self._revoke(user_id, token_digest=old_token)
+
     # ---- self ---------------------------------------------------------------------------------------
 
     async def update_settings(self, principal: Principal, changes: dict[str, Any]) -> dict[str, Any]:

@@ -49,9 +49,11 @@ async def logout(request: Request) -> HTTPResponse:
 async def register(request: Request, body: Register) -> HTTPResponse:
     """Create an account.
     Only when registration is enabled. Usernames are unique regardless of case and width; an invitation
-    code rewards the inviter and the new user as the options say."""
+    code rewards the inviter and the new user as the options say. With e-mail verification on, `email`
+    and the `verification_code` mailed to it are required; the code is checked last and used up."""
     await services_of(request).auth.register(username=body.username, password=body.password,
-                                             email=body.email, aff_code=body.aff_code)
+                                             email=body.email, aff_code=body.aff_code,
+                                             verification_code=body.verification_code)
     return ok()
 
 

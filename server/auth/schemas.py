@@ -23,6 +23,8 @@ class Register(Schema):
     username: Trimmed
     password: Str
     email: Trimmed = ""
+    verification_code: Str = Field("", description="the code mailed by `GET /api/verification` (required, "
+                                                   "with `email`, when e-mail verification is on)")
     aff_code: Str = Field("", description="an invitation code (never trimmed)")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
@@ -14,13 +15,14 @@ from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
 from quota.backends.base import Backend
+from server.accounts.codes import EmailCodes, Voucher
 from server.accounts.directory import UserDirectory
 from server.accounts.rules import AFF_CODE_MAX, check_email, check_password, check_username, fresh_aff_code
 from server.auth.sessions import SessionStore, new_session_id
 from server.auth.verification import AuthMethod, SecondFactor
 from server.clock import Clock
 from server.crypto import Passwords, SecretBox, sha256_hex
-from server.errors import Conflict, Forbidden, RateLimited, Unauthorized
+from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
 from server.system.options import Options
 
 LOGIN_FAIL_TTL = 900
@@ -46,7 +48,7 @@ class AuthService:
 
     def __init__(self, *, db: Database, backend: Backend, sessions: SessionStore, users: UserDirectory,
                  passwords: Passwords, box: SecretBox, options: Options, clock: Clock,
-                 second_factor: SecondFactor) -> None:
+                 second_factor: SecondFactor, codes: EmailCodes) -> None:
         self.db = db
         self.backend = backend
         self.sessions = sessions
@@ -56,6 +58,7 @@ class AuthService:
         self.options = options
         self.clock = clock
         self.second_factor = second_factor  # whether a login needs the TOTP step (`/api/user/login/2fa`)
+        self.codes = codes  # e-mail codes, required at registration with `EmailVerificationEnabled`
 
     async def login(self, username: str, password: str, client_ip: str,
                     old_session: str | None) -> LoginResult:
@@ -104,22 +107,34 @@ class AuthService:
         if session_id:
             await self.sessions.delete(session_id)
 
-    async def register(self, username: str, password: str, email: str, aff_code: str) -> int:
+    async def register(self, username: str, password: str, email: str, aff_code: str,
+                       verification_code: str = "") -> int:
         s = self.options.settings
         if not (s.register_enabled and s.password_register_enabled):
             raise Forbidden("registration is disabled")
         username = check_username(username)
         check_password(password)
         email = check_email(email) if email else ""
+        verify = s.email_verification_enabled
+        if verify and not email:
+            raise BadRequest("email: is required (e-mail verification is on)")
+        if verify and not verification_code:
+            raise BadRequest("verification_code: is required")
         hashed = await self.passwords.hash(password)
         now = self.clock.now_s()
+        # the code is checked last and taken with the new row; given back if the row is not committed
+        voucher: AbstractAsyncContextManager[Voucher | None] = (
+            self.codes.voucher(email, verification_code, "verification_code") if verify
+            else nullcontext())
         try:
-            async with self.db.transaction() as tx:
+            async with voucher as code, self.db.transaction() as tx:
                 users = UserRepository(tx)
                 if await users.username_taken(username):
                     raise Conflict("username is already taken")
                 if email and await users.email_taken(email):
                     raise Conflict("email is already used")
+                if code is not None:
+                    await code.redeem()
                 # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
                 inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
                 quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
