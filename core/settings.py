@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from core.relying_party import PasskeyPolicy
+
 StatusRanges = tuple[tuple[int, int], ...]
 
 
@@ -121,6 +123,7 @@ class Settings:
     custom_currency_exchange_rate: float
     email_verification_enabled: bool
     passkey_enabled: bool
+    passkey: PasskeyPolicy
     demo_site_enabled: bool
     default_use_auto_group: bool
     data_export_enabled: bool
@@ -174,7 +177,13 @@ class Settings:
             custom_currency_symbol=str(v["custom_currency_symbol"]),
             custom_currency_exchange_rate=float(v["custom_currency_exchange_rate"]),
             email_verification_enabled=bool(v["EmailVerificationEnabled"]),
-            passkey_enabled=bool(v["passkey.enabled"]), demo_site_enabled=bool(v["DemoSiteEnabled"]),
+            passkey_enabled=bool(v["passkey.enabled"]),
+            passkey=PasskeyPolicy(
+                rp_id=str(v["passkey.rp_id"]), rp_display_name=str(v["passkey.rp_display_name"]),
+                origins=str(v["passkey.origins"]), user_verification=str(v["passkey.user_verification"]),
+                attachment=str(v["passkey.attachment_preference"]),
+                allow_insecure_origin=bool(v["passkey.allow_insecure_origin"])),
+            demo_site_enabled=bool(v["DemoSiteEnabled"]),
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),

@@ -17,6 +17,7 @@ from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
+from server.auth.passkeys import PasskeyService
 from server.auth.service import AuthService
 from server.auth.verification import NoSecondFactorYet, NoVerificationYet
 from server.channels.destination import KeyDestinations
@@ -41,6 +42,7 @@ class Services:
     guard: Guard
     cookies: SessionCookies
     auth: AuthService
+    passkeys: PasskeyService
     accounts: AccountService
     groups: GroupService
     invitations: InvitationService
@@ -65,6 +67,10 @@ def build_services(state: State) -> Services:
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
                        second_factor=NoSecondFactorYet())
+    passkeys = PasskeyService(db=state.db, backend=state.backend, sessions=state.sessions,
+                              options=state.options, verifier=NoVerificationYet(),
+                              second_factor=NoSecondFactorYet(), open_session=auth.open_session,
+                              clock=state.clock)
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
@@ -89,6 +95,6 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
-                    invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
-                    system=system, redemptions=redemptions, topups=topups, relay=relay)
+    return Services(guard=guard, cookies=cookies, auth=auth, passkeys=passkeys, accounts=accounts,
+                    groups=groups, invitations=invitations, keys=keys, channels=channels, logs=logs,
+                    usage_data=usage_data, system=system, redemptions=redemptions, topups=topups, relay=relay)
