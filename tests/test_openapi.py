@@ -22,7 +22,9 @@ from tests.harness import Running, make_config
 
 # actions named by their path (and query): nothing to send
 TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key"), ("POST", "/api/channel/<channel_id>/key"),
-                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix")}
+                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix"),
+                ("POST", "/api/user/passkey/register/begin"), ("POST", "/api/user/passkey/login/begin"),
+                ("POST", "/api/user/passkey/verify/begin")}
 
 
 def app_for(tmp_path: Any, name: str) -> Any:
