@@ -20,6 +20,8 @@ from typing import Any
 from core.relying_party import PasskeyPolicy
 
 StatusRanges = tuple[tuple[int, int], ...]
+USER_VERIFICATION = ("required", "preferred", "discouraged")
+ATTACHMENTS = ("", "platform", "cross-platform")
 
 
 def parse_status_ranges(text: str) -> StatusRanges:
@@ -103,6 +105,11 @@ def _ranges(text: Any) -> StatusRanges:
         return ()
 
 
+def _choice(value: Any, allowed: tuple[str, ...], default: str) -> str:
+    """One of `allowed`, else `default` (a value written to the database by hand)."""
+    return value if value in allowed else default
+
+
 def _keywords(text: Any) -> tuple[str, ...]:
     return tuple(w.strip().lower() for w in str(text).splitlines() if w.strip())
 
@@ -180,8 +187,9 @@ class Settings:
             passkey_enabled=bool(v["passkey.enabled"]),
             passkey=PasskeyPolicy(
                 rp_id=str(v["passkey.rp_id"]), rp_display_name=str(v["passkey.rp_display_name"]),
-                origins=str(v["passkey.origins"]), user_verification=str(v["passkey.user_verification"]),
-                attachment=str(v["passkey.attachment_preference"]),
+                origins=str(v["passkey.origins"]),
+                user_verification=_choice(v["passkey.user_verification"], USER_VERIFICATION, "preferred"),
+                attachment=_choice(v["passkey.attachment_preference"], ATTACHMENTS, ""),
                 allow_insecure_origin=bool(v["passkey.allow_insecure_origin"])),
             demo_site_enabled=bool(v["DemoSiteEnabled"]),
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.settings import parse_status_ranges
+from core.settings import ATTACHMENTS, USER_VERIFICATION, parse_status_ranges
 
 
 class OptionError(ValueError):
@@ -238,8 +238,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("passkey.enabled", "bool", False), Spec("passkey.rp_id", "str", "", host_name_or_empty),
     Spec("passkey.rp_display_name", "str", "", length(0, 64)),
     Spec("passkey.origins", "str", "", origin_list),
-    Spec("passkey.user_verification", "str", "preferred", one_of("required", "preferred", "discouraged")),
-    Spec("passkey.attachment_preference", "str", "", one_of("", "platform", "cross-platform")),
+    Spec("passkey.user_verification", "str", "preferred", one_of(*USER_VERIFICATION)),
+    Spec("passkey.attachment_preference", "str", "", one_of(*ATTACHMENTS)),
     Spec("passkey.allow_insecure_origin", "bool", False),
 )
 
