@@ -264,3 +264,22 @@ async def test_a_new_begin_replaces_the_pending_challenge(app: Running) -> None:
     # the failed finish used up the pending challenge too
     refused(await max_.post("/api/user/passkey/register/finish", json=passkey.register(fresh)), 400)
     await register(max_, passkey)
+
+
+async def test_a_malformed_answer_is_a_400_naming_the_field_and_odd_data_a_refusal(app: Running) -> None:
+    await enable_passkeys(app)
+    uid = await add_user(app.state, "ned")
+    passkey = new_passkey(uid)
+    await register(await logged_in(app, "ned"), passkey)
+    api = app.client()
+    body = passkey.assert_(await begin(api, "login"))
+    bad_id = {**body, "id": "not base64url!"}
+    assert refused(await api.post("/api/user/passkey/login/finish", json=bad_id), 400)["message"].startswith(
+        "id: ")
+    no_signature = {**body, "response": {k: v for k, v in body["response"].items() if k != "signature"}}
+    refused(await api.post("/api/user/passkey/login/finish", json=no_signature), 400,
+            "response.signature: is required")
+    odd_handle = {**body, "response": {**body["response"], "userHandle": "A"}}  # not a whole byte
+    refused(await api.post("/api/user/passkey/login/finish", json=odd_handle), 401, LOGIN_FAILED)
+    odd_client_data = {**body, "response": {**body["response"], "clientDataJSON": "A"}}
+    refused(await app.client().post("/api/user/passkey/login/finish", json=odd_client_data), 401)

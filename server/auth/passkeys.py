@@ -62,6 +62,14 @@ class PasskeyLogin:
     session_id: str
 
 
+def _handle_is(handle: str | None, user_id: int) -> bool:
+    """Whether an assertion's `userHandle` (base64url) is `user_id` as a decimal string."""
+    try:
+        return ceremony.from_b64url(handle or "") == str(user_id).encode("ascii")
+    except ValueError:
+        return False
+
+
 def _known(rows: Any) -> list[Known]:
     return [Known(r.credential_id, r.transports) for r in rows]
 
@@ -199,7 +207,7 @@ class PasskeyService:
             user = await UserRepository(tx).get(row.user_id) if row is not None else None
         if row is None or user is None:
             raise Unauthorized(LOGIN_FAILED)
-        if ceremony.from_b64url(response.get("userHandle") or "") != str(row.user_id).encode("ascii"):
+        if not _handle_is(response.get("userHandle"), row.user_id):
             log.info("passkey login refused: user handle differs from the owner of credential #%s", row.id)
             raise Unauthorized(LOGIN_FAILED)
         await self._assert(rp, row, credential, ceremony.from_b64url(challenge), Unauthorized(LOGIN_FAILED))
