@@ -15,9 +15,12 @@ Proves:
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 
 from core.enums import LogType
+from core.relying_party import PasskeyPolicy, RelyingParty, RequestSite, resolve
 from models.logs import Log
 from tests.fakes.passkey import SoftPasskey
 from tests.harness import Running, add_user, data_of, logged_in
@@ -195,3 +198,24 @@ async def test_the_passkey_options_are_checked(embedded_app: Running) -> None:
     assert await put("passkey.attachment_preference", "usb") == 400
     assert await put("passkey.enabled", "yes") == 400
     assert await put("passkey.enabled", True) == 200
+
+
+def test_the_relying_party_resolution_rules() -> None:
+    def rp(server_address: str = "", host: str = "", scheme: str = "http", **policy: object) -> RelyingParty:
+        fields: dict[str, Any] = {"rp_id": "", "rp_display_name": "", "origins": "",
+                                     "user_verification": "preferred", "attachment": "",
+                                     "allow_insecure_origin": False, **policy}
+        return resolve(PasskeyPolicy(**fields), server_address, "Tollway", RequestSite(host, scheme))
+
+    assert rp("https://user:pw@Gate.Example.com:443/base", "ignored.example") == RelyingParty(
+        "gate.example.com", "Tollway", ("https://gate.example.com",), ())
+    assert rp(host="[::1]:8080").origins == ("http://[::1]:8080",)
+    assert rp(host="app.localhost:3000").insecure == ()
+    assert rp(host="intranet:8080").insecure == ("http://intranet:8080",)
+    assert rp(host="intranet:8080", allow_insecure_origin=True).insecure == ()
+    assert rp("http://intranet").insecure == ("http://intranet",)  # a ServerAddress is held to the rule too
+    assert rp(host="gate.example.com", scheme="https").origins == ("https://gate.example.com",)
+    assert rp(host="a b").rp_id == "" and rp(host="").origins == ()
+    listed = rp(host="x.example", rp_id="Example.com", origins="https://a.example.com/, https://b.example.com")
+    assert (listed.rp_id, listed.origins) == ("example.com", ("https://a.example.com", "https://b.example.com"))
+    assert rp(rp_display_name=" Gate ").name == "Gate"
