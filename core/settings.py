@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from core.relying_party import PasskeyPolicy
+
 StatusRanges = tuple[tuple[int, int], ...]
+USER_VERIFICATION = ("required", "preferred", "discouraged")
+ATTACHMENTS = ("", "platform", "cross-platform")
 
 
 def parse_status_ranges(text: str) -> StatusRanges:
@@ -101,6 +105,11 @@ def _ranges(text: Any) -> StatusRanges:
         return ()
 
 
+def _choice(value: Any, allowed: tuple[str, ...], default: str) -> str:
+    """One of `allowed`, else `default` (a value written to the database by hand)."""
+    return value if value in allowed else default
+
+
 def _keywords(text: Any) -> tuple[str, ...]:
     return tuple(w.strip().lower() for w in str(text).splitlines() if w.strip())
 
@@ -141,6 +150,7 @@ class Settings:
     custom_currency_exchange_rate: float
     email_verification_enabled: bool
     passkey_enabled: bool
+    passkey: PasskeyPolicy
     demo_site_enabled: bool
     default_use_auto_group: bool
     data_export_enabled: bool
@@ -199,7 +209,14 @@ class Settings:
             custom_currency_symbol=str(v["custom_currency_symbol"]),
             custom_currency_exchange_rate=float(v["custom_currency_exchange_rate"]),
             email_verification_enabled=bool(v["EmailVerificationEnabled"]),
-            passkey_enabled=bool(v["passkey.enabled"]), demo_site_enabled=bool(v["DemoSiteEnabled"]),
+            passkey_enabled=bool(v["passkey.enabled"]),
+            passkey=PasskeyPolicy(
+                rp_id=str(v["passkey.rp_id"]), rp_display_name=str(v["passkey.rp_display_name"]),
+                origins=str(v["passkey.origins"]),
+                user_verification=_choice(v["passkey.user_verification"], USER_VERIFICATION, "preferred"),
+                attachment=_choice(v["passkey.attachment_preference"], ATTACHMENTS, ""),
+                allow_insecure_origin=bool(v["passkey.allow_insecure_origin"])),
+            demo_site_enabled=bool(v["DemoSiteEnabled"]),
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),

@@ -12,9 +12,14 @@ class SessionRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
-    async def get(self, sid: str, now: int) -> SessionRow | None:
-        row = await self.s.scalar(select(SessionRow).where(SessionRow.id == sid))
+    async def get(self, sid: str, now: int, *, lock: bool = False) -> SessionRow | None:
+        stmt = select(SessionRow).where(SessionRow.id == sid)
+        row = await self.s.scalar(stmt.with_for_update() if lock else stmt)
         return row if row is not None and row.expires_at > now else None
+
+    async def set_data(self, sid: str, data: str) -> None:
+        """Replace a record's data, its owner and expiry unchanged."""
+        await self.s.execute(update(SessionRow).where(SessionRow.id == sid).values(data=data))
 
     async def upsert(self, sid: str, user_id: int | None, data: str, expires_at: int) -> None:
         changed = await self.s.execute(

@@ -19,6 +19,7 @@ from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
+from server.auth.passkeys import PasskeyService
 from server.auth.service import AuthService
 from server.auth.verification import NoSecondFactorYet, NoVerificationYet
 from server.channels.destination import KeyDestinations
@@ -44,6 +45,7 @@ class Services:
     guard: Guard
     cookies: SessionCookies
     auth: AuthService
+    passkeys: PasskeyService
     accounts: AccountService
     email: EmailService
     groups: GroupService
@@ -70,6 +72,10 @@ def build_services(state: State) -> Services:
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
                        second_factor=NoSecondFactorYet(), codes=codes)
+    passkeys = PasskeyService(db=state.db, backend=state.backend, sessions=state.sessions,
+                              options=state.options, verifier=NoVerificationYet(),
+                              second_factor=NoSecondFactorYet(), open_session=auth.open_session,
+                              clock=state.clock)
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
@@ -98,6 +104,7 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, email=email, groups=groups,
-                    invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
-                    system=system, redemptions=redemptions, topups=topups, relay=relay)
+    return Services(guard=guard, cookies=cookies, auth=auth, passkeys=passkeys, accounts=accounts,
+                    email=email, groups=groups, invitations=invitations, keys=keys, channels=channels,
+                    logs=logs, usage_data=usage_data, system=system, redemptions=redemptions, topups=topups,
+                    relay=relay)

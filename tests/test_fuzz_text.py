@@ -88,6 +88,16 @@ SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/user/topup/complete"): {"trade_no": "{trade_no}"},
     ("POST", "/api/user/aff_transfer"): {"quota": 500000},
     ("POST", "/api/user/reset"): {"email": "victim@example.com", "token": "t", "password": PASSWORD},
+    ("POST", "/api/user/passkey/register/finish"): {
+        "id": "AAAA", "rawId": "AAAA", "type": "public-key", "authenticatorAttachment": "platform",
+        "response": {"clientDataJSON": "e30", "attestationObject": "oA", "transports": ["usb"]}},
+    ("POST", "/api/user/passkey/login/finish"): {
+        "id": "AAAA", "rawId": "AAAA", "type": "public-key",
+        "response": {"clientDataJSON": "e30", "authenticatorData": "AA", "signature": "AA",
+                     "userHandle": "MQ"}},
+    ("POST", "/api/user/passkey/verify/finish"): {
+        "id": "AAAA", "rawId": "AAAA", "type": "public-key",
+        "response": {"clientDataJSON": "e30", "authenticatorData": "AA", "signature": "AA"}},
     ("POST", "/v1/moderations"): {"model": "omni-moderation-latest", "input": "hello"},
     ("POST", "/v1beta/models/<target:path>"): {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
     ("POST", "/v1/models/<target:path>"): {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
@@ -96,7 +106,7 @@ GENERIC_FIELDS = ("name", "username", "display_name", "email", "key", "value", "
                   "remark", "tag", "action", "mode", "code", "token", "input", "text", "description")
 QUERY_FIELDS = ("keyword", "group", "model", "model_name", "token_name", "username", "token", "request_id",
                 "type", "status", "p", "page_size", "start_timestamp", "alt", "key", "tag", "suffix", "email",
-                "code")
+                "code", "credential_id")
 PATH_VALUES = {"user_id": "{user}", "channel_id": "{channel}", "token_id": "{token}",
                "redemption_id": "{redemption}", "target": "gemini-2.5-flash:generateContent"}
 

@@ -48,9 +48,13 @@ SIBLING_EXCEPTIONS = frozenset({
     # the user rules (username, password, invitation code) are one set for every way a user is made
     ("server/auth/schemas.py", "server.accounts.rules"),
     ("server/auth/service.py", "server.accounts.rules"),
+    ("server/auth/passkeys.py", "server.accounts.rules"),  # the role hierarchy of the admin passkey reset
     ("server/system/service.py", "server.accounts.rules"),
     # how a user is shown lives in one place per resource; login answers with the user's login view
     ("server/auth/routes.py", "server.accounts.views"),
+    ("server/auth/passkey_routes.py", "server.accounts.views"),
+    # the admin passkey reset names its user as every admin user route does
+    ("server/auth/passkey_routes.py", "server.accounts.schemas"),
 })
 TOP_EXCEPTIONS = frozenset({
     # the typed accessor of the request's services (`services_of`, for typing only)

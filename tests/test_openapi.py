@@ -22,7 +22,9 @@ from tests.harness import Running, make_config
 
 # actions named by their path (and query): nothing to send
 TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key"), ("POST", "/api/channel/<channel_id>/key"),
-                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix")}
+                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix"),
+                ("POST", "/api/user/passkey/register/begin"), ("POST", "/api/user/passkey/login/begin"),
+                ("POST", "/api/user/passkey/verify/begin")}
 
 
 def app_for(tmp_path: Any, name: str) -> Any:
@@ -82,6 +84,8 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
         elif ctx.access is Access.API_KEY:
             assert "apiKey" in security
             assert ("googApiKey" in security) == path.startswith(("/v1beta/", "/v1/models/"))
+        elif ctx.session_only:  # an access token is refused: only the session is documented
+            assert security == {"session", "newApiUser"}
         else:
             assert {"session", "newApiUser", "accessToken"} <= security
         error = op["responses"]["4XX"]["content"]["application/json"]["schema"]

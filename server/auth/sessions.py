@@ -3,13 +3,20 @@
 The cookie holds 32 random bytes (base64url); stores only ever see sha256(cookie). A record is a JSON
 object (`id`, `role`, `auth_method`, `pending_*`, …; docs/API.md#sessions) plus `pushed_at`, the last time its
 expiry slid forward. Each user's session hashes are indexed so that all of them can be revoked at once.
+
+`merge` (add fields) and `take` (remove one field and return it) change one record atomically, keeping its
+expiry: of any number of concurrent `take`s of a field, one gets its value (a passkey ceremony's challenge
+is used once, however many finishes race). Redis: WATCH/MULTI; SQL: the row locked in one transaction.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from redis.exceptions import WatchError
 
 from models.db import Database
 from models.sessions import SessionRepository
@@ -30,6 +37,26 @@ class SessionStore(Protocol):
     async def save(self, raw_id: str, data: dict[str, Any], ttl: int = SESSION_TTL) -> None: ...
     async def delete(self, raw_id: str) -> None: ...
     async def revoke_user(self, user_id: int, keep_raw_id: str | None = None) -> None: ...
+    async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
+        """Add `fields` to an existing record (its expiry unchanged); False when there is no such record."""
+        ...
+    async def take(self, raw_id: str, field: str) -> Any:
+        """Remove `field` from the record and return its value (None when absent), atomically."""
+        ...
+
+
+Change = Callable[[dict[str, Any]], Any]  # edits a record in place, returns the caller's answer
+
+
+def _merging(fields: dict[str, Any]) -> Change:
+    def change(data: dict[str, Any]) -> bool:
+        data.update(fields)
+        return True
+    return change
+
+
+def _taking(field: str) -> Change:
+    return lambda data: data.pop(field, None)
 
 
 def _owner(data: dict[str, Any]) -> int | None:
@@ -76,6 +103,34 @@ class RedisSessionStore:
                 pipe.srem(index, *doomed)
                 await pipe.execute()
 
+    async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
+        return bool(await self._change(raw_id, _merging(fields), absent=False))
+
+    async def take(self, raw_id: str, field: str) -> Any:
+        return await self._change(raw_id, _taking(field), absent=None)
+
+    @idempotent
+    async def _change(self, raw_id: str, change: Change, absent: Any) -> Any:
+        """Read, change and write one record under WATCH: a concurrent writer makes EXEC fail and the whole
+        step runs again on what that writer left. (A retry after a broken connection may find a `take`
+        already done and answer None: for a single-use value the safe answer.)"""
+        key = self.key(f"session:{sha256_hex(raw_id)}")
+        async with self.r.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    value = await pipe.get(key)
+                    if value is None:
+                        return absent
+                    data = json.loads(value)
+                    answer = change(data)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(key, json.dumps(data), keepttl=True)
+                    await pipe.execute()
+                    return answer
+                except WatchError:
+                    continue
+
 
 class SqlSessionStore:
     def __init__(self, db: Database, clock: Clock) -> None:
@@ -101,3 +156,21 @@ class SqlSessionStore:
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
         async with self.db.transaction() as tx:
             await SessionRepository(tx).delete_for_user(user_id, keep)
+
+    async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
+        return bool(await self._change(raw_id, _merging(fields), absent=False))
+
+    async def take(self, raw_id: str, field: str) -> Any:
+        return await self._change(raw_id, _taking(field), absent=None)
+
+    async def _change(self, raw_id: str, change: Change, absent: Any) -> Any:
+        async with self.db.transaction() as tx:
+            sessions = SessionRepository(tx)
+            sid = sha256_hex(raw_id)
+            row = await sessions.get(sid, self.clock.now_s(), lock=True)
+            if row is None:
+                return absent
+            data = json.loads(row.data)
+            answer = change(data)
+            await sessions.set_data(sid, json.dumps(data))
+            return answer

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.settings import parse_status_ranges
+from core.settings import ATTACHMENTS, USER_VERIFICATION, parse_status_ranges
 
 
 class OptionError(ValueError):
@@ -70,6 +70,30 @@ def http_url_or_empty(v: str) -> None:
         _fail("must be an http(s) URL")
     if v.endswith("/"):
         _fail("must not end with '/'")
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+
+
+def host_name_or_empty(v: str) -> None:
+    """A passkey RP id: a bare host name (no scheme, port or path)."""
+    if v and not _HOSTNAME.fullmatch(v):
+        _fail("must be a host name such as example.com (no scheme, port or path)")
+
+
+def origin_list(v: str) -> None:
+    """Comma-separated origins, each `http(s)://host[:port]` without a path."""
+    for origin in (o.strip() for o in v.split(",")):
+        if not origin:
+            continue
+        parts = urlsplit(origin)
+        try:
+            parts.port  # noqa: B018  (raises on a port that is not a number in range)
+        except ValueError:
+            _fail(f"{origin!r} has an invalid port")
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") \
+                or parts.query or parts.fragment or parts.username is not None:
+            _fail(f"{origin!r} must be an origin such as https://example.com")
 
 
 def number_map(v: Any) -> None:
@@ -211,10 +235,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("StripeApiBase", "str", "https://api.stripe.com", http_url_or_empty),
     Spec("payment_setting.amount_options", "json", [10, 20, 50, 100, 200, 500], number_list),
     # passkeys
-    Spec("passkey.enabled", "bool", False), Spec("passkey.rp_id", "str", ""),
-    Spec("passkey.rp_display_name", "str", ""), Spec("passkey.origins", "str", ""),
-    Spec("passkey.user_verification", "str", "preferred", one_of("required", "preferred", "discouraged")),
-    Spec("passkey.attachment_preference", "str", "", one_of("", "platform", "cross-platform")),
+    Spec("passkey.enabled", "bool", False), Spec("passkey.rp_id", "str", "", host_name_or_empty),
+    Spec("passkey.rp_display_name", "str", "", length(0, 64)),
+    Spec("passkey.origins", "str", "", origin_list),
+    Spec("passkey.user_verification", "str", "preferred", one_of(*USER_VERIFICATION)),
+    Spec("passkey.attachment_preference", "str", "", one_of(*ATTACHMENTS)),
     Spec("passkey.allow_insecure_origin", "bool", False),
 )
 

@@ -9,6 +9,7 @@ from server.system.schemas import Option, OptionUpdate, SetupRequest, SetupState
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.openapi import DOCS_PAGE, ApiDocument, document
+from server.web.site import request_site
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("system")
@@ -16,9 +17,11 @@ bp = Blueprint("system")
 
 @route(bp, "GET", "/api/status", access=Access.PUBLIC, reply=Status)
 async def get_status(request: Request) -> HTTPResponse:
-    """The site's public settings and whether it is set up."""
+    """The site's public settings and whether it is set up.
+    The passkey relying party is shown as resolved for this request (options, else `ServerAddress`, else
+    the request's host)."""
     system = services_of(request).system
-    return ok(system.status(await system.is_set_up()))
+    return ok(system.status(await system.is_set_up(), request_site(request)))
 
 
 @route(bp, "GET", "/api/setup", access=Access.PUBLIC, reply=SetupState)

@@ -67,7 +67,13 @@ class Status(Schema):
     custom_currency_symbol: str
     custom_currency_exchange_rate: float
     email_verification: bool
-    passkey_login: bool
+    passkey_login: bool = Field(description="passkey login is on")
+    passkey_display_name: str
+    passkey_rp_id: str = Field(description="the relying party id passkeys are made for here")
+    passkey_origins: str = Field(description="the accepted origins, comma-separated")
+    passkey_allow_insecure: bool
+    passkey_user_verification: str = Field(description="required, preferred or discouraged")
+    passkey_attachment: str = Field(description='"", platform or cross-platform')
     turnstile_check: bool
     turnstile_site_key: str
     self_use_mode_enabled: bool

@@ -8,6 +8,7 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Role
+from core.relying_party import RequestSite, resolve
 from models.db import Database
 from models.logs import LogRepository
 from models.system import OptionRepository, SetupRepository
@@ -46,8 +47,9 @@ class SystemService:
             self.setup_done = True
         return done
 
-    def status(self, setup_done: bool) -> dict[str, Any]:
+    def status(self, setup_done: bool, site: RequestSite) -> dict[str, Any]:
         s = self.options.settings
+        rp = resolve(s.passkey, s.server_address, s.system_name, site)
         return {
             "version": __version__, "start_time": self.started_at,
             "system_name": s.system_name, "logo": s.logo, "footer_html": s.footer,
@@ -58,7 +60,11 @@ class SystemService:
             "usd_exchange_rate": s.usd_exchange_rate, "custom_currency_symbol": s.custom_currency_symbol,
             "custom_currency_exchange_rate": s.custom_currency_exchange_rate,
             "email_verification": s.email_verification_enabled,
-            "passkey_login": s.passkey_enabled,
+            "passkey_login": s.passkey_enabled, "passkey_display_name": rp.name,
+            "passkey_rp_id": rp.rp_id, "passkey_origins": ",".join(rp.origins),
+            "passkey_allow_insecure": s.passkey.allow_insecure_origin,
+            "passkey_user_verification": s.passkey.user_verification,
+            "passkey_attachment": s.passkey.attachment,
             "turnstile_check": False, "turnstile_site_key": "",
             "self_use_mode_enabled": s.self_use_mode_enabled, "demo_site_enabled": s.demo_site_enabled,
             "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
