@@ -212,8 +212,8 @@ class SqlQuotaSink:
                         used_quota=channels_t.c.used_quota + bindparam("du")),
                     [{"cid": i, "du": d} for i, d in sorted(channels.items())],
                 )
-            credited = [e.ref for e in fresh if e.kind == "adj" and e.ref]
-            if credited:  # a credit decided in SQL is in the books for good: its outbox row goes with it
+            credited = [e.ref for e in fresh if e.kind == "adj" and e.ref] if self.logs is not None else []
+            if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
             last = entries[-1].id if not fresh else fresh[-1].id
             await tx.execute(

@@ -9,8 +9,8 @@ through the quota engine. Two systems cannot commit together, so the credit is r
     2. after the commit:    `deliver(credit)` → `QuotaEngine.credit(ref=credit.ref)` (live at once)
     3. every worker, at start-up and every `interval` s (`replay`): a row whose log row the quota sync
        has written is in SQL for good and is deleted; any other row is credited again with its `ref`
-       (the quota sync itself deletes the row in the transaction that applies the credit to SQL, so the
-       replay does not depend on finding the log row — which may live in a separate log database)
+       (with a separate log database the log row is not in SQL: the quota sync then deletes the row in
+       the transaction that applies the credit, and the replay only credits what is left)
 
 The engine applies a `ref` once (it keeps the result 7 days), so step 3 changes nothing for a credit
 that step 2 applied and only completes what a process that died between 1 and 2 left undone. A row is

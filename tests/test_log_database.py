@@ -170,7 +170,8 @@ async def test_calls_credits_and_admin_changes_log_only_in_the_log_database(
         search = data_of(await root.get("/api/log/search", params={"keyword": "alice"}))
         assert search["total"] == len(mine)
         client = app.client()
-        token_rows = data_of(await client.get("/api/log/token", headers={"Authorization": key}))
+        bearer = {"Authorization": f"Bearer {key}"}
+        token_rows = data_of(await client.get("/api/log/token", headers=bearer))
         assert len(token_rows) == CALLS and {r["token_id"] for r in token_rows} == {key_id}
 
 
