@@ -9,6 +9,8 @@ Proved here, over HTTP against the real app:
   counts and sums agree with the balances, `used_quota` and `request_count` in the main database;
 - a service log copied to the log database twice (a crash between the copy and the outbox delete) is
   there once;
+- the second net of the sync: a ref logged by another entry at or below the cursor is skipped, one logged
+  by the same entry or by one above the cursor (a batch whose main commit was lost) is charged once;
 - `kill -9` of the quota sync process between the log database's commit and the main database's
   commit of a batch, then a restart: every log once, every charge once, the credit's outbox row gone,
   and the books conserve (initial + credits − balance = the consume logs); a further run changes nothing.
@@ -35,8 +37,9 @@ from models.db import Database
 from models.log_outbox import insert_logs, outbox_row
 from models.logs import Log, LogOutbox, LogRepository
 from models.migrate import upgrade
-from models.quota import QuotaCursor
+from models.quota import QuotaCursor, SqlQuotaSink, log_row
 from models.tables import User
+from quota.types import Entry
 from tests.conftest import _Databases, fresh_database
 from tests.fakes.openai import FakeOpenAI
 from tests.gateway import seed_channel, seed_key
@@ -249,3 +252,46 @@ async def test_kill_9_between_the_log_commit_and_the_main_commit_loses_and_doubl
             assert (user.used_quota, user.request_count) == (spent, CALLS)
             assert await count(state.db, PendingCredit) == 0 and await count(state.db, Log) == 0
             assert await state.quota.balance("user", uid) == user.quota
+
+
+async def test_the_second_net_skips_a_repeated_ref_but_applies_a_batch_whose_main_commit_was_lost(
+        pair: Pair, tmp_path: Path) -> None:
+    """The sink fed by hand: a ref logged by another entry at or below the cursor is a repetition (skipped,
+    not charged); a ref logged by the same entry, or by one above the cursor, comes from a batch whose main
+    commit never happened (charged, its log kept once)."""
+    config = make_config(pair.main_url, tmp_path, pair.redis_url, pair.prefix, log_database_url=pair.logs_url,
+                         quota_sync_in_server=False)
+    async with serve(config) as app:
+        state = app.state
+        uid = await add_user(state, "dora", quota=START)
+        sink = SqlQuotaSink(state.db, state.clock.now, logs=state.log_db)
+
+        def use(entry_id: str, ref: str, amount: int) -> Entry:
+            return Entry(id=entry_id, kind="use", user_id=uid, key_id=0, key_limited=False, channel_id=0,
+                         amount=amount, ref=ref, log={"type": LogType.CONSUME, "username": "dora"})
+
+        async def current() -> bool:
+            return True
+
+        async def apply(*entries: Entry) -> None:
+            async with state.db.transaction() as tx:
+                epoch = str(await tx.scalar(select(QuotaCursor.epoch).where(QuotaCursor.id == 1)))
+            assert await sink.apply(list(entries), epoch, current) is not None
+
+        async def logged_before(entry: Entry, entry_id: str) -> None:  # a batch that died between commits
+            async with state.log_db.transaction() as tx:
+                await insert_logs(tx, [log_row(entry, 0) | {"entry_id": entry_id}])
+
+        await apply(use("100-0", "h1", 10))
+        await apply(use("200-0", "h1", 10), use("200-1", "h2", 20), use("200-2", "h2", 20))
+        replayed = use("300-0", "h3", 30)
+        await logged_before(replayed, "300-0")
+        await apply(replayed)
+        orphan = use("400-0", "h4", 40)
+        await logged_before(orphan, "900-0")  # written under a store incarnation that was lost since
+        await apply(orphan)
+
+        user = await sql_user(state.db, uid)
+        assert (user.quota, user.request_count) == (START - 10 - 20 - 30 - 40, 4)
+        logs = sorted((x.ref, x.quota) for x in await all_logs(state.log_db) if x.user_id == uid)
+        assert logs == [("h1", 10), ("h2", 20), ("h3", 30), ("h4", 40)]
