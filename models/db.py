@@ -24,6 +24,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from models.logs import LOGS_ELSEWHERE
+
 
 class DatabaseUnavailable(RuntimeError):
     """The database could not be reached; the message is safe to print (no password)."""
@@ -112,13 +114,18 @@ def _rollback_quietly(raw: Any) -> None:
 
 
 class Database:
-    """An engine plus a session factory; `transaction()` is the one way services write."""
+    """An engine plus a session factory; `transaction()` is the one way services write.
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    `logs_elsewhere`: the main database of a deployment whose logs live in a database of their own
+    (`LOG_DATABASE_URL`); its sessions say so to `models.logs.LogRepository` (session info)."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, logs_elsewhere: bool = False) -> None:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
         self.backend = self.engine.dialect.name  # sqlite | mysql | postgresql
-        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
+        self.logs_elsewhere = logs_elsewhere
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False,
+                                            info={LOGS_ELSEWHERE: True} if logs_elsewhere else None)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:

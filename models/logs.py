@@ -2,7 +2,12 @@
 
 Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe)
 and by services for system events (`LogRepository`). `ref` is internal: the hold id or idempotency key of
-the entry that produced the row, unique, so no entry can ever produce two rows; it is never shown.
+the entry that produced the row (a fresh random key for a service's log), unique, so no entry can ever
+produce two rows; `entry_id` is the quota stream entry that carried it. Neither is ever shown.
+
+With `LOG_DATABASE_URL` the table lives in a database of its own (docs/ARCHITECTURE.md#logs-in-a-separate-
+database): the main database's sessions then carry `LOGS_ELSEWHERE` in their `info`, and `LogRepository`
+writes a service's log into `log_outbox`, in the caller's transaction, for `models/log_outbox.py` to move.
 
 `LogQuery` reads them (E.2): exact filters (case-sensitive on every database), keyword search (exact names
 or a case-insensitive literal substring of `content`), the `{quota, rpm, tpm}` statistics and the batched
@@ -12,9 +17,10 @@ delete. Log queries join no other table (`LOG_DATABASE_URL` may put logs in a da
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -22,7 +28,9 @@ from sqlalchemy import (
     ColumnElement,
     Index,
     Integer,
+    MetaData,
     String,
+    Table,
     Text,
     and_,
     delete,
@@ -34,7 +42,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import LogType
-from models.base import Base, Id
+from models.base import NAMING, Base, Id
+
+LOGS_ELSEWHERE = "logs_elsewhere"  # a session-info flag: this session's database keeps no logs
 
 
 class Log(Base):
@@ -64,25 +74,53 @@ class Log(Base):
     request_id: Mapped[str] = mapped_column(String(128), default="", index=True)
     other: Mapped[str] = mapped_column(Text, default="")
     ref: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    entry_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+
+
+def log_metadata() -> MetaData:
+    """A schema holding the `logs` table alone: what a separate log database contains."""
+    metadata = MetaData(naming_convention=NAMING)
+    cast(Table, Log.__table__).to_metadata(metadata)
+    return metadata
+
+
+class LogOutbox(Base):
+    """Service logs waiting to be moved to the separate log database (only used with one): each row is
+    one log row as JSON, written in the transaction of the change it records, with the unique `ref` the
+    log row will carry there."""
+
+    __tablename__ = "log_outbox"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    ref: Mapped[str] = mapped_column(String(64), unique=True)
+    row: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[int] = mapped_column(BigInteger)
 
 
 class LogRepository:
     """Writes of log rows that are not balance changes (manage and system events).
 
     Balance-changing logs (consume, top-up, manage add_quota) travel with their change through the quota
-    engine and are inserted by the sync, never here."""
+    engine and are inserted by the sync, never here. In a session of a main database whose logs live
+    elsewhere, the row goes to `log_outbox` (same transaction) under a fresh `ref`."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
     async def add(self, *, type: int, user_id: int, username: str, content: str, created_at: int,
                   other: dict[str, Any] | None = None, quota: int = 0, channel: int = 0) -> None:
-        self.s.add(Log(
+        row: dict[str, Any] = dict(
             type=type, user_id=user_id, username=username, content=content, created_at=created_at,
             quota=quota, other=json.dumps(other, separators=(",", ":"), ensure_ascii=False) if other else "",
             token_name="", model_name="", prompt_tokens=0, completion_tokens=0, use_time=0, is_stream=False,
             channel=channel, token_id=0, group="", ip="", request_id="",
-        ))
+        )
+        if self.s.info.get(LOGS_ELSEWHERE):
+            ref = f"log:{uuid.uuid4().hex}"
+            text = json.dumps(row | {"ref": ref}, separators=(",", ":"), ensure_ascii=False)
+            self.s.add(LogOutbox(ref=ref, created_at=created_at, row=text))
+        else:
+            self.s.add(Log(**row))
         await self.s.flush()
 
 

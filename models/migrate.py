@@ -1,4 +1,8 @@
-"""Run the Alembic migrations programmatically on an async engine (`tollway migrate`, start-up, tests)."""
+"""Run the Alembic migrations programmatically on an async engine (`tollway migrate`, start-up, tests).
+
+Two environments: `migrations/` for the main database, `log_migrations/` for a separate log database
+(`LOG_DATABASE_URL`: the `logs` table alone, versioned in `alembic_version_logs`). `upgrade(engine)`
+migrates a main database, `upgrade(engine, logs=True)` a log database; each under its own lock."""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+LOG_MIGRATIONS_DIR = Path(__file__).parent / "log_migrations"
+LOG_VERSION_TABLE = "alembic_version_logs"
 
 
-def alembic_config() -> AlembicConfig:
+def alembic_config(*, logs: bool = False) -> AlembicConfig:
     cfg = AlembicConfig()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(LOG_MIGRATIONS_DIR if logs else MIGRATIONS_DIR))
     return cfg
 
 
@@ -23,11 +29,12 @@ LOCK_NAME = "tollway_migrate"
 LOCK_KEY = 7_273_100_411  # PostgreSQL advisory lock id for the same purpose
 
 
-async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+async def upgrade(engine: AsyncEngine, revision: str = "head", *, logs: bool = False) -> None:
     """Bring the schema to `revision`; idempotent, and safe when several nodes start at once: the first
     takes a database-wide lock and migrates, the others wait for it and then find nothing to do.
     (SQLite needs no lock: its migration transaction starts with BEGIN IMMEDIATE.)"""
-    cfg = alembic_config()
+    cfg = alembic_config(logs=logs)
+    lock_name, lock_key = (f"{LOCK_NAME}_logs", LOCK_KEY + 1) if logs else (LOCK_NAME, LOCK_KEY)
 
     def _run(connection: Any) -> None:
         cfg.attributes["connection"] = connection
@@ -36,26 +43,27 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     dialect = engine.dialect.name
     async with engine.connect() as lock_conn:
         if dialect in ("mysql", "mariadb"):
-            await lock_conn.execute(text("SELECT GET_LOCK(:name, 300)"), {"name": LOCK_NAME})
+            await lock_conn.execute(text("SELECT GET_LOCK(:name, 300)"), {"name": lock_name})
         elif dialect == "postgresql":
-            await lock_conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": LOCK_KEY})
+            await lock_conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": lock_key})
         await lock_conn.commit()
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(_run)
         finally:
             if dialect in ("mysql", "mariadb"):
-                await lock_conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": LOCK_NAME})
+                await lock_conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": lock_name})
             elif dialect == "postgresql":
-                await lock_conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
+                await lock_conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key})
             await lock_conn.commit()
 
 
-async def current(engine: AsyncEngine) -> str | None:
+async def current(engine: AsyncEngine, *, logs: bool = False) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
     def _read(connection: Any) -> str | None:
-        return MigrationContext.configure(connection).get_current_revision()
+        opts = {"version_table": LOG_VERSION_TABLE} if logs else {}
+        return MigrationContext.configure(connection, opts=opts).get_current_revision()
 
     async with engine.connect() as conn:
         return await conn.run_sync(_read)

@@ -21,6 +21,12 @@ which works in chunks `CATCH_UP` times larger without the pause (stretches of ~5
 three times as fast under that load. A batch of one normal interval is not "behind", however many
 calls it holds: judging by size alone (512+) made every batch at 1,600 calls/s a catch-up batch, and the
 5 ms stretches showed as a p99 of 8–10 ms at concurrency 1 where small chunks give 3 ms.
+
+With a separate log database (`logs`), the batch's log rows go there instead, in a transaction of their
+own committed while the main transaction holds the cursor lock, before it commits the charges and the
+cursor: an insert that skips a `ref` present already, so a batch replayed after a crash between the two
+commits leaves its logs once and applies its charges once (the cursor). Details and the recovery rule:
+docs/ARCHITECTURE.md#logs-in-a-separate-database.
 """
 
 from __future__ import annotations
@@ -31,15 +37,17 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, insert, select, update
+from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import LogType
 from models.base import Base
 from models.channels import Channel
+from models.credits import PendingCredit
 from models.db import Database
 from models.keys import ApiKey
+from models.log_outbox import insert_logs
 from models.logs import Log
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.tables import Option, User
@@ -80,7 +88,7 @@ def log_row(entry: Entry, now: int) -> dict[str, Any]:
         "completion_tokens": get("completion_tokens", 0), "use_time": get("use_time", 0),
         "is_stream": get("is_stream", False), "other": _encode(other) if other is not None else "",
         "user_id": entry.user_id, "token_id": entry.key_id, "channel": entry.channel_id, "ref": entry.ref,
-        "quota": int(get("quota", entry.amount)),
+        "entry_id": entry.id, "quota": int(get("quota", entry.amount)),
     }
 
 
@@ -128,12 +136,16 @@ users_t, keys_t, channels_t, logs_t = (
 
 
 class SqlQuotaSink:
-    def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None) -> None:
+    def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
+                 logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None) -> None:
         self.db = db
         self._now = clock or (lambda: 0)
         # DataExportEnabled (consume logs also feed the hourly usage buckets): a worker passes its options
         # snapshot; without one (the separate sync process) the option row is read once per batch
         self._export = export
+        self.logs = logs  # a separate log database; None: the log rows go in the main transaction
+        # fault injection for the crash test (TEST_KILL_AFTER_LOG_COMMIT): runs between the two commits
+        self._on_logs_committed = on_logs_committed
 
     async def cursor(self) -> str:
         async with self.db.transaction() as tx:
@@ -154,21 +166,30 @@ class SqlQuotaSink:
             fresh = entries[start:]
             if not fresh:
                 return current
-            fresh = await self._drop_applied(tx, fresh, behind=behind)
+            if self.logs is None:
+                fresh = await self._drop_applied(tx, fresh, behind=behind)
+            else:
+                fresh = await self._drop_logged(fresh, floor)
             now = int(self._now())
             users: dict[int, list[int]] = {}
             keys: dict[int, list[int]] = {}
             channels: dict[int, int] = {}
             buckets: dict[BucketKey, Bucket] | None = {} if await self._exporting(tx) else None
+            elsewhere: list[list[dict[str, Any]]] = []  # chunks of log rows for the log database
             for n, part in enumerate(chunks(fresh, CHUNK * CATCH_UP if behind else CHUNK)):
                 if n and not behind:
                     await pause()
                 add_sums(part, users, keys, channels)
                 rows = [log_row(e, now) for e in part if e.log is not None]
                 if rows:
-                    await tx.execute(insert(logs_t), rows)
+                    if self.logs is None:
+                        await tx.execute(insert(logs_t), rows)
+                    else:
+                        elsewhere.append(rows)
                     if buckets is not None:
                         add_to_buckets(buckets, rows, LogType.CONSUME)
+            if elsewhere:
+                await self._write_logs(elsewhere, behind)
             if buckets:
                 await QuotaDataRepository(tx).add(buckets)
             if users:
@@ -192,6 +213,9 @@ class SqlQuotaSink:
                         used_quota=channels_t.c.used_quota + bindparam("du")),
                     [{"cid": i, "du": d} for i, d in sorted(channels.items())],
                 )
+            credited = [e.ref for e in fresh if e.kind == "adj" and e.ref] if self.logs is not None else []
+            if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
+                await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
             last = entries[-1].id if not fresh else fresh[-1].id
             await tx.execute(
                 update(QuotaCursor).where(QuotaCursor.id == 1).values(last_id=last, epoch=epoch,
@@ -220,6 +244,53 @@ class SqlQuotaSink:
             return entries
         log.warning("skipping %d quota entries whose references were applied already", len(applied))
         return [e for e in entries if e.log is None or e.ref not in applied]
+
+
+    async def _write_logs(self, parts: list[list[dict[str, Any]]], behind: bool) -> None:
+        """Commit the batch's log rows in the log database (a `ref` present already is skipped), while
+        the caller's main transaction still holds the cursor lock and has committed nothing."""
+        assert self.logs is not None
+        async with self.logs.transaction() as ltx:
+            for n, rows in enumerate(parts):
+                if n and not behind:
+                    await pause()
+                await insert_logs(ltx, rows)
+        if self._on_logs_committed is not None:
+            self._on_logs_committed()
+
+    async def _drop_logged(self, entries: list[Entry], floor: tuple[int, int]) -> list[Entry]:
+        """The second net with a separate log database. An entry is dropped when its `ref` has a log row
+        there that another entry, at or below the cursor, wrote: that entry was applied (a hold settled
+        twice, say). A row written by this very entry, or by one above the cursor, comes from a batch
+        whose main commit never happened (a crash between the two commits): the entry is applied, and its
+        log row, present already, is not written again. A `ref` twice in one batch: the first counts."""
+        seen: set[str] = set()
+        twice: set[int] = set()
+        by_ref: dict[str, Entry] = {}
+        for n, e in enumerate(entries):
+            if e.log is None:
+                continue
+            if e.ref in seen:
+                twice.add(n)
+            seen.add(e.ref)
+            by_ref.setdefault(e.ref, e)
+        applied: set[str] = set()
+        if not by_ref:
+            return entries
+        assert self.logs is not None
+        async with self.logs.transaction() as ltx:
+            for part in chunks(list(by_ref), 2 * CHUNK * CATCH_UP):
+                found = await ltx.execute(select(Log.ref, Log.entry_id).where(Log.ref.in_(part)))
+                for ref, entry_id in found.all():
+                    if ref is not None and (entry_id is None or (
+                            entry_id != by_ref[ref].id and stream_id(entry_id) <= floor)):
+                        applied.add(ref)
+        if not applied and not twice:
+            return entries
+        log.warning("skipping %d quota entries whose references were applied already",
+                    len(applied) + len(twice))
+        return [e for n, e in enumerate(entries)
+                if e.log is None or (n not in twice and e.ref not in applied)]
 
 
 class SqlBalanceSource:

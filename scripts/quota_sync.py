@@ -23,6 +23,7 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.sync import QuotaSync
 from server.clock import Clock
 from server.config import Config, ConfigError, load
+from server.credits import kill_self
 
 log = logging.getLogger("tollway.quota_sync")
 
@@ -35,12 +36,18 @@ preempt a worker's calls on a shared core."""
 async def run(config: Config, *, once: bool = False) -> None:
     if not config.redis_url:
         raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")
-    db = Database(config.database_url, pool_size=2)
+    logs_url = config.separate_logs_url
+    db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None)
+    log_db = Database(logs_url, pool_size=2) if logs_url else None
     backend = RedisBackend(config.redis_url, config.redis_prefix)
-    sync = QuotaSync(RedisQuotaStore(backend), SqlQuotaSink(db, Clock().now),
-                     interval=config.quota_sync_interval, batch=config.quota_sync_batch)
+    sink = SqlQuotaSink(db, Clock().now, logs=log_db,
+                        on_logs_committed=kill_self if config.kill_after_log_commit else None)
+    sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
+                     batch=config.quota_sync_batch)
     try:
         await db.check()
+        if log_db is not None:
+            await log_db.check()
         try:
             await backend.ping()
         except BackendUnavailable:
@@ -68,6 +75,8 @@ async def run(config: Config, *, once: bool = False) -> None:
     finally:
         await backend.close()
         await db.dispose()
+        if log_db is not None:
+            await log_db.dispose()
 
 
 async def _orphaned(parent: int, stop: asyncio.Event, every: float = 1.0) -> None:

@@ -36,14 +36,19 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 async def _migrate(config: Config) -> None:
-    db = Database(config.database_url, pool_size=1)
-    try:
-        await db.check()
-        await upgrade(db.engine)
-    except DatabaseUnavailable as exc:
-        raise StartupError(str(exc)) from None
-    finally:
-        await db.dispose()
+    """The main database, and a separate log database (`LOG_DATABASE_URL`) with the `logs` table alone."""
+    targets = [(config.database_url, False)]
+    if config.separate_logs_url:
+        targets.append((config.separate_logs_url, True))
+    for url, logs in targets:
+        db = Database(url, pool_size=1)
+        try:
+            await db.check()
+            await upgrade(db.engine, logs=logs)
+        except DatabaseUnavailable as exc:
+            raise StartupError(str(exc)) from None
+        finally:
+            await db.dispose()
 
 
 async def _check_redis(config: Config) -> None:

@@ -65,6 +65,14 @@ class Config:
     admin_upstream_timeout: float = 15.0  # channel tests, balances, model lists: the whole call
     # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
     kill_after_credit_commit: bool = False
+    # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
+    kill_after_log_commit: bool = False
+
+    @property
+    def separate_logs_url(self) -> str | None:
+        """The log database when it is another one than the main database; None: logs stay in the main."""
+        url = self.log_database_url
+        return url if url and url != self.database_url else None
 
     @property
     def embedded(self) -> bool:
@@ -276,6 +284,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
         admin_upstream_timeout=_float(env, "ADMIN_UPSTREAM_TIMEOUT", 15.0, 1.0, 300.0),
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
+        kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
     )
 
 

@@ -94,7 +94,7 @@ def build_services(state: State) -> Services:
                               destinations=destinations, backend=state.backend,
                               verifier=NoVerificationYet(), admin=admin, tasks=state.tasks,
                               clock=state.clock)
-    logs = LogService(db=state.db, backend=state.backend, keys=state.keys, users=state.users,
+    logs = LogService(db=state.log_db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
     usage_data = UsageDataService(db=state.db, clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,

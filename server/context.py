@@ -33,9 +33,10 @@ from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStor
 from server.channels.table import ChannelTable
 from server.clock import Clock
 from server.config import Config
-from server.credits import CreditOutbox
+from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
 from server.keys.directory import KeyDirectory
+from server.logs.outbox import LogOutboxMover
 from server.relay.upstream import Upstream
 from server.system.options import Options
 
@@ -109,12 +110,16 @@ class State:
     versions: VersionTracker
     credits: CreditOutbox
     started_at: int
+    log_db: Database  # the database of the `logs` table: `db` itself unless LOG_DATABASE_URL names another
+    log_outbox: LogOutboxMover | None = None  # with a separate log database: moves the services' logs
     tasks: Tasks = field(default_factory=Tasks)
 
     @classmethod
     async def open(cls, config: Config, clock: Clock | None = None) -> State:
         clock = clock or Clock()
-        db = Database(config.database_url)
+        logs_url = config.separate_logs_url
+        db = Database(config.database_url, logs_elsewhere=logs_url is not None)
+        log_db = Database(logs_url) if logs_url else db
         backend: Backend
         sessions: SessionStore
         store: QuotaStore
@@ -130,6 +135,7 @@ class State:
         box = SecretBox(config.secret_key)
         versions = VersionTracker(backend)
         quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout)
+        crash_hook = kill_self if config.kill_after_log_commit else None
         options = Options(db, backend, box, versions)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
@@ -138,7 +144,9 @@ class State:
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
             quota=quota,
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now,
-                                                     export=lambda: options.settings.data_export_enabled),
+                                                     export=lambda: options.settings.data_export_enabled,
+                                                     logs=log_db if logs_url else None,
+                                                     on_logs_committed=crash_hook),
                                  interval=config.quota_sync_interval, batch=config.quota_sync_batch),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
@@ -146,6 +154,7 @@ class State:
             versions=versions, started_at=clock.now_s(),
             credits=CreditOutbox(db=db, quota=quota, clock=clock,
                                  kill_after_commit=config.kill_after_credit_commit),
+            log_db=log_db, log_outbox=LogOutboxMover(db, log_db) if logs_url else None,
         )
         versions.register(RECORDS, state._forget_records)
         broadcasts = Broadcasts(backend)  # each component registers the messages it owns
@@ -167,6 +176,9 @@ class State:
         state.tasks.start("key-access-flush", state.keys.flush_forever(keys_stop), stop=keys_stop.set)
         credits_stop = asyncio.Event()  # credits a crashed process recorded but never delivered
         state.tasks.start("credit-replay", state.credits.run_forever(credits_stop), stop=credits_stop.set)
+        if state.log_outbox is not None:
+            outbox_stop = asyncio.Event()
+            state.tasks.start("log-outbox", state.log_outbox.run_forever(outbox_stop), stop=outbox_stop.set)
         return state
 
     async def _forget_records(self) -> None:
@@ -193,6 +205,13 @@ class State:
                 await self.quota_sync.drain()
             except Exception:
                 log.exception("final quota sync failed; the entries stay queued in Redis")
+        if self.log_outbox is not None:
+            try:
+                await self.log_outbox.drain()
+            except Exception:
+                log.exception("moving the last service logs failed; they stay in the outbox")
         await self.upstream.aclose()
         await self.backend.close()
         await self.db.dispose()
+        if self.log_db is not self.db:
+            await self.log_db.dispose()

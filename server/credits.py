@@ -9,6 +9,8 @@ through the quota engine. Two systems cannot commit together, so the credit is r
     2. after the commit:    `deliver(credit)` → `QuotaEngine.credit(ref=credit.ref)` (live at once)
     3. every worker, at start-up and every `interval` s (`replay`): a row whose log row the quota sync
        has written is in SQL for good and is deleted; any other row is credited again with its `ref`
+       (with a separate log database the log row is not in SQL: the quota sync then deletes the row in
+       the transaction that applies the credit, and the replay only credits what is left)
 
 The engine applies a `ref` once (it keeps the result 7 days), so step 3 changes nothing for a credit
 that step 2 applied and only completes what a process that died between 1 and 2 left undone. A row is
@@ -39,6 +41,11 @@ log = logging.getLogger("tollway.credits")
 
 REPLAY_INTERVAL = 5.0
 REPLAY_BATCH = 100
+
+
+def kill_self() -> None:
+    """SIGKILL this process: the crash hooks of the crash tests (never configured in production)."""
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +85,7 @@ class CreditOutbox:
         only the replay will (the quota store is unreachable, or the balance would leave the supported
         range) — the credit is durable either way."""
         if self.kill_after_commit:
-            os.kill(os.getpid(), signal.SIGKILL)
+            kill_self()
         try:
             await self._credit(credit)
         except Exception:

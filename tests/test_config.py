@@ -42,12 +42,22 @@ def test_defaults_are_embedded_on_localhost_3000_with_sqlite_in_data_dir(tmp_pat
     assert config.redis_prefix == "tollway:"
     assert config.public_url == "" and not config.secure_cookies
     assert config.kill_after_credit_commit is False  # the crash test's hook is inert unless asked for
+    assert config.kill_after_log_commit is False and config.separate_logs_url is None
 
 
 def test_the_crash_hook_is_read_only_when_set(tmp_path: Path) -> None:
     assert from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="true")).kill_after_credit_commit is True
     with pytest.raises(ConfigError, match="TEST_KILL_AFTER_CREDIT_COMMIT"):
         from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="maybe"))
+    assert from_env(env(tmp_path, TEST_KILL_AFTER_LOG_COMMIT="true")).kill_after_log_commit is True
+
+
+def test_a_log_database_counts_as_separate_only_when_it_is_another_one(tmp_path: Path) -> None:
+    main, logs = "mysql+aiomysql://u@db/tw", "postgresql+asyncpg://u@logs/twlogs"
+    config = from_env(env(tmp_path, DATABASE_URL=main, LOG_DATABASE_URL=logs, SECRET_KEY=SECRET))
+    assert config.separate_logs_url == logs
+    same = from_env(env(tmp_path, DATABASE_URL=main, LOG_DATABASE_URL=main, SECRET_KEY=SECRET))
+    assert same.log_database_url == main and same.separate_logs_url is None  # one database: as unset
 
 
 def test_without_data_dir_the_data_lives_in_dot_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,10 +21,12 @@ from sqlalchemy import BigInteger, Column, MetaData, String, inspect
 import models.tables  # noqa: F401  (registers the tables on Base.metadata)
 from models.base import Base
 from models.db import Database
-from models.migrate import alembic_config, current, upgrade
+from models.logs import log_metadata
+from models.migrate import LOG_VERSION_TABLE, alembic_config, current, upgrade
 from tests.services import create_database, drop_database
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
+LOG_HEAD = ScriptDirectory.from_config(alembic_config(logs=True)).get_current_head()
 
 
 async def schema_differences(db: Database, metadata: MetaData = Base.metadata) -> list[Any]:
@@ -119,5 +121,24 @@ async def test_an_empty_database_migrates_to_head(fresh_empty_database: str) -> 
         assert await table_names(db) == {t.name for t in Base.metadata.sorted_tables} | {"alembic_version"}
         await upgrade(db.engine)  # and again, on the fresh one
         assert await current(db.engine) == HEAD
+    finally:
+        await db.dispose()
+
+
+async def test_a_separate_log_database_migrates_to_the_logs_table_alone(fresh_empty_database: str) -> None:
+    """`LOG_DATABASE_URL`: its own environment and version table; the schema is the model's `logs`."""
+    db = Database(fresh_empty_database, pool_size=1)
+
+    def compare(connection: Any) -> list[Any]:
+        opts = {"compare_type": True, "version_table": LOG_VERSION_TABLE}
+        return list(compare_metadata(MigrationContext.configure(connection, opts=opts), log_metadata()))
+
+    try:
+        await upgrade(db.engine, logs=True)
+        await upgrade(db.engine, logs=True)  # idempotent
+        assert await current(db.engine, logs=True) == LOG_HEAD
+        assert await table_names(db) == {"logs", LOG_VERSION_TABLE}
+        async with db.engine.connect() as conn:
+            assert await conn.run_sync(compare) == []
     finally:
         await db.dispose()
