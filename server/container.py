@@ -17,8 +17,11 @@ from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
+from server.auth.second_factor import TotpFactor
 from server.auth.service import AuthService
-from server.auth.verification import NoSecondFactorYet, NoVerificationYet
+from server.auth.two_factor import TwoFactorService
+from server.auth.verification import NoPasskeysYet, SessionVerifier
+from server.auth.verify import VerificationService
 from server.channels.destination import KeyDestinations
 from server.channels.service import ChannelService
 from server.context import State
@@ -41,6 +44,8 @@ class Services:
     guard: Guard
     cookies: SessionCookies
     auth: AuthService
+    two_factor: TwoFactorService
+    verification: VerificationService
     accounts: AccountService
     groups: GroupService
     invitations: InvitationService
@@ -62,9 +67,14 @@ def build_services(state: State) -> Services:
     guard = Guard(trusted_proxies=config.trusted_proxies, global_limit=config.global_rate_limit,
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
                   identity=identity, cookies=cookies)
+    factor = TotpFactor(db=state.db, backend=state.backend, box=state.box, clock=state.clock)
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
-                       second_factor=NoSecondFactorYet())
+                       second_factor=factor)
+    two_factor = TwoFactorService(db=state.db, factor=factor, auth=auth, sessions=state.sessions,
+                                  box=state.box, options=state.options, clock=state.clock)
+    verification = VerificationService(factor=factor, passkeys=NoPasskeysYet(), sessions=state.sessions,
+                                       clock=state.clock)
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
@@ -77,7 +87,7 @@ def build_services(state: State) -> Services:
     admin = UpstreamAdmin(state.upstream, PROVIDERS, timeout=config.admin_upstream_timeout)
     channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
                               destinations=destinations, backend=state.backend,
-                              verifier=NoVerificationYet(), admin=admin, tasks=state.tasks,
+                              verifier=SessionVerifier(state.clock), admin=admin, tasks=state.tasks,
                               clock=state.clock)
     logs = LogService(db=state.db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
@@ -89,6 +99,7 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
+    return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor,
+                    verification=verification, accounts=accounts, groups=groups,
                     invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
                     system=system, redemptions=redemptions, topups=topups, relay=relay)

@@ -22,7 +22,8 @@ from tests.harness import Running, make_config
 
 # actions named by their path (and query): nothing to send
 TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key"), ("POST", "/api/channel/<channel_id>/key"),
-                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix")}
+                ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix"),
+                ("POST", "/api/user/2fa/setup")}
 
 
 def app_for(tmp_path: Any, name: str) -> Any:
