@@ -35,6 +35,11 @@ def refusal(code: str) -> dict[str, Any]:
     return {"success": False, "message": "secure verification required", "code": code}
 
 
+def move_to(app: Running, second: int) -> None:
+    """Set the clock to the start of `second` (the next requests then run within it)."""
+    app.clock.shift(second - app.clock.now())
+
+
 async def mark_passkey_ready(app: Running, raw: str, at: int) -> None:
     """What a successful passkey `verify/finish` leaves in the session record."""
     record = await app.state.sessions.get(raw)
@@ -54,17 +59,18 @@ async def test_verify_with_2fa_marks_this_session_for_five_minutes(app: Running)
     fails(await api.post("/api/verify", json={"code": "1"}), 400, "method: is required")
 
     app.clock.shift(30)
-    now = app.clock.now_s()
+    move_to(app, app.clock.now_s() + 1)
+    at = app.clock.now_s()
     assert data_of(await api.post("/api/verify", json={"method": "2fa", "code": code_now(app, secret)})) == {
-        "verified": True, "expires_at": now + 300}
+        "verified": True, "expires_at": at + 300}
     assert data_of(await api.get("/api/verify/status")) == {"verified": True, "method": "2fa",
-                                                            "expires_at": now + 300}
+                                                            "expires_at": at + 300}
     record = await app.state.sessions.get(session_of(api))
     assert record is not None
-    assert (record["secure_verified_at"], record["secure_verified_method"]) == (now, "2fa")
-    app.clock.shift(299)
+    assert (record["secure_verified_at"], record["secure_verified_method"]) == (at, "2fa")
+    move_to(app, at + 299)
     assert data_of(await api.get("/api/verify/status"))["verified"] is True  # not consumed by reading
-    app.clock.shift(1)
+    move_to(app, at + 300)
     assert data_of(await api.get("/api/verify/status")) == NOT_VERIFIED
     # a backup code verifies too; another session of the same user stays unverified
     data_of(await api.post("/api/verify", json={"method": "2fa", "code": codes[0]}))
@@ -94,8 +100,9 @@ async def test_verify_needs_a_second_factor_and_a_session(app: Running) -> None:
 async def test_verify_with_a_fresh_passkey_mark_consumes_it(app: Running) -> None:
     _, api, _, _ = await two_factor_user(app)
     raw = session_of(api)
-    await mark_passkey_ready(app, raw, app.clock.now_s() - 59)
+    move_to(app, app.clock.now_s() + 1)
     now = app.clock.now_s()
+    await mark_passkey_ready(app, raw, now - 59)
     assert data_of(await api.post("/api/verify", json={"method": "passkey"})) == {
         "verified": True, "expires_at": now + 300}
     assert data_of(await api.get("/api/verify/status"))["method"] == "passkey"
@@ -119,11 +126,12 @@ async def test_the_key_reveal_works_within_five_minutes_of_a_verification(app: R
     refused = await root.post(f"/api/channel/{cid}/key")
     assert refused.status_code == 403 and refused.json() == refusal(VERIFICATION_REQUIRED)
     app.clock.shift(30)
-    data_of(await root.post("/api/verify", json={"method": "2fa", "code": code_now(app, secret)}))
+    verified = data_of(await root.post("/api/verify", json={"method": "2fa", "code": code_now(app, secret)}))
+    at = verified["expires_at"] - 300
     assert data_of(await root.post(f"/api/channel/{cid}/key")) == {"key": "AIza-revealed-secret"}
-    app.clock.shift(299)
+    move_to(app, at + 299)
     assert data_of(await root.post(f"/api/channel/{cid}/key")) == {"key": "AIza-revealed-secret"}
-    app.clock.shift(2)  # 301 s after the verification
+    move_to(app, at + 301)  # 301 s after the verification
     expired = await root.post(f"/api/channel/{cid}/key")
     assert expired.status_code == 403 and expired.json() == refusal(VERIFICATION_EXPIRED)
 

@@ -156,10 +156,10 @@ class TwoFactorService:
         """Step 2 of a password login: the pending session's user, a TOTP or backup code, a new session."""
         data = await self.sessions.get(pending_session) if pending_session else None
         now = self.clock.now_s()
-        if (pending_session is None or not data or not data.get("pending_user_id")
-                or int(data.get("pending_expires_at", 0)) <= now):
-            if pending_session and data:
-                await self.sessions.delete(pending_session)
+        if pending_session is None or not data or not data.get("pending_user_id"):
+            raise Unauthorized(LOGIN_EXPIRED)  # (a real session sent along is left alone)
+        if int(data.get("pending_expires_at", 0)) <= now:
+            await self.sessions.delete(pending_session)
             raise Unauthorized(LOGIN_EXPIRED)
         user_id = int(data["pending_user_id"])
         async with self.db.transaction() as tx:

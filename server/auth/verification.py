@@ -82,8 +82,8 @@ def _mark(session: dict[str, Any] | None) -> tuple[int, str]:
     if not session:
         return 0, ""
     at, method = session.get("secure_verified_at"), session.get("secure_verified_method")
-    return (at if isinstance(at, int) and not isinstance(at, bool) else 0), (method if isinstance(method, str)
-                                                                             else "")
+    when = at if isinstance(at, int) and not isinstance(at, bool) else 0
+    return when, (method if isinstance(method, str) else "")
 
 
 class SessionVerifier:
