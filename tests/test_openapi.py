@@ -83,6 +83,8 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
         elif ctx.access is Access.API_KEY:
             assert "apiKey" in security
             assert ("googApiKey" in security) == path.startswith(("/v1beta/", "/v1/models/"))
+        elif ctx.session_only:  # a login session only: an access token is not offered
+            assert {"session", "newApiUser"} <= security and "accessToken" not in security
         else:
             assert {"session", "newApiUser", "accessToken"} <= security
         error = op["responses"]["4XX"]["content"]["application/json"]["schema"]
