@@ -21,6 +21,7 @@ Proves:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -193,6 +194,30 @@ async def test_a_used_code_is_refused(app: Running) -> None:
     replay = await first_step(app, "alice")
     fails(await second_step(replay, code), 401, "invalid 2FA code")
     fails(await second_step(replay, code_now(app, secret, -30)), 401)  # an older step is a replay too
+
+
+async def test_concurrent_uses_of_one_code_let_one_in(app: Running) -> None:
+    _, _, secret, codes = await two_factor_user(app)
+    app.clock.shift(30)
+    code = code_now(app, secret)
+    callers = [await first_step(app, "alice") for _ in range(5)]
+    statuses = [r.status_code for r in await asyncio.gather(*(second_step(api, code) for api in callers))]
+    # one caller gets in; the replays are failed checks (the one counted 5th locks, even if the success
+    # ran meanwhile: attempts count when they start)
+    assert statuses.count(200) == 1 and set(statuses) <= {200, 401, 429}, statuses
+    app.clock.shift(301)  # past any lock; a sequential success then resets the count
+    assert (await second_step(await first_step(app, "alice"), code_now(app, secret))).status_code == 200
+    callers = [await first_step(app, "alice") for _ in range(4)]
+    statuses = [r.status_code for r in await asyncio.gather(*(second_step(api, codes[0]) for api in callers))]
+    assert sorted(statuses) == [200, 401, 401, 401], statuses
+
+
+async def test_concurrent_wrong_codes_check_at_most_five(app: Running) -> None:
+    await two_factor_user(app)
+    callers = [await first_step(app, "alice") for _ in range(12)]
+    statuses = [r.status_code for r in await asyncio.gather(*(second_step(api, "000000") for api in callers))]
+    assert statuses.count(401) <= 5 and statuses.count(401) + statuses.count(429) == 12, statuses
+    fails(await second_step(callers[0], "000000"), 429)
 
 
 async def test_the_window_is_one_step_either_side(app: Running) -> None:

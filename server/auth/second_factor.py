@@ -13,7 +13,11 @@ so every worker and node shares it:
   the code is checked, so however many attempts arrive at once, at most 5 are checked per lock period;
   a success deletes it. Forgotten after a day without a lock.
 - `2fa_lock:<user id>`: the unix second the lock ends, on the service's clock (so tests move it); set by
-  the attempt that reaches 5 failures (or by one counted past 5), which also resets the count.
+  the attempt that reaches 5 failures (or by one counted past 5), which then resets the count.
+
+An attempt looks at the lock before and after it counts itself: the lock is always set before the count
+is reset, so an attempt counted after a reset sees the lock and is refused (and resets the count again:
+nothing counts while locked).
 """
 
 from __future__ import annotations
@@ -83,6 +87,10 @@ class TotpFactor:
         the user's enabled 2FA. Counts toward the lock; raises `RateLimited` while locked."""
         await self._refuse_if_locked(user_id)
         attempt = await self.backend.incr(fail_key(user_id), FAIL_MEMORY)
+        left = await self.locked_for(user_id)
+        if left > 0:  # a concurrent attempt locked it since the first look (and reset the count just
+            await self.backend.delete(fail_key(user_id))  # before this one counted: undo that)
+            raise RateLimited(LOCKED_MESSAGE, retry_after=left)
         if attempt > FAIL_LIMIT:  # more attempts at once than the lock allows: the lock starts now
             await self._lock(user_id)
             raise RateLimited(LOCKED_MESSAGE, retry_after=LOCK_SECONDS)
