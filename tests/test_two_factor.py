@@ -9,10 +9,12 @@ Proves:
   code (±1 step, `pyotp.TOTP.at` at the window's edges) or a backup code (lower-case, no dash) answers and
   sets the cookie like a password login, `auth_method` `password+2fa`; a used code (TOTP step or backup
   code) is refused afterwards, including the code that enabled 2FA; the pending login expires after 5 min;
-  a user disabled meanwhile gets the password login's 401;
+  a user disabled meanwhile gets the password login's 401; concurrent uses of one TOTP code or one backup
+  code let exactly one caller in;
 - 5 consecutive failed checks lock every 2FA check (login step 2, disable, backup codes, `/api/verify`)
   with 429 + `Retry-After` for 300 s on the injectable clock, failures of all of them count together, a
-  success resets the count, and the password step still works while locked;
+  success resets the count, and the password step still works while locked; of 12 concurrent wrong codes
+  at most 5 are checked;
 - disable (TOTP or backup code) and new backup codes (TOTP only) do what they say;
 - admins see the stats and reset another user's 2FA under the role hierarchy, with a manage log;
 - at rest the secret is encrypted and backup codes are keyed digests (read from the raw rows), and
