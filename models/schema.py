@@ -12,10 +12,11 @@ from models import (
     redemptions,
     tables,
     topups,
+    two_factor,
 )
 from models.base import Base
 
 metadata = Base.metadata
 
 __all__ = ["abilities", "channels", "credits", "keys", "logs", "metadata", "passkeys", "quota",
-           "quota_data", "redemptions", "tables", "topups"]
+           "quota_data", "redemptions", "tables", "topups", "two_factor"]

@@ -13,6 +13,7 @@ from sanic.response import BaseHTTPResponse
 from server import errors
 from server.accounts.email_routes import bp as email_bp
 from server.accounts.routes import bp as accounts_bp
+from server.auth.factor_routes import bp as two_factor_bp
 from server.auth.passkey_routes import bp as passkeys_bp
 from server.auth.routes import bp as auth_bp
 from server.channels.routes import bp as channels_bp
@@ -29,8 +30,8 @@ from server.system.routes import bp as system_bp
 from server.topups.routes import bp as topups_bp
 from server.web.state import services_of
 
-BLUEPRINTS = (system_bp, auth_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp, keys_bp,
-              redemptions_bp, topups_bp, relay_bp)
+BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
+              keys_bp, redemptions_bp, topups_bp, relay_bp)
 APP_NAME = "tollway"
 
 

@@ -20,8 +20,11 @@ from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
 from server.auth.passkeys import PasskeyService
+from server.auth.second_factor import TotpFactor
 from server.auth.service import AuthService
-from server.auth.verification import NoSecondFactorYet, NoVerificationYet
+from server.auth.two_factor import TwoFactorService
+from server.auth.verification import SessionVerifier
+from server.auth.verify import VerificationService
 from server.channels.destination import KeyDestinations
 from server.channels.service import ChannelService
 from server.context import State
@@ -46,6 +49,8 @@ class Services:
     cookies: SessionCookies
     auth: AuthService
     passkeys: PasskeyService
+    two_factor: TwoFactorService
+    verification: VerificationService
     accounts: AccountService
     email: EmailService
     groups: GroupService
@@ -69,13 +74,18 @@ def build_services(state: State) -> Services:
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
                   identity=identity, cookies=cookies)
     codes = EmailCodes(state.backend, state.box, state.clock)
+    factor = TotpFactor(db=state.db, backend=state.backend, box=state.box, clock=state.clock)
+    verifier = SessionVerifier(state.clock)
     auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
-                       second_factor=NoSecondFactorYet(), codes=codes)
+                       second_factor=factor, codes=codes)
     passkeys = PasskeyService(db=state.db, backend=state.backend, sessions=state.sessions,
-                              options=state.options, verifier=NoVerificationYet(),
-                              second_factor=NoSecondFactorYet(), open_session=auth.open_session,
-                              clock=state.clock)
+                              options=state.options, verifier=verifier, second_factor=factor,
+                              open_session=auth.open_session, clock=state.clock)
+    two_factor = TwoFactorService(db=state.db, factor=factor, auth=auth, sessions=state.sessions,
+                                  box=state.box, options=state.options, clock=state.clock)
+    verification = VerificationService(factor=factor, passkeys=passkeys, sessions=state.sessions,
+                                       clock=state.clock)
     accounts = AccountService(db=state.db, users=state.users, sessions=state.sessions,
                               passwords=state.passwords, quota=state.quota, options=state.options,
                               clock=state.clock)
@@ -92,7 +102,7 @@ def build_services(state: State) -> Services:
     admin = UpstreamAdmin(state.upstream, PROVIDERS, timeout=config.admin_upstream_timeout)
     channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
                               destinations=destinations, backend=state.backend,
-                              verifier=NoVerificationYet(), admin=admin, tasks=state.tasks,
+                              verifier=verifier, admin=admin, tasks=state.tasks,
                               clock=state.clock)
     logs = LogService(db=state.log_db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
@@ -104,7 +114,7 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
-    return Services(guard=guard, cookies=cookies, auth=auth, passkeys=passkeys, accounts=accounts,
-                    email=email, groups=groups, invitations=invitations, keys=keys, channels=channels,
-                    logs=logs, usage_data=usage_data, system=system, redemptions=redemptions, topups=topups,
-                    relay=relay)
+    return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
+                    passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,
+                    keys=keys, channels=channels, logs=logs, usage_data=usage_data, system=system,
+                    redemptions=redemptions, topups=topups, relay=relay)

@@ -1,9 +1,10 @@
 """The channel tools that call no upstream (docs/API.md#channel-tools), over HTTP on every stack:
 
-- `POST /api/channel/:id/key` is root-only and, until secure verification exists, always 403
+- `POST /api/channel/:id/key` is root-only and, without a secure verification of the session, 403
   `VERIFICATION_REQUIRED` (checked before the channel: an unknown id is a 403 too) and writes nothing;
   with a verifier that passes (injected into the service, no mock of the database) it answers the keys
-  one per line and writes a system log naming the admin and the channel, never the key;
+  one per line and writes a system log naming the admin and the channel, never the key (the real
+  verification over HTTP: tests/test_secure_verification.py);
 - `DELETE /api/channel/disabled` deletes status 2 and 3 channels with their abilities → the count;
 - `POST /api/channel/batch` deletes the ids it finds in one transaction → the number actually deleted;
   `POST /api/channel/batch/tag` sets or clears the tag of channels and their abilities;
@@ -46,8 +47,8 @@ VERIFICATION_REQUIRED_BODY = {"success": False, "message": "secure verification 
 
 
 class Verified:
-    """A secure verifier that finds every caller verified (what the account-security work will plug in
-    for a caller who verified a minute ago)."""
+    """A secure verifier that finds every caller verified (as `SessionVerifier` does for a session
+    verified a minute ago)."""
 
     async def require(self, principal: Principal) -> None:
         return None
@@ -72,7 +73,7 @@ async def logs(app: Running) -> list[Log]:
 
 # ---- the key reveal -----------------------------------------------------------------------------------
 
-async def test_the_key_reveal_needs_root_and_a_verification_that_does_not_exist_yet(app: Running) -> None:
+async def test_the_key_reveal_needs_root_and_a_verification(app: Running) -> None:
     admin = await admin_of(app)
     [cid] = await create(admin)
     await add_user(app.state, "root", role=100)

@@ -50,6 +50,8 @@ SIBLING_EXCEPTIONS = frozenset({
     ("server/auth/service.py", "server.accounts.rules"),
     ("server/auth/passkeys.py", "server.accounts.rules"),  # the role hierarchy of the admin passkey reset
     ("server/system/service.py", "server.accounts.rules"),
+    # the role hierarchy is one rule for every admin action on another user (here: resetting their 2FA)
+    ("server/auth/two_factor.py", "server.accounts.rules"),
     # how a user is shown lives in one place per resource; login answers with the user's login view
     ("server/auth/routes.py", "server.accounts.views"),
     ("server/auth/passkey_routes.py", "server.accounts.views"),

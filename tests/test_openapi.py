@@ -24,7 +24,7 @@ from tests.harness import Running, make_config
 TAKE_NO_BODY = {("POST", "/api/token/<token_id>/key"), ("POST", "/api/channel/<channel_id>/key"),
                 ("POST", "/api/channel/copy/<channel_id>"), ("POST", "/api/channel/fix"),
                 ("POST", "/api/user/passkey/register/begin"), ("POST", "/api/user/passkey/login/begin"),
-                ("POST", "/api/user/passkey/verify/begin")}
+                ("POST", "/api/user/passkey/verify/begin"), ("POST", "/api/user/2fa/setup")}
 
 
 def app_for(tmp_path: Any, name: str) -> Any:

@@ -1,4 +1,4 @@
-"""`/api/user/login`, `/api/user/logout`, `/api/user/register`, `/api/user/token`."""
+"""`/api/user/login`, `/api/user/login/2fa`, `/api/user/logout`, `/api/user/register`, `/api/user/token`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.accounts.views import login_view
+from server.auth.factor_schemas import CodeBody
 from server.auth.identity import session_cookie
-from server.auth.schemas import Login, LoginReply, Register
+from server.auth.schemas import Login, LoginReply, LoginView, Register
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of
@@ -31,6 +32,20 @@ async def login(request: Request, body: Login) -> HTTPResponse:
         assert result.user is not None
         response = ok(login_view(result.user))
     services.cookies.set(response, result.session_id)
+    return response
+
+
+@route(bp, "POST", "/api/user/login/2fa", access=Access.PUBLIC, critical=True, body=CodeBody,
+       reply=LoginView)
+async def login_second_step(request: Request, body: CodeBody) -> HTTPResponse:
+    """Finish a password login that answered `require_2fa` with a TOTP or backup code.
+    Needs the session cookie that login set, within 5 minutes (else 401 `login expired, please log in
+    again`). A wrong code is a 401 and counts toward the 2FA lock (429 while locked). Success answers
+    and sets the cookie like a password login."""
+    services = services_of(request)
+    done = await services.two_factor.finish_login(session_cookie(request), body.code)
+    response = ok(login_view(done.user))
+    services.cookies.set(response, done.session_id)
     return response
 
 
