@@ -1,7 +1,7 @@
 """Passkeys: the WebAuthn credentials users log in and verify with.
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 """
 
 import sqlalchemy as sa
@@ -9,7 +9,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "0009"
-down_revision = "0006"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
