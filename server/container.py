@@ -26,6 +26,8 @@ from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
 from server.logs.data import UsageDataService
 from server.logs.service import LogService
+from server.payments.checkout import Checkout
+from server.payments.service import PaymentService
 from server.redemptions.service import RedemptionService
 from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
@@ -52,6 +54,7 @@ class Services:
     relay: Relay
     redemptions: RedemptionService
     topups: TopUpService
+    payments: PaymentService
 
 
 def build_services(state: State) -> Services:
@@ -89,6 +92,8 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
+    payments = PaymentService(db=state.db, credits=state.credits, options=state.options,
+                              checkout=Checkout(state.upstream), clock=state.clock)
     return Services(guard=guard, cookies=cookies, auth=auth, accounts=accounts, groups=groups,
                     invitations=invitations, keys=keys, channels=channels, logs=logs, usage_data=usage_data,
-                    system=system, redemptions=redemptions, topups=topups, relay=relay)
+                    system=system, redemptions=redemptions, topups=topups, relay=relay, payments=payments)

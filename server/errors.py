@@ -14,6 +14,8 @@ Services raise these; handlers never build error responses themselves.
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
      │                              body (the channel test's `time`: 0)
      ├── ServiceUnavailable    503  the database or Redis is unreachable right now
+     ├── PaymentProviderError  500  the payment provider refused or failed to open a checkout
+     ├── PaymentNotRecorded    500  a payment webhook event could not be committed (the provider redelivers)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
           ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
@@ -146,6 +148,16 @@ class UpstreamFailed(TollwayError):
 class ServiceUnavailable(TollwayError):
     status = 503
     default_message = "service temporarily unavailable, please retry"
+
+
+class PaymentProviderError(TollwayError):
+    status = 500
+    default_message = "payment provider error"
+
+
+class PaymentNotRecorded(TollwayError):
+    status = 500
+    default_message = "the payment event could not be recorded; deliver it again"
 
 
 class GatewayError(TollwayError):
