@@ -10,7 +10,7 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.errors import BadRequest, Forbidden, PayloadTooLarge
-from server.payments.schemas import PayLink, StripeAmount, StripePay, TopUpInfo
+from server.payments.schemas import PayLink, StripeAmount, StripePay, TopUpInfo, WebhookEvent
 from server.payments.service import Event
 from server.payments.signature import BadSignature, verify
 from server.web.access import Access, route
@@ -51,7 +51,8 @@ async def stripe_pay(request: Request, body: StripePay) -> HTTPResponse:
     return ok({"pay_link": link})
 
 
-@route(bp, "POST", "/api/stripe/webhook", access=Access.PUBLIC, reply=None)
+@route(bp, "POST", "/api/stripe/webhook", access=Access.PUBLIC, body=WebhookEvent, passthrough=True,
+       reply=None)
 async def stripe_webhook(request: Request) -> HTTPResponse:
     """The payment provider's event delivery.
     Signed with `Stripe-Signature` (HMAC-SHA256 with the webhook secret over `t.body`, at most 300 s old);

@@ -39,3 +39,13 @@ class StripePay(Schema):
 
 class PayLink(Schema):
     pay_link: str = Field(description="the provider's checkout page for this order")
+
+
+class WebhookEvent(Schema):
+    """A provider event, as signed and delivered (documentation only: the raw bytes are verified first)."""
+
+    id: str = Field(description="the event id; an id already recorded changes nothing")
+    type: str = Field(description="checkout.session.completed, …async_payment_succeeded, "
+                                  "…async_payment_failed, …expired; others are ignored")
+    data: dict[str, Any] = Field(description="`object`: the checkout session (client_reference_id, "
+                                             "amount_total, currency, status, payment_status, customer)")

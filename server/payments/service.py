@@ -25,14 +25,13 @@ from core.enums import LogType, TopUpStatus
 from core.identity import Principal
 from models.db import Database
 from models.payments import EVENT_ID_MAX, PaymentEventRepository, remember_customer
-from models.topups import TopUp, TopUpRepository
+from models.topups import TopUp, TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox
 from server.errors import BadRequest, Forbidden, PaymentNotRecorded, PaymentProviderError
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
 from server.system.options import Options
-from server.topups.service import credit_ref, order_quota
 
 log = logging.getLogger("tollway.payments")
 
@@ -233,7 +232,7 @@ class PaymentService:
         customer = event.text("customer")
         if customer:
             await remember_customer(tx, order.user_id, customer)
-        quota = order_quota(order, self.options.settings.quota_per_unit)
+        quota = order.quota(self.options.settings.quota_per_unit)
         if quota <= 0:
             return outcome, None
         owner = await UserRepository(tx).get(order.user_id, include_deleted=True)
