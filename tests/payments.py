@@ -74,6 +74,24 @@ async def books(app: Running, user_id: int, trade_no: str) -> Books:
     return Books(user.quota, [x.quota for x in logs], events, user.stripe_customer)
 
 
+MOD = "omni-moderation-latest"
+
+
+async def paid_calls(state: State, user_id: int, upstream_url: str) -> str:
+    """A moderation channel at the fake OpenAI, priced 2 points a call at PER_UNIT, and an API key of
+    `user_id`; the key."""
+    from tests.gateway import seed_channel, seed_key
+
+    _, key = await seed_key(state, user_id, unlimited=True)
+    await seed_channel(state, type=1, base_url=upstream_url, models=MOD)
+    await state.options.put("ModelPrice", f'{{"{MOD}": 0.002}}')
+    return key
+
+
+async def model_call(http: httpx.AsyncClient | Api, key: str) -> httpx.Response:
+    return await http.post("/v1/moderations", json={"input": "hi"}, headers={"Authorization": key})
+
+
 async def live_quota(api: Api) -> int:
     quota: int = data_of(await api.get("/api/user/self"))["quota"]
     return quota

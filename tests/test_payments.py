@@ -17,6 +17,7 @@ Proved here:
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from urllib.parse import parse_qsl
 
 import pytest
@@ -40,7 +41,7 @@ from tests.payments import (
 
 
 @pytest.fixture
-async def stripe_fake() -> FakeStripe:  # type: ignore[misc]
+async def stripe_fake() -> AsyncIterator[FakeStripe]:
     async with FakeStripe(api_key=API_KEY, price_id=PRICE) as fake:
         yield fake
 

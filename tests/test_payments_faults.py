@@ -10,7 +10,7 @@
 - `kill -9` between the commit and the live-balance update (the real `tollway serve` on MariaDB + Redis
   with `TEST_KILL_AFTER_CREDIT_COMMIT`): the process dies with the request; SQL holds the completed order
   and the recorded credit, Redis never saw it; the next process (two workers) applies it at start-up,
-  once, and then the same new event delivered ten times at once across its two worker processes credits
+  once, and then the same new event delivered ten times at once to that process (two workers) credits
   once. After each: balance (live and SQL), the order, the logs and the recorded events agree.
 """
 
@@ -35,6 +35,7 @@ from models.payments import PaymentEvent
 from models.tables import User
 from models.topups import TopUp, TopUpRepository
 from tests.conftest import _Databases, fresh_database
+from tests.fakes.openai import FakeOpenAI
 from tests.fakes.payment import UNIT_AMOUNT, FakeStripe, session_event, signed
 from tests.harness import add_user, logged_in, make_config, serve
 from tests.payments import (
@@ -46,7 +47,9 @@ from tests.payments import (
     configure,
     deliver,
     live_quota,
+    model_call,
     open_order,
+    paid_calls,
     stored,
 )
 from tests.redis_server import own_redis
@@ -79,12 +82,14 @@ async def _rename(db: Database, old: str, new: str) -> None:
 
 
 async def test_a_delivery_that_cannot_commit_is_a_500_and_the_redelivery_credits_once(
-        databases: _Databases, redis_prefix: str, tmp_path: Path, stripe_fake: FakeStripe) -> None:
+        databases: _Databases, redis_prefix: str, tmp_path: Path, stripe_fake: FakeStripe,
+        openai_fake: FakeOpenAI) -> None:
     url = await fresh_database(databases, "mariadb")
     async with serve(make_config(url, tmp_path, REDIS_URL, redis_prefix)) as app:
         await configure(app.state, stripe_fake)
         uid = await add_user(app.state, "payer")
         payer = await logged_in(app, "payer")
+        key = await paid_calls(app.state, uid, openai_fake.url)
         order = await open_order(payer, app.state, 4)
         paid = session_event(order.trade_no, amount_total=4 * UNIT_AMOUNT, customer="cus_D1")
         http = app.client()
@@ -99,23 +104,26 @@ async def test_a_delivery_that_cannot_commit_is_a_500_and_the_redelivery_credits
         before = await books(app, uid, order.trade_no)
         assert (before.quota, before.topups, before.events, before.customer) == (0, [], 0, "")
         assert await live_quota(payer) == 0
+        assert (await model_call(http, key)).status_code == 429
 
         for _ in range(2):  # the provider's redeliveries
             assert (await deliver(http, paid, app.clock.now_s())).status_code == 200
-        assert await live_quota(payer) == 4 * PER_UNIT
+        assert (await model_call(http, key)).status_code == 200
+        assert await live_quota(payer) == 4 * PER_UNIT - 2
         after = await books(app, uid, order.trade_no)
         assert (after.quota, after.topups, after.events, after.customer) == (
-            4 * PER_UNIT, [4 * PER_UNIT], 1, "cus_D1")
+            4 * PER_UNIT - 2, [4 * PER_UNIT], 1, "cus_D1")
 
 
 async def test_redis_down_after_the_commit_credits_when_it_returns(
-        databases: _Databases, tmp_path: Path, stripe_fake: FakeStripe) -> None:
+        databases: _Databases, tmp_path: Path, stripe_fake: FakeStripe, openai_fake: FakeOpenAI) -> None:
     url = await fresh_database(databases, "mariadb")
     with own_redis(tmp_path / "redis") as redis:
         async with serve(make_config(url, tmp_path, redis.url, "twtest:payredis:")) as app:
             await configure(app.state, stripe_fake)
             uid = await add_user(app.state, "payer", quota=5)
             payer = await logged_in(app, "payer")
+            key = await paid_calls(app.state, uid, openai_fake.url)
             order = await open_order(payer, app.state, 2)
             paid = session_event(order.trade_no, amount_total=2 * UNIT_AMOUNT)
             http = app.client()
@@ -139,12 +147,13 @@ async def test_redis_down_after_the_commit_credits_when_it_returns(
                 await watcher.dispose()
                 await asyncio.to_thread(redis.start)
             await app.state.credits.replay()  # what every worker runs every few seconds
-            assert await live_quota(await logged_in(app, "payer")) == 5 + 2 * PER_UNIT
+            assert (await model_call(http, key)).status_code == 200
+            assert await live_quota(await logged_in(app, "payer")) == 5 + 2 * PER_UNIT - 2
             for _ in range(3):
                 await app.state.credits.replay()
                 assert (await deliver(http, paid, app.clock.now_s())).status_code == 200
             final = await books(app, uid, order.trade_no)
-            assert (final.quota, final.topups, final.events) == (5 + 2 * PER_UNIT, [2 * PER_UNIT], 1)
+            assert (final.quota, final.topups, final.events) == (5 + 2 * PER_UNIT - 2, [2 * PER_UNIT], 1)
             await app.state.credits.replay()  # the credit is in SQL now: the outbox forgets it
             async with app.state.db.transaction() as tx:
                 assert await PendingCreditRepository(tx).count() == 0
