@@ -3,27 +3,15 @@ provider's webhook `POST /api/stripe/webhook` (docs/API.md#payments)."""
 
 from __future__ import annotations
 
-import json
-import logging
-
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.errors import BadRequest, Forbidden, PayloadTooLarge
 from server.payments.schemas import PayLink, StripeAmount, StripePay, TopUpInfo, WebhookEvent
-from server.payments.service import Event
-from server.payments.signature import BadSignature, verify
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of
 
-log = logging.getLogger("tollway.payments")
-
 bp = Blueprint("payments")
-
-WEBHOOK_MAX_BODY = 256 * 1024
-"""The largest webhook delivery read (a checkout-session event is a few KB)."""
-
 
 @route(bp, "GET", "/api/user/topup/info", access=Access.USER, reply=TopUpInfo)
 async def topup_info(request: Request) -> HTTPResponse:
@@ -59,21 +47,6 @@ async def stripe_webhook(request: Request) -> HTTPResponse:
     a paid checkout completes its pending order and credits its quota exactly once. 403 while online
     top-up is off; 400 unsigned, badly signed, stale or not an event; 200 once the event is recorded or
     ignored; 500 when it could not be recorded (the provider delivers it again)."""
-    service = services_of(request).payments
-    secret = service.webhook_secret
-    if secret is None:
-        raise Forbidden("online top-up is not enabled")
-    body = request.body or b""
-    if len(body) > WEBHOOK_MAX_BODY:
-        raise PayloadTooLarge(f"a webhook delivery is at most {WEBHOOK_MAX_BODY // 1024} KB")
-    try:
-        verify(request.headers.get("stripe-signature", ""), body, secret, service.clock.now())
-    except BadSignature as refused:
-        log.info("payment webhook refused: %s", refused)
-        raise BadRequest(f"Stripe-Signature: {refused}") from None
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        raise BadRequest("body: not valid JSON") from None
-    await service.handle(Event.parse(parsed))
+    await services_of(request).payments.receive(request.headers.get("stripe-signature", ""),
+                                                request.body or b"")
     return ok()

@@ -12,6 +12,7 @@ committed; one that could not commit is a 500, and the provider delivers it agai
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.enums import LogType, TopUpStatus
 from core.identity import Principal
@@ -29,14 +31,16 @@ from models.topups import TopUp, TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox
-from server.errors import BadRequest, Forbidden, PaymentNotRecorded, PaymentProviderError
+from server.errors import BadRequest, Forbidden, PayloadTooLarge, PaymentNotRecorded, PaymentProviderError
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
+from server.payments.signature import BadSignature, verify
 from server.system.options import Options
 
 log = logging.getLogger("tollway.payments")
 
 PROVIDER = "stripe"
 AMOUNT_MAX = 10_000
+WEBHOOK_MAX_BODY = 256 * 1024  # the largest delivery read (a checkout-session event is a few KB)
 COMPLETED = "checkout.session.completed"
 ASYNC_SUCCEEDED = "checkout.session.async_payment_succeeded"
 ASYNC_FAILED = "checkout.session.async_payment_failed"
@@ -161,10 +165,23 @@ class PaymentService:
 
     # ---- the webhook ------------------------------------------------------------------------------------
 
-    @property
-    def webhook_secret(self) -> str | None:
-        """The key deliveries are signed with; None while online top-up is off (a 403)."""
-        return str(self.options["StripeWebhookSecret"]) if self.enabled else None
+    async def receive(self, signature_header: str, body: bytes) -> Outcome:
+        """One delivery, as received: 403 while online top-up is off, 413 over `WEBHOOK_MAX_BODY`, 400
+        unless genuinely signed within the tolerance and an event; then `handle`."""
+        if not self.enabled:
+            raise Forbidden("online top-up is not enabled")
+        if len(body) > WEBHOOK_MAX_BODY:
+            raise PayloadTooLarge(f"a webhook delivery is at most {WEBHOOK_MAX_BODY // 1024} KB")
+        try:
+            verify(signature_header, body, str(self.options["StripeWebhookSecret"]), self.clock.now())
+        except BadSignature as refused:
+            log.info("payment webhook refused: %s", refused)
+            raise BadRequest(f"Stripe-Signature: {refused}") from None
+        try:
+            parsed = json.loads(body)
+        except (ValueError, RecursionError):
+            raise BadRequest("body: not valid JSON") from None
+        return await self.handle(Event.parse(parsed))
 
     async def handle(self, event: Event) -> Outcome:
         """Apply a verified event once; raises `PaymentNotRecorded` (500) when it could not commit."""
@@ -197,7 +214,7 @@ class PaymentService:
             await self.credits.deliver(credit)  # committed: the outbox retries it until applied
         return outcome
 
-    async def _in_transaction(self, tx: Any, event: Event) -> tuple[Outcome, Credit | None]:
+    async def _in_transaction(self, tx: AsyncSession, event: Event) -> tuple[Outcome, Credit | None]:
         events = PaymentEventRepository(tx)
         if await events.seen(PROVIDER, event.id):
             return Outcome.REPLAYED, None
