@@ -7,6 +7,7 @@ from models import (
     keys,
     logs,
     passkeys,
+    payments,
     quota,
     quota_data,
     redemptions,
@@ -18,5 +19,5 @@ from models.base import Base
 
 metadata = Base.metadata
 
-__all__ = ["abilities", "channels", "credits", "keys", "logs", "metadata", "passkeys", "quota",
+__all__ = ["abilities", "channels", "credits", "keys", "logs", "metadata", "passkeys", "payments", "quota",
            "quota_data", "redemptions", "tables", "topups", "two_factor"]

@@ -24,6 +24,12 @@ from models.logs import like_literal
 TRADE_NO_MAX = 58
 
 
+def credit_ref(trade_no: str) -> str:
+    """The idempotency key of an order's credit: one per order, whoever completes it (an admin, the
+    payment webhook)."""
+    return f"topup:{trade_no}"
+
+
 class TopUp(Base):
     __tablename__ = "top_ups"
 
@@ -37,6 +43,10 @@ class TopUp(Base):
     create_time: Mapped[int] = mapped_column(BigInteger, default=0)
     complete_time: Mapped[int] = mapped_column(BigInteger, default=0)
     status: Mapped[str] = mapped_column(String(16), default=TopUpStatus.PENDING)
+
+    def quota(self, quota_per_unit: float) -> int:
+        """The quota the order buys: its units × `QuotaPerUnit`, rounded to a whole point."""
+        return round(self.amount * quota_per_unit)
 
 
 class TopUpRepository:

@@ -33,6 +33,8 @@ from server.keys.service import KeyService
 from server.logs.data import UsageDataService
 from server.logs.service import LogService
 from server.mailer import SmtpMailer
+from server.payments.checkout import Checkout
+from server.payments.service import PaymentService
 from server.redemptions.service import RedemptionService
 from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
@@ -63,6 +65,7 @@ class Services:
     relay: Relay
     redemptions: RedemptionService
     topups: TopUpService
+    payments: PaymentService
 
 
 def build_services(state: State) -> Services:
@@ -114,7 +117,9 @@ def build_services(state: State) -> Services:
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
+    payments = PaymentService(db=state.db, credits=state.credits, options=state.options,
+                              checkout=Checkout(state.upstream), clock=state.clock)
     return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
                     passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,
                     keys=keys, channels=channels, logs=logs, usage_data=usage_data, system=system,
-                    redemptions=redemptions, topups=topups, relay=relay)
+                    redemptions=redemptions, topups=topups, relay=relay, payments=payments)

@@ -14,7 +14,9 @@ Services raise these; handlers never build error responses themselves.
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
      │                              body (the channel test's `time`: 0)
      ├── ServiceUnavailable    503  the database or Redis is unreachable right now
- ├── DeliveryFailed        500  a message could not be handed to the mail server (nothing was kept)
+     ├── DeliveryFailed        500  a message could not be handed to the mail server (nothing was kept)
+     ├── PaymentProviderError  500  the payment provider refused or failed to open a checkout
+     ├── PaymentNotRecorded    500  a payment webhook event could not be committed (the provider redelivers)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
           ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
@@ -154,6 +156,16 @@ class DeliveryFailed(TollwayError):
 
     status = 500
     default_message = "could not send the e-mail"
+
+
+class PaymentProviderError(TollwayError):
+    status = 500
+    default_message = "payment provider error"
+
+
+class PaymentNotRecorded(TollwayError):
+    status = 500
+    default_message = "the payment event could not be recorded; deliver it again"
 
 
 class GatewayError(TollwayError):

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups")
+DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups",
+           "payments")
 TOP = ("server.app", "server.container", "server.context", "server.cli")
 TOP_FILES = ("server/app.py", "server/container.py", "server/context.py", "server/cli.py",
              "server/supervise.py")
@@ -41,6 +42,7 @@ COMPONENTS = frozenset({
     "server.system.options",      # Options: the option values and their typed Settings
     "server.channels.catalog",    # the model catalog: capabilities, built-in prices (pure metadata)
     "server.relay.admin",         # UpstreamAdmin: upstream calls made for an admin (test, balance, models)
+    "server.relay.upstream",      # Upstream: the worker's one outgoing HTTP client (payments call through it)
 })
 
 # (importing file, imported module): the deliberate exceptions, explained in docs/ARCHITECTURE.md.
@@ -57,6 +59,8 @@ SIBLING_EXCEPTIONS = frozenset({
     ("server/auth/passkey_routes.py", "server.accounts.views"),
     # the admin passkey reset names its user as every admin user route does
     ("server/auth/passkey_routes.py", "server.accounts.schemas"),
+    # the request the worker's upstream client sends is described by the relay's `UpstreamCall`
+    ("server/payments/checkout.py", "server.relay.providers"),
 })
 TOP_EXCEPTIONS = frozenset({
     # the typed accessor of the request's services (`services_of`, for typing only)

@@ -14,7 +14,7 @@ from typing import Any
 from core.enums import LogType, TopUpStatus
 from core.identity import Principal
 from models.db import Database
-from models.topups import TopUp, TopUpRepository
+from models.topups import TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox
@@ -24,16 +24,6 @@ from server.topups.views import topup_view
 from server.web.pagination import Page
 
 COMPLETABLE = (TopUpStatus.PENDING, TopUpStatus.REVIEW)
-
-
-def order_quota(order: TopUp, quota_per_unit: float) -> int:
-    """The quota an order buys: its units × `QuotaPerUnit`, rounded to a whole point."""
-    return round(order.amount * quota_per_unit)
-
-
-def credit_ref(trade_no: str) -> str:
-    """The idempotency key of an order's credit: one per order, whoever completes it."""
-    return f"topup:{trade_no}"
 
 
 class TopUpService:
@@ -67,7 +57,7 @@ class TopUpService:
                 raise Conflict(f"the top-up order is {order.status}, it cannot be completed")
             order = await orders.by_trade_no(trade_no)
             assert order is not None  # this transaction has just moved it
-            quota = order_quota(order, self.options.settings.quota_per_unit)
+            quota = order.quota(self.options.settings.quota_per_unit)
             if quota <= 0:
                 return
             owner = await UserRepository(tx).get(order.user_id, include_deleted=True)

@@ -203,7 +203,9 @@ def document(app: Sanic[Any, Any]) -> dict[str, Any]:
         if ctx.body is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": schemas[((key, "body"), "validation")]}}}
-            if ctx.passthrough:
+            if ctx.passthrough and ctx.access is Access.PUBLIC:  # the payment webhook
+                operation["requestBody"]["description"] = "Verified as raw bytes against its signature first."
+            elif ctx.passthrough:
                 operation["requestBody"]["description"] = (
                     "Forwarded to the provider as sent; the schema names only the fields the gateway reads.")
         for method in sorted(r.methods):

@@ -1,0 +1,106 @@
+"""Opening a checkout session at the payment provider (Stripe's API, or anything that speaks it).
+
+`POST {StripeApiBase}/v1/checkout/sessions`, form-encoded, `Authorization: Bearer <API secret>` and
+`Idempotency-Key: <trade_no>` (a retried request can never open a second session for one order). The
+call goes through the worker's upstream client — the same pooled transport and destination policy as
+every other outgoing call — within `timeout` seconds for the whole exchange, reading at most `MAX_BODY`
+bytes of the answer. Any failure (no connection, timeout, non-2xx, an answer without `url`) is a
+`CheckoutFailed` whose message never carries the API secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import httpx
+
+from server.redaction import redact
+from server.relay.providers.base import UpstreamCall
+from server.relay.upstream import Upstream
+
+log = logging.getLogger("tollway.payments")
+
+TIMEOUT = 30.0
+MAX_BODY = 1024 * 1024
+SESSIONS_PATH = "/v1/checkout/sessions"
+
+
+class CheckoutFailed(Exception):
+    """The provider did not open a session; the message is safe to log."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckoutRequest:
+    api_base: str
+    api_secret: str
+    trade_no: str
+    price_id: str
+    quantity: int
+    success_url: str
+    cancel_url: str
+    customer: str = ""
+    customer_email: str = ""
+
+    def form(self) -> list[tuple[str, str]]:
+        fields = [("mode", "payment"), ("client_reference_id", self.trade_no),
+                  ("metadata[trade_no]", self.trade_no), ("line_items[0][price]", self.price_id),
+                  ("line_items[0][quantity]", str(self.quantity)), ("success_url", self.success_url),
+                  ("cancel_url", self.cancel_url)]
+        if self.customer:
+            fields.append(("customer", self.customer))
+        else:
+            fields.append(("customer_creation", "always"))
+            if self.customer_email:
+                fields.append(("customer_email", self.customer_email))
+        return fields
+
+
+class Checkout:
+    """Opens checkout sessions through the worker's upstream client."""
+
+    def __init__(self, upstream: Upstream, *, timeout: float = TIMEOUT, max_body: int = MAX_BODY) -> None:
+        self.upstream = upstream
+        self.timeout = timeout
+        self.max_body = max_body
+
+    async def open_session(self, req: CheckoutRequest) -> str:
+        """The URL the payer is sent to, else `CheckoutFailed`."""
+        call = UpstreamCall("POST", req.api_base.rstrip("/") + SESSIONS_PATH, {
+            "Authorization": f"Bearer {req.api_secret}", "Idempotency-Key": req.trade_no,
+            "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json",
+        }, urlencode(req.form()).encode())
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self.upstream.send(call, seconds=self.timeout)
+                try:
+                    body = await self._read(response)
+                finally:
+                    await response.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            raise CheckoutFailed(f"no answer within {self.timeout:g} s") from None
+        except (httpx.HTTPError, ValueError, UnicodeError, OSError) as exc:
+            raise CheckoutFailed(redact(f"the provider could not be reached ({exc})", (req.api_secret,))
+                                 ) from None
+        if not 200 <= response.status_code < 300:
+            raise CheckoutFailed(f"the provider answered {response.status_code}")
+        try:
+            url = json.loads(body).get("url")
+        except (ValueError, AttributeError):
+            url = None
+        if not isinstance(url, str) or not url:
+            raise CheckoutFailed("the provider's answer has no url")
+        return url
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_body:
+                raise ValueError("the answer is too large")
+            chunks.append(chunk)
+        return b"".join(chunks)

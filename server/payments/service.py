@@ -1,0 +1,261 @@
+"""The rules of paying online (docs/API.md#payments): what the top-up page shows, the price of an
+order, opening a checkout, and the provider's webhook, which completes an order exactly once.
+
+A webhook event that completes an order is ONE SQL transaction — the order's conditional move from
+`pending` to `success`, the payer's customer id, the credit recorded in the outbox (with its top-up log)
+and the event id in `payment_events` — and only after its commit the credit is applied to the live
+balance through the quota engine, keyed by the order (`topup:<trade_no>`), retried by the outbox until
+SQL has it (server/credits.py). A delivery is acknowledged (2xx) only once its transaction has
+committed; one that could not commit is a 500, and the provider delivers it again
+(docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from core.enums import LogType, TopUpStatus
+from core.identity import Principal
+from models.db import Database
+from models.payments import EVENT_ID_MAX, PaymentEventRepository, remember_customer
+from models.topups import TopUp, TopUpRepository, credit_ref
+from models.users import UserRepository
+from server.clock import Clock
+from server.credits import Credit, CreditOutbox
+from server.errors import BadRequest, Forbidden, PayloadTooLarge, PaymentNotRecorded, PaymentProviderError
+from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
+from server.payments.signature import BadSignature, verify
+from server.system.options import Options
+
+log = logging.getLogger("tollway.payments")
+
+PROVIDER = "stripe"
+AMOUNT_MAX = 10_000
+WEBHOOK_MAX_BODY = 256 * 1024  # the largest delivery read (a checkout-session event is a few KB)
+COMPLETED = "checkout.session.completed"
+ASYNC_SUCCEEDED = "checkout.session.async_payment_succeeded"
+ASYNC_FAILED = "checkout.session.async_payment_failed"
+EXPIRED = "checkout.session.expired"
+
+
+class Outcome(StrEnum):
+    """What a webhook delivery did (logged; the reply is 200 for each)."""
+
+    CREDITED = "credited"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    REVIEW = "review"
+    REPLAYED = "replayed"  # the event was recorded before
+    NO_ORDER = "no pending order"
+    IGNORED = "ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A verified webhook event: its id, type and `data.object` (a checkout session)."""
+
+    id: str
+    type: str
+    session: dict[str, Any]
+
+    @classmethod
+    def parse(cls, value: Any) -> Event:
+        """From the parsed JSON body; a 400 when it is not an event."""
+        if not isinstance(value, dict):
+            raise BadRequest("body: must be a JSON object")
+        event_id, type_ = value.get("id"), value.get("type")
+        if not isinstance(event_id, str) or not 0 < len(event_id) <= EVENT_ID_MAX:
+            raise BadRequest(f"id: must be a string of 1–{EVENT_ID_MAX} characters")
+        if not isinstance(type_, str) or not type_:
+            raise BadRequest("type: must be a non-empty string")
+        data = value.get("data")
+        session = data.get("object") if isinstance(data, dict) else None
+        return cls(event_id, type_[:128], session if isinstance(session, dict) else {})
+
+    def text(self, name: str) -> str:
+        value = self.session.get(name)
+        return value if isinstance(value, str) else ""
+
+
+class PaymentService:
+    def __init__(self, *, db: Database, credits: CreditOutbox, options: Options, checkout: Checkout,
+                 clock: Clock) -> None:
+        self.db = db
+        self.credits = credits
+        self.options = options
+        self.checkout = checkout
+        self.clock = clock
+
+    # ---- settings ---------------------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """Online top-up works once the API secret, the webhook secret and the price are all set."""
+        return all(self.options[k] for k in ("StripeApiSecret", "StripeWebhookSecret", "StripePriceId"))
+
+    def info(self) -> dict[str, Any]:
+        minimum = int(self.options["StripeMinTopUp"])
+        return {"enable_stripe_topup": self.enabled, "stripe_min_topup": minimum,
+                "stripe_unit_price": float(self.options["StripeUnitPrice"]),
+                "amount_options": list(self.options["payment_setting.amount_options"]),
+                "enable_online_topup": False, "enable_creem_topup": False, "pay_methods": [],
+                "min_topup": minimum, "discount": {}}
+
+    def price(self, amount: int) -> str:
+        """What `amount` units cost, "80.00" style; 403 when online top-up is off, 400 out of bounds."""
+        return f"{self._money(amount):.2f}"
+
+    def _money(self, amount: int) -> float:
+        if not self.enabled:
+            raise Forbidden("online top-up is not enabled")
+        minimum = int(self.options["StripeMinTopUp"])
+        if not minimum <= amount <= AMOUNT_MAX:
+            raise BadRequest(f"amount: must be between {minimum} and {AMOUNT_MAX}")
+        return round(amount * float(self.options["StripeUnitPrice"]), 2)
+
+    # ---- opening a checkout -----------------------------------------------------------------------------
+
+    def _return_url(self, given: str | None, field: str, default_path: str) -> str:
+        server = str(self.options["ServerAddress"]).rstrip("/")
+        if not server:
+            raise BadRequest(f"{field}: ServerAddress is not set, so no return address can be checked")
+        if not given:
+            return server + default_path
+        parts, home = urlsplit(given), urlsplit(server)
+        if parts.scheme not in ("http", "https") or not parts.netloc or \
+                (parts.scheme, parts.netloc.lower()) != (home.scheme, home.netloc.lower()):
+            raise BadRequest(f"{field}: must be an absolute http(s) URL on {server}")
+        return given
+
+    async def pay(self, payer: Principal, amount: int, *, payment_method: str = "", success_url: str = "",
+                  cancel_url: str = "") -> str:
+        """Store a pending order and open its checkout; the payment link. A provider failure marks the
+        order failed and is a 500 `payment provider error`."""
+        money = self._money(amount)
+        success = self._return_url(success_url, "success_url", "/console/log")
+        cancel = self._return_url(cancel_url, "cancel_url", "/console/topup")
+        trade_no = f"ref_{secrets.token_hex(16)}"
+        async with self.db.transaction() as tx:
+            user = await UserRepository(tx).get(payer.id)
+            await TopUpRepository(tx).add(TopUp(
+                user_id=payer.id, amount=amount, money=money, trade_no=trade_no,
+                payment_method=(payment_method or PROVIDER)[:32], payment_provider=PROVIDER,
+                create_time=self.clock.now_s(), complete_time=0, status=TopUpStatus.PENDING))
+        request = CheckoutRequest(
+            api_base=str(self.options["StripeApiBase"]), api_secret=str(self.options["StripeApiSecret"]),
+            trade_no=trade_no, price_id=str(self.options["StripePriceId"]), quantity=amount,
+            success_url=success, cancel_url=cancel, customer=user.stripe_customer if user else "",
+            customer_email=user.email if user else "")
+        try:
+            return await self.checkout.open_session(request)
+        except CheckoutFailed as failed:
+            log.warning("checkout for order %s failed: %s", trade_no, failed)
+            async with self.db.transaction() as tx:
+                await TopUpRepository(tx).transition(trade_no, (TopUpStatus.PENDING,), TopUpStatus.FAILED)
+            raise PaymentProviderError() from None
+
+    # ---- the webhook ------------------------------------------------------------------------------------
+
+    async def receive(self, signature_header: str, body: bytes) -> Outcome:
+        """One delivery, as received: 403 while online top-up is off, 413 over `WEBHOOK_MAX_BODY`, 400
+        unless genuinely signed within the tolerance and an event; then `handle`."""
+        if not self.enabled:
+            raise Forbidden("online top-up is not enabled")
+        if len(body) > WEBHOOK_MAX_BODY:
+            raise PayloadTooLarge(f"a webhook delivery is at most {WEBHOOK_MAX_BODY // 1024} KB")
+        try:
+            verify(signature_header, body, str(self.options["StripeWebhookSecret"]), self.clock.now())
+        except BadSignature as refused:
+            log.info("payment webhook refused: %s", refused)
+            raise BadRequest(f"Stripe-Signature: {refused}") from None
+        try:
+            parsed = json.loads(body)
+        except (ValueError, RecursionError):
+            raise BadRequest("body: not valid JSON") from None
+        return await self.handle(Event.parse(parsed))
+
+    async def handle(self, event: Event) -> Outcome:
+        """Apply a verified event once; raises `PaymentNotRecorded` (500) when it could not commit."""
+        if event.type == COMPLETED and (event.text("status"), event.text("payment_status")) != ("complete",
+                                                                                                "paid"):
+            outcome = Outcome.IGNORED  # an unpaid completion: the async events settle it later
+        elif event.type in (COMPLETED, ASYNC_SUCCEEDED, ASYNC_FAILED, EXPIRED):
+            outcome = await self._apply(event)
+        else:
+            outcome = Outcome.IGNORED
+        log.info("payment event %s (%s) for order %r: %s", event.id, event.type,
+                 event.text("client_reference_id")[:64], outcome)
+        return outcome
+
+    async def _apply(self, event: Event) -> Outcome:
+        credit: Credit | None = None
+        try:
+            async with self.db.transaction() as tx:
+                outcome, credit = await self._in_transaction(tx, event)
+        except IntegrityError:  # the same event, committed by a concurrent delivery meanwhile
+            async with self.db.transaction() as tx:
+                if await PaymentEventRepository(tx).seen(PROVIDER, event.id):
+                    return Outcome.REPLAYED
+            log.warning("payment event %s could not be recorded (integrity error)", event.id)
+            raise PaymentNotRecorded() from None
+        except (SQLAlchemyError, OSError) as exc:
+            log.warning("payment event %s could not be recorded: %s", event.id, type(exc).__name__)
+            raise PaymentNotRecorded() from None
+        if credit is not None:
+            await self.credits.deliver(credit)  # committed: the outbox retries it until applied
+        return outcome
+
+    async def _in_transaction(self, tx: AsyncSession, event: Event) -> tuple[Outcome, Credit | None]:
+        events = PaymentEventRepository(tx)
+        if await events.seen(PROVIDER, event.id):
+            return Outcome.REPLAYED, None
+        trade_no = event.text("client_reference_id")
+        orders = TopUpRepository(tx)
+        order = await orders.by_trade_no(trade_no)
+        if order is None or order.payment_provider != PROVIDER or order.status != TopUpStatus.PENDING:
+            return Outcome.NO_ORDER, None
+        now = self.clock.now_s()
+
+        async def move(to: TopUpStatus, outcome: Outcome, complete_time: int | None = None
+                       ) -> tuple[Outcome, Credit | None]:
+            if not await orders.transition(trade_no, (TopUpStatus.PENDING,), to, complete_time=complete_time):
+                return Outcome.NO_ORDER, None  # moved meanwhile by someone else
+            await events.add(provider=PROVIDER, event_id=event.id, type_=event.type, trade_no=trade_no,
+                             received_at=now)
+            return outcome, None
+
+        if event.type == ASYNC_FAILED:
+            return await move(TopUpStatus.FAILED, Outcome.FAILED)
+        if event.type == EXPIRED:
+            return await move(TopUpStatus.EXPIRED, Outcome.EXPIRED)
+        total, currency = event.session.get("amount_total"), event.text("currency")
+        if isinstance(total, bool) or not isinstance(total, int) or total != round(order.money * 100) \
+                or currency.lower() != "usd":
+            log.warning("payment event %s: order %s paid %r %r, expected %d usd; held for review",
+                        event.id, trade_no, total, currency[:8], round(order.money * 100))
+            return await move(TopUpStatus.REVIEW, Outcome.REVIEW)
+        outcome, _ = await move(TopUpStatus.SUCCESS, Outcome.CREDITED, complete_time=now)
+        if outcome is not Outcome.CREDITED:
+            return outcome, None
+        customer = event.text("customer")
+        if customer:
+            await remember_customer(tx, order.user_id, customer)
+        quota = order.quota(self.options.settings.quota_per_unit)
+        if quota <= 0:
+            return outcome, None
+        owner = await UserRepository(tx).get(order.user_id, include_deleted=True)
+        credit = Credit(ref=credit_ref(trade_no), user_id=order.user_id, amount=quota, log={
+            "type": LogType.TOPUP, "username": owner.username if owner else "", "quota": quota,
+            "content": f"online top-up {trade_no} paid: {order.amount} units, +{quota} quota",
+            "other": {"payment": {"provider": PROVIDER, "event_id": event.id}}, "created_at": now})
+        await self.credits.record(tx, credit)
+        return outcome, credit
