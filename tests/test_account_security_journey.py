@@ -8,8 +8,8 @@ Proves, as one user's story:
   `VERIFICATION_REQUIRED` before `POST /api/verify` method `2fa`, and works after it);
 - the passkey logs in without a TOTP step, verifies the session (`verify/begin` → `verify/finish` →
   `POST /api/verify` method `passkey`), and deleting a passkey needs that verification;
-- a forgotten password is reset by the mailed link: every session ends, the old password fails, the new one
-  logs in through the TOTP step;
+- a forgotten password is reset by the mailed link: every session ends (a login pending its TOTP step too),
+  the old password fails, the new one logs in through the TOTP step;
 and for root: a channel key is revealed only after a verification (here with a passkey, in a session the
 passkey opened: 403 then 200). Lastly, the 2FA gate on `register/begin` applies only while 2FA is on.
 """
@@ -114,13 +114,18 @@ async def test_the_account_security_journey(mail_app: Running, smtp: FakeSmtp) -
     assert left["credential_id"] == passkey.id
     fails((await try_login(app, spare))[1], 401)  # the deleted passkey no longer logs in
 
-    # 6. forgotten password: reset by the mailed link ends every session
+    # 6. forgotten password: reset by the mailed link ends every session, pending logins too
+    halfway = app.client()
+    assert data_of(await halfway.post("/api/user/login", json={"username": "newcomer", "password": PASSWORD})
+                   ) == {"require_2fa": True}
     assert (await request_reset(app.client(), EMAIL)).status_code == 200
     done = await app.client().post("/api/user/reset", json={
         "email": EMAIL, "token": smtp.token_for(EMAIL), "password": NEW_PASSWORD})
     assert data_of(done) is None
     for api in (first, web, phone):
         fails(await api.get("/api/user/self"), 401)
+    next_step(app)  # the old password's pending login cannot be finished, even with a good code
+    fails(await second_step(halfway, code_now(app, secret)), 401, "login expired, please log in again")
     fails(await app.client().post("/api/user/login", json={"username": "newcomer", "password": PASSWORD}),
           401, "invalid username or password")
     again = await totp_login(app, "newcomer", secret, NEW_PASSWORD)
