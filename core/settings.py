@@ -125,6 +125,10 @@ class Settings:
     default_use_auto_group: bool
     data_export_enabled: bool
     data_export_default_time: str
+    notice: str
+    home_page_content: str
+    stripe_unit_price: float
+    new_api_compatible_errors: bool  # `/api` refusals answer 200 + success false (server/errors.py)
     # accounts
     register_enabled: bool
     password_register_enabled: bool
@@ -178,6 +182,9 @@ class Settings:
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),
+            notice=str(v["Notice"]), home_page_content=str(v["HomePageContent"]),
+            stripe_unit_price=float(v["StripeUnitPrice"]),
+            new_api_compatible_errors=bool(v["NewApiCompatibleErrors"]),
             register_enabled=bool(v["RegisterEnabled"]),
             password_register_enabled=bool(v["PasswordRegisterEnabled"]),
             password_login_enabled=bool(v["PasswordLoginEnabled"]),

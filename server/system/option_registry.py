@@ -156,6 +156,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("SystemName", "str", "Tollway", length(1, 64)),
     Spec("Logo", "str", ""), Spec("Footer", "str", ""), Spec("Notice", "str", ""),
     Spec("About", "str", ""), Spec("DocsLink", "str", ""), Spec("TopUpLink", "str", ""),
+    Spec("HomePageContent", "text", ""),
     Spec("ServerAddress", "str", "", http_url_or_empty),
     # quota display
     Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True)),
@@ -191,6 +192,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("SelfUseModeEnabled", "bool", False), Spec("DemoSiteEnabled", "bool", False),
     Spec("DataExportEnabled", "bool", True), Spec("DataExportInterval", "int", 5, between(1, 60)),
     Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week")),
+    Spec("NewApiCompatibleErrors", "bool", False),  # `/api` refusals answer 200 as new-api's do
     # e-mail
     Spec("EmailVerificationEnabled", "bool", False), Spec("EmailDomainRestrictionEnabled", "bool", False),
     Spec("EmailAliasRestrictionEnabled", "bool", False),
