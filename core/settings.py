@@ -126,6 +126,7 @@ class Settings:
     data_export_enabled: bool
     data_export_default_time: str
     notice: str
+    about: str
     home_page_content: str
     stripe_unit_price: float
     new_api_compatible_errors: bool  # `/api` refusals answer 200 + success false (server/errors.py)
@@ -182,7 +183,7 @@ class Settings:
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),
-            notice=str(v["Notice"]), home_page_content=str(v["HomePageContent"]),
+            notice=str(v["Notice"]), about=str(v["About"]), home_page_content=str(v["HomePageContent"]),
             stripe_unit_price=float(v["StripeUnitPrice"]),
             new_api_compatible_errors=bool(v["NewApiCompatibleErrors"]),
             register_enabled=bool(v["RegisterEnabled"]),

@@ -5,7 +5,7 @@ Proves:
 - `GET /api/status` has every key of new-api's (controller/misc.go `GetStatus`) with the JSON type new-api
   gives it, the features Tollway lacks off / empty / 0, `chats` a JSON list (the console stores
   `JSON.stringify(chats)` and parses it on every page), and still every key it had;
-- `GET /api/notice`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/` and
+- `GET /api/notice`, `/api/about`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/` and
   `/api/user/oauth/bindings` answer new-api's shapes at new-api's access levels;
 - `NewApiCompatibleErrors` is a root-settable boolean option (default false, listed, validated); on, an
   `/api` refusal answers 200 + `success: false` with the same message (and `code`), decided in one place,
@@ -111,12 +111,15 @@ async def test_status_follows_the_options_it_mirrors(embedded_app: Running) -> N
     assert envelope(await embedded_app.client().get("/api/status"))["stripe_unit_price"] == 7.5
 
 
-async def test_notice_and_home_page_content(embedded_app: Running) -> None:
-    """controller/misc.go `GetNotice` / `GetHomePageContent`: public, `data` the option's text ("" unset)."""
+async def test_notice_about_and_home_page_content(embedded_app: Running) -> None:
+    """controller/misc.go `GetNotice` / `GetAbout` / `GetHomePageContent`: public, `data` the option's text
+    ("" unset)."""
     anonymous = embedded_app.client()
-    assert envelope(await anonymous.get("/api/notice")) == ""
-    assert envelope(await anonymous.get("/api/home_page_content")) == ""
+    for path in ("/api/notice", "/api/about", "/api/home_page_content"):
+        assert envelope(await anonymous.get(path)) == ""
     root = await root_of(embedded_app)
+    await set_option(root, "About", "https://example.com/about")
+    assert envelope(await anonymous.get("/api/about")) == "https://example.com/about"
     await set_option(root, "Notice", "**maintenance** at 02:00")
     await set_option(root, "HomePageContent", "  # Welcome\n\n<b>hi</b>\n")
     assert envelope(await anonymous.get("/api/notice")) == "**maintenance** at 02:00"

@@ -1,5 +1,6 @@
 """`/api/status`, `/api/setup`, `/api/option/`, the API document (`/api/openapi.json`, `/api/docs`), and the
-routes new-api's web console reads that no other domain serves (`/api/notice`, `/api/home_page_content`,
+routes new-api's web console reads that no other domain serves (`/api/notice`, `/api/about`,
+`/api/home_page_content`,
 `/api/models`, `/api/prefill_group/`, `/api/user/oauth/bindings`: docs/API.md#coming-from-new-api)."""
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ async def get_docs(request: Request) -> HTTPResponse:
 async def get_notice(request: Request) -> HTTPResponse:
     """The site notice: the option `Notice` (Markdown), "" when unset."""
     return ok(services_of(request).system.notice())
+
+
+@route(bp, "GET", "/api/about", access=Access.PUBLIC, reply=str)
+async def get_about(request: Request) -> HTTPResponse:
+    """The about page: the option `About` (Markdown, HTML or a URL), "" when unset."""
+    return ok(services_of(request).system.about())
 
 
 @route(bp, "GET", "/api/home_page_content", access=Access.PUBLIC, reply=str)

@@ -91,6 +91,9 @@ class SystemService:
     def notice(self) -> str:
         return self.options.settings.notice
 
+    def about(self) -> str:
+        return self.options.settings.about
+
     def home_page_content(self) -> str:
         return self.options.settings.home_page_content
 
