@@ -128,6 +128,8 @@ class Settings:
     notice: str
     about: str
     home_page_content: str
+    header_nav_modules: str  # new-api's console layout (JSON text), served as is
+    sidebar_modules_admin: str
     stripe_unit_price: float
     new_api_compatible_errors: bool  # `/api` refusals answer 200 + success false (server/errors.py)
     # accounts
@@ -184,6 +186,8 @@ class Settings:
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),
             notice=str(v["Notice"]), about=str(v["About"]), home_page_content=str(v["HomePageContent"]),
+            header_nav_modules=str(v["HeaderNavModules"]),
+            sidebar_modules_admin=str(v["SidebarModulesAdmin"]),
             stripe_unit_price=float(v["StripeUnitPrice"]),
             new_api_compatible_errors=bool(v["NewApiCompatibleErrors"]),
             register_enabled=bool(v["RegisterEnabled"]),

@@ -16,6 +16,7 @@ Proves:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -55,8 +56,7 @@ ABSENT_FEATURES_OFF = (
 )
 ABSENT_FEATURES_EMPTY = (
     "github_client_id", "discord_client_id", "linuxdo_client_id", "telegram_bot_name", "wechat_qrcode",
-    "oidc_client_id", "oidc_authorization_endpoint", "HeaderNavModules", "SidebarModulesAdmin",
-    "turnstile_site_key",
+    "oidc_client_id", "oidc_authorization_endpoint", "turnstile_site_key",
 )
 OURS_BEFORE = ("version", "start_time", "system_name", "logo", "footer_html", "docs_link", "server_address",
                "top_up_link", "setup", "quota_per_unit", "display_in_currency", "quota_display_type",
@@ -103,6 +103,27 @@ async def test_status_has_every_key_of_new_api_status(app: Running) -> None:
     assert status["chats"] == [] and status["linuxdo_minimum_trust_level"] == 0 and status["price"] == 0
     assert status["enable_batch_update"] is True  # quota and usage reach SQL in batches
     assert status["stripe_unit_price"] == 8  # the option StripeUnitPrice's default
+    # the console's layout, JSON text it parses: the header object whole (so every entry is named), the
+    # sidebar's sections merged over its defaults; the pages of features Tollway lacks are hidden
+    header = json.loads(status["HeaderNavModules"])
+    assert header == {"home": True, "console": True, "pricing": {"enabled": False, "requireAuth": False},
+                      "docs": True, "about": True}
+    sidebar = json.loads(status["SidebarModulesAdmin"])
+    assert sidebar == {"console": {"midjourney": False, "task": False},
+                       "admin": {"models": False, "deployment": False, "subscription": False}}
+
+
+async def test_the_console_layout_options_are_root_settable_json_objects(embedded_app: Running) -> None:
+    """new-api stores HeaderNavModules / SidebarModulesAdmin as options its settings page writes."""
+    root = await root_of(embedded_app)
+    await set_option(root, "SidebarModulesAdmin", '{"admin": {"user": false}}')
+    status = envelope(await embedded_app.client().get("/api/status"))
+    assert status["SidebarModulesAdmin"] == '{"admin": {"user": false}}'
+    await set_option(root, "HeaderNavModules", "")
+    assert envelope(await embedded_app.client().get("/api/status"))["HeaderNavModules"] == ""
+    for bad in ("[1]", "{", "true"):
+        fails(await root.put("/api/option/", json={"key": "HeaderNavModules", "value": bad}), 400,
+              "HeaderNavModules: must be empty or a JSON object")
 
 
 async def test_status_follows_the_options_it_mirrors(embedded_app: Running) -> None:

@@ -101,8 +101,8 @@ class Status(Schema):
     uptime_kuma_enabled: bool
     announcements_enabled: bool
     faq_enabled: bool
-    HeaderNavModules: str
-    SidebarModulesAdmin: str
+    HeaderNavModules: str = Field(description="the option: new-api's console header (JSON text)")
+    SidebarModulesAdmin: str = Field(description="the option: new-api's console sidebar (JSON text)")
     user_agreement_enabled: bool
     privacy_policy_enabled: bool
     checkin_enabled: bool

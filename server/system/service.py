@@ -39,7 +39,6 @@ NEW_API_ABSENT_FEATURES: dict[str, Any] = {
     "default_collapse_sidebar": False,
     "api_info_enabled": False, "uptime_kuma_enabled": False, "announcements_enabled": False,
     "faq_enabled": False,
-    "HeaderNavModules": "", "SidebarModulesAdmin": "",  # empty: the console shows its defaults
     "user_agreement_enabled": False, "privacy_policy_enabled": False, "checkin_enabled": False,
     "price": 0.0,  # EPay's price per unit: no EPay
 }
@@ -85,6 +84,7 @@ class SystemService:
             "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
             "data_export_default_time": s.data_export_default_time,
             "stripe_unit_price": s.stripe_unit_price,
+            "HeaderNavModules": s.header_nav_modules, "SidebarModulesAdmin": s.sidebar_modules_admin,
             **NEW_API_ABSENT_FEATURES,
         }
 
