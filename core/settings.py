@@ -155,6 +155,13 @@ class Settings:
     default_use_auto_group: bool
     data_export_enabled: bool
     data_export_default_time: str
+    notice: str
+    about: str
+    home_page_content: str
+    header_nav_modules: str  # new-api's console layout (JSON text), served as is
+    sidebar_modules_admin: str
+    stripe_unit_price: float
+    new_api_compatible_errors: bool  # `/api` refusals answer 200 + success false (server/errors.py)
     # accounts
     register_enabled: bool
     password_register_enabled: bool
@@ -220,6 +227,11 @@ class Settings:
             default_use_auto_group=bool(v["DefaultUseAutoGroup"]),
             data_export_enabled=bool(v["DataExportEnabled"]),
             data_export_default_time=str(v["DataExportDefaultTime"]),
+            notice=str(v["Notice"]), about=str(v["About"]), home_page_content=str(v["HomePageContent"]),
+            header_nav_modules=str(v["HeaderNavModules"]),
+            sidebar_modules_admin=str(v["SidebarModulesAdmin"]),
+            stripe_unit_price=float(v["StripeUnitPrice"]),
+            new_api_compatible_errors=bool(v["NewApiCompatibleErrors"]),
             register_enabled=bool(v["RegisterEnabled"]),
             password_register_enabled=bool(v["PasswordRegisterEnabled"]),
             password_login_enabled=bool(v["PasswordLoginEnabled"]),

@@ -65,6 +65,13 @@ def without_middleware(app: Sanic[Any, Any], blueprint_name: str) -> int:
     return len(lean)
 
 
+def new_api_errors(request: Request) -> bool:
+    """Whether `/api` refusals answer as new-api's do now: the option `NewApiCompatibleErrors`, read from
+    the worker's in-memory option snapshot (no SQL per error)."""
+    state: State | None = getattr(request.app.ctx, "state", None)
+    return state is not None and state.options.settings.new_api_compatible_errors
+
+
 def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NAME) -> Sanic[Any, Any]:
     app: Sanic[Any, Any] = Sanic(name)
     app.config.REQUEST_MAX_SIZE = config.max_body_size
@@ -76,7 +83,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
 
     for bp in BLUEPRINTS:
         app.blueprint(bp)
-    errors.register(app, shape_for)
+    errors.register(app, shape_for, new_api_errors)
 
     @app.before_server_start
     async def open_state(app: Sanic[Any, Any]) -> None:

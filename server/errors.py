@@ -5,6 +5,7 @@ Services raise these; handlers never build error responses themselves.
     TollwayError (500 internal error; the message never carries a stack trace, SQL or a secret)
      ├── BadRequest            400  the message names the field
      ├── Unauthorized          401
+     │    └── Unauthenticated  401  no valid credential: no login, a session gone, a bad access token or key
      ├── Forbidden             403  optional `code` (e.g. VERIFICATION_REQUIRED)
      ├── NotFound              404
      ├── MethodNotAllowed      405
@@ -44,6 +45,11 @@ Sanic's own 405 keeps its `Allow` header; a request line or headers over the lim
 `/api` routes answer the envelope `{"success": false, "message": …}`. The model-call routes answer the
 error object of their provider's wire, for every error of the tree (`register`'s `shape_for`,
 `server/relay/errors.py`).
+
+With the option `NewApiCompatibleErrors` on, an envelope error answers the status `new_api_status` gives
+(docs/API.md#envelope-and-status-codes): 200 for a refusal, as new-api does, except where new-api keeps a
+status too (`keeps_status`: no valid credential 401, rate limits 429, a missing secure verification 403,
+a request no route took). The provider wires never change.
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ log = logging.getLogger("tollway.errors")
 class TollwayError(Exception):
     status = 500
     default_message = "internal error"
+    # new-api answers this refusal with its status too: `NewApiCompatibleErrors` keeps it
+    keeps_status = False
 
     def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
         super().__init__(message or self.default_message)
@@ -92,6 +100,13 @@ class BadRequest(TollwayError):
 class Unauthorized(TollwayError):
     status = 401
     default_message = "not logged in"
+
+
+class Unauthenticated(Unauthorized):
+    """The request carries no valid credential: no login, an expired or revoked session, an invalid access
+    token, a `New-Api-User` that is missing or names someone else, a missing or unknown API key."""
+
+    keeps_status = True
 
 
 class Forbidden(TollwayError):
@@ -122,6 +137,7 @@ class PayloadTooLarge(TollwayError):
 class RateLimited(TollwayError):
     status = 429
     default_message = "too many requests, please retry later"
+    keeps_status = True
 
     def __init__(self, message: str | None = None, *, retry_after: float = 1.0) -> None:
         super().__init__(message)
@@ -337,6 +353,7 @@ def to_tollway_error(exc: BaseException) -> TollwayError:
     if isinstance(exc, sanic_exc.SanicException):
         mapped = _from_sanic(exc)
         if mapped is not None:
+            mapped.keeps_status = True  # no handler took the request (new-api's unknown routes are a 404)
             return mapped
     unavailable = (BackendUnavailable | CursorMoved | RedisError | OperationalError | PoolTimeout
                    | ConnectionError | TimeoutError)
@@ -345,22 +362,40 @@ def to_tollway_error(exc: BaseException) -> TollwayError:
     return TollwayError()
 
 
-def envelope_error(err: TollwayError, request_id: str | None) -> HTTPResponse:
+VERIFICATION_CODES = frozenset({"VERIFICATION_REQUIRED", "VERIFICATION_EXPIRED", "VERIFICATION_INVALID"})
+
+
+def new_api_status(err: TollwayError) -> int:
+    """The status of an envelope error under `NewApiCompatibleErrors`: 200 for a refusal (a 4xx) and for an
+    upstream called on an admin's behalf that failed (502), as new-api answers them; its own status for a
+    refusal new-api answers with a status too (`keeps_status`; a 403 whose `code` asks for a secure
+    verification, which new-api's console reads from the 403) and for every other 5xx."""
+    if err.keeps_status or (err.status == 403 and err.code in VERIFICATION_CODES):
+        return err.status
+    if 400 <= err.status < 500 or isinstance(err, UpstreamFailed):
+        return 200
+    return err.status
+
+
+def envelope_error(err: TollwayError, request_id: str | None, *, new_api: bool = False) -> HTTPResponse:
     body: dict[str, Any] = {**err.fields(), "success": False, "message": err.message}
     if err.code:
         body["code"] = err.code
     headers = err.headers()
     if request_id:
         headers["X-Request-Id"] = request_id
-    return json(body, status=err.status, headers=headers)
+    return json(body, status=new_api_status(err) if new_api else err.status, headers=headers)
 
 
 ErrorShape = Callable[[TollwayError, str], HTTPResponse]
 
 
-def register(app: Sanic[Any, Any], shape_for: Callable[[Request], ErrorShape | None] | None = None) -> None:
+def register(app: Sanic[Any, Any], shape_for: Callable[[Request], ErrorShape | None] | None = None,
+             new_api_errors: Callable[[Request], bool] | None = None) -> None:
     """Install the single exception handler of the app. `shape_for` picks another wire shape by route
-    family (the model-call routes answer their provider's error objects); None keeps the envelope."""
+    family (the model-call routes answer their provider's error objects); None keeps the envelope.
+    `new_api_errors` says whether the envelope answers new-api's statuses (`new_api_status`) now: it reads
+    the in-memory option snapshot, never the database."""
 
     @app.exception(Exception)
     async def handle(request: Request, exc: Exception) -> HTTPResponse:
@@ -377,4 +412,4 @@ def register(app: Sanic[Any, Any], shape_for: Callable[[Request], ErrorShape | N
         shape = shape_for(request) if shape_for is not None else None
         if shape is not None:
             return shape(err, request_id)
-        return envelope_error(err, request_id)
+        return envelope_error(err, request_id, new_api=new_api_errors is not None and new_api_errors(request))

@@ -186,3 +186,20 @@ def keep_upstreams_local(running: Running) -> None:
     to 127.0.0.1 or fails like an unreachable host."""
     upstream = running.state.upstream
     upstream.transport = LoopbackOnly(upstream.transport)
+
+
+ERROR_MODES = ("statuses", "new-api")
+"""The two answers to a refusal: its HTTP status (the default), or new-api's 200 + `success: false` (the
+option `NewApiCompatibleErrors`); tests of refusals run in both (`pytest.mark.parametrize("mode", ...)`)."""
+
+
+async def set_error_mode(running: Running, mode: str) -> None:
+    """Set `NewApiCompatibleErrors` for `mode` as `PUT /api/option/` does (validated, stored, broadcast)."""
+    await running.state.options.put("NewApiCompatibleErrors", mode == "new-api")
+
+
+def refused(response: httpx.Response, status: int, mode: str, mentions: str | None = None, *,
+            prefix: bool = False, kept: bool = False) -> str:
+    """`fails` in either error mode: under "new-api" the refusal answers 200, unless new-api answers it
+    with its status too (`kept`, which the caller states: no valid credential, rate limits, ...)."""
+    return fails(response, status if kept or mode == "statuses" else 200, mentions, prefix=prefix)

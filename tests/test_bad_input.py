@@ -14,6 +14,12 @@ Proves:
 - look-alike usernames: NFKC forms are one account, zero-width / bidi characters and a word mixing
   Latin with Cyrillic are refused naming `username`, CJK names are accepted; migration 0004 re-keys
   existing rows (and keeps the unique index when two old names now collide).
+
+The tests of `/api` refusals run in both error modes (`tests.harness.ERROR_MODES`): with
+`NewApiCompatibleErrors` on, each is 200 + `success: false` with the same message, except where new-api
+answers with a status too, asserted as such: no valid credential stays 401 (new-api's middleware/auth.go
+authHelper), a rate limit stays 429 (middleware/rate-limit.go); a wrong password is 200 (new-api's
+controller/user.go Login). The gateway's errors are the same in both modes.
 """
 
 from __future__ import annotations
@@ -35,7 +41,17 @@ from quota.backends.memory import SWEEP_EVERY, MemoryBackend
 from server.auth.service import LOGIN_FAIL_LIMIT
 from tests.conftest import Stack, _Databases, _stack
 from tests.gateway import seed_channel, seed_key
-from tests.harness import Running, add_user, fails, logged_in, make_config, serve
+from tests.harness import (
+    ERROR_MODES,
+    Running,
+    add_user,
+    fails,
+    logged_in,
+    make_config,
+    refused,
+    serve,
+    set_error_mode,
+)
 from tests.services import REDIS_URL
 from tests.test_migrations import fresh_empty_database  # noqa: F401  (fixture, by name)
 
@@ -63,32 +79,37 @@ ROUTES = [  # (method, path, a valid body with {} where the bad string goes, fie
 ]
 
 
+@pytest.mark.parametrize("mode", ERROR_MODES)
 @pytest.mark.parametrize("bad", [SURROGATE, NUL], ids=["surrogate", "nul"])
-async def test_unstorable_text_is_a_400_naming_the_field(app: Running, bad: bytes) -> None:
+async def test_unstorable_text_is_a_400_naming_the_field(app: Running, bad: bytes, mode: str) -> None:
     await add_user(app.state, "root", role=100)
+    await set_error_mode(app, mode)
     root = await logged_in(app, "root")
     for method, path, template, field in ROUTES:
         response = await _post_raw(root, method, path, template % bad)
-        fails(response, 400, f"{field}:", prefix=True)
+        refused(response, 400, mode, f"{field}:", prefix=True)
     # a member name is checked too, without echoing it
     response = await _post_raw(root, "PUT", "/api/user/self", b'{"\\ud800": 1}')
-    fails(response, 400, "request body:", prefix=True)
+    refused(response, 400, mode, "request body:", prefix=True)
 
 
-async def test_non_utf8_session_cookie_and_token_are_no_credentials(app: Running) -> None:
+@pytest.mark.parametrize("mode", ERROR_MODES)
+async def test_non_utf8_session_cookie_and_token_are_no_credentials(app: Running, mode: str) -> None:
     await add_user(app.state, "root", role=100)
+    await set_error_mode(app, mode)
     for cookie in (b"session=\xff\xfe", b"session=" + b"\xc3" * 40, b"session=" + b"a" * 5000):
         client = app.client()
         headers: Any = {"Cookie": cookie}
         assert (await client.get("/api/user/logout", headers=headers)).status_code == 200
-        fails(await client.get("/api/user/self", headers={**headers, "New-Api-User": "1"}), 401)
+        refused(await client.get("/api/user/self", headers={**headers, "New-Api-User": "1"}), 401, mode,
+                kept=True)
         login = await client.post("/api/user/login", headers=headers,
                                   json={"username": "root", "password": "password123"})
         assert login.status_code == 200, login.text
     client = app.client()
     response = await client.get("/api/user/self", headers={"Authorization": b"Bearer \xff\xfe",
                                                            "New-Api-User": "1"})
-    fails(response, 401)
+    refused(response, 401, mode, kept=True)
 
 
 @pytest.fixture
@@ -101,8 +122,12 @@ async def gateway(embedded_app: Running) -> AsyncIterator[tuple[Running, str]]:
     yield embedded_app, key
 
 
-async def test_gateway_refuses_unstorable_text_in_its_error_shape(gateway: tuple[Running, str]) -> None:
+@pytest.mark.parametrize("mode", ERROR_MODES)
+async def test_gateway_refuses_unstorable_text_in_its_error_shape(gateway: tuple[Running, str], mode: str
+                                                                  ) -> None:
+    """The same 400s in both error modes: `NewApiCompatibleErrors` changes `/api` only."""
     app, key = gateway
+    await set_error_mode(app, mode)
     async with httpx.AsyncClient(base_url=app.url) as client:
         openai = await client.post("/v1/moderations", content=b'{"model": "\\ud800", "input": "x"}',
                                    headers={"Authorization": f"Bearer {key}"})
@@ -127,14 +152,18 @@ async def test_gateway_refuses_unstorable_text_in_its_error_shape(gateway: tuple
 
 # ---- finding 3: bounded storage for anonymous callers --------------------------------------------------
 
-async def test_login_fields_are_capped_and_counters_are_fixed_size(app: Running, stack: Stack) -> None:
+@pytest.mark.parametrize("mode", ERROR_MODES)
+async def test_login_fields_are_capped_and_counters_are_fixed_size(app: Running, stack: Stack, mode: str
+                                                                    ) -> None:
+    await set_error_mode(app, mode)
     client = app.client()
     huge = await client.post("/api/user/login", json={"username": "x" * (5 * 1024 * 1024), "password": "p"})
-    fails(huge, 400, "username:", prefix=True)
+    refused(huge, 400, mode, "username:", prefix=True)
     long_pw = await client.post("/api/user/login", json={"username": "nobody", "password": "p" * 100_000})
-    fails(long_pw, 400, "password:", prefix=True)
+    refused(long_pw, 400, mode, "password:", prefix=True)
     name = "u" * 50  # the longest name a login may carry (an e-mail address)
-    fails(await client.post("/api/user/login", json={"username": name, "password": "password123"}), 401)
+    wrong = await client.post("/api/user/login", json={"username": name, "password": "password123"})
+    refused(wrong, 401, mode)  # a wrong login is no missing login: new-api's Login answers it 200
     if stack.redis_url is None:
         return
     redis = Redis.from_url(REDIS_URL)
@@ -170,8 +199,12 @@ async def lockout_app(request: pytest.FixtureRequest, databases: _Databases, tmp
             yield running
 
 
-async def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(lockout_app: Running) -> None:
+@pytest.mark.parametrize("mode", ERROR_MODES)
+async def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(lockout_app: Running, mode: str
+                                                                           ) -> None:
     await add_user(lockout_app.state, "victim")
+    await set_error_mode(lockout_app, mode)
+    wrong = 401 if mode == "statuses" else 200  # the lockout's 429 stays 429 in both modes
     passwords = lockout_app.state.passwords
     checks = 0
     original = passwords.verify
@@ -188,30 +221,33 @@ async def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(lock
             client.post("/api/user/login", json={"username": "victim", "password": f"wrong-{i:03d}"})
             for i in range(100)))
     statuses = [r.status_code for r in responses]
-    assert set(statuses) <= {401, 429}, statuses
-    assert statuses.count(401) <= LOGIN_FAIL_LIMIT, statuses.count(401)
+    assert set(statuses) <= {wrong, 429}, statuses
+    assert all(r.json()["success"] is False for r in responses)
+    assert statuses.count(wrong) <= LOGIN_FAIL_LIMIT, statuses.count(wrong)
     assert checks <= LOGIN_FAIL_LIMIT, checks
     # and the correct password is locked out too from this IP until the window ends
     ok = await lockout_app.client().post("/api/user/login", json={"username": "victim",
                                                                   "password": "password123"})
-    assert ok.status_code == 429
+    fails(ok, 429)
 
 
 # ---- finding 7: look-alike usernames ----------------------------------------------------------------------
 
-async def test_look_alike_usernames(app: Running) -> None:
+@pytest.mark.parametrize("mode", ERROR_MODES)
+async def test_look_alike_usernames(app: Running, mode: str) -> None:
+    await set_error_mode(app, mode)
     client = app.client()
 
     async def register(name: str) -> httpx.Response:
         return await client.post("/api/user/register", json={"username": name, "password": "password123"})
 
     assert (await register("alice")).status_code == 200
-    fails(await register("ａｌｉｃｅ"), 409)  # fullwidth: the same account
-    fails(await register("ALICE"), 409)
+    refused(await register("ａｌｉｃｅ"), 409, mode)  # fullwidth: the same account
+    refused(await register("ALICE"), 409, mode)
     for name in ("ali\u200bce", "\u202ealice", "ali\u2066ce", "al\u00adice", "ali\ufeffce"):
-        fails(await register(name), 400, "username:", prefix=True)
-    fails(await register("\u0430lice"), 400, "username: must not mix scripts", prefix=True)  # Cyrillic а
-    fails(await register("p\u0430ypal"), 400, "username:", prefix=True)
+        refused(await register(name), 400, mode, "username:", prefix=True)
+    refused(await register("\u0430lice"), 400, mode, "username: must not mix scripts", prefix=True)  # а
+    refused(await register("p\u0430ypal"), 400, mode, "username:", prefix=True)
     assert (await register("ＢＯＢ")).status_code == 200
     assert (await register("山田たろう")).status_code == 200
     assert (await register("иван petrov")).status_code == 200  # two words, one script each

@@ -21,7 +21,7 @@ from server.accounts.directory import UserDirectory
 from server.auth.sessions import COOKIE, SessionStore, new_session_id
 from server.clock import Clock
 from server.crypto import SecretBox
-from server.errors import Forbidden, Unauthorized
+from server.errors import Forbidden, Unauthenticated
 
 SLIDE_EVERY = 60
 USER_ID_MAX_DIGITS = 19
@@ -61,7 +61,7 @@ class Identity:
         token = bearer(request.headers.get("authorization", ""))
         if token:
             return await self._from_token(token)
-        raise Unauthorized("not logged in")
+        raise Unauthenticated("not logged in")
 
     async def _from_session(self, request: Request, raw: str) -> Principal | None:
         data = await self.sessions.get(raw)
@@ -87,12 +87,12 @@ class Identity:
 
     async def _from_token(self, token: str) -> Principal:
         if not _TOKEN.fullmatch(token):
-            raise Unauthorized("invalid access token")
+            raise Unauthenticated("invalid access token")
         digest = self.box.digest(token)
         user_id = await self.users.id_for_token(digest)
         user = await self.users.state(user_id) if user_id is not None else None
         if user is None or user.deleted or user.token_digest != digest:
-            raise Unauthorized("invalid access token")
+            raise Unauthenticated("invalid access token")
         if user.status != UserStatus.ENABLED:
             raise Forbidden("user is disabled")
         return Principal(user=user, via="token")
@@ -102,8 +102,8 @@ def check_user_header(request: Request, principal: Principal) -> None:
     """`New-Api-User` must be present and equal the authenticated user's id."""
     raw = request.headers.get("new-api-user", "").strip()
     if not raw:
-        raise Unauthorized("New-Api-User header is required")
+        raise Unauthenticated("New-Api-User header is required")
     # ASCII digits only, and short: `str.isdigit` admits "²" (which `int` rejects) and "١" (which it
     # reads as 1), and `int` refuses strings longer than 4300 digits.
     if not (raw.isascii() and raw.isdigit() and len(raw) <= USER_ID_MAX_DIGITS) or int(raw) != principal.id:
-        raise Unauthorized("New-Api-User does not match the logged-in user")
+        raise Unauthenticated("New-Api-User does not match the logged-in user")

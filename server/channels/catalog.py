@@ -10,6 +10,7 @@ catalog — pure model metadata, no wire format.
 - `capabilities(model, overrides)`: the capabilities of any model name, with the option
   `ModelCapabilities` (`{"<model>": {"speech_output": bool, …}}`) applied on top.
 - `BUILTIN_RATIOS`, `FREE_PREFIXES`: the prices known out of the box (docs/API.md#prices).
+- `models_by_channel_type()`: the catalog by channel type, new-api's `GET /api/models`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from core.enums import ChannelType
 
 CHANNEL_TYPES: dict[int, str] = {
     1: "OpenAI", 2: "Midjourney", 3: "Azure", 4: "Ollama", 5: "MidjourneyPlus", 6: "OpenAIMax",
@@ -97,3 +100,14 @@ def catalog_models() -> list[dict[str, Any]]:
     """`GET /api/channel/models`: the built-in catalog as OpenAI-style model objects."""
     return [{"id": m.id, "object": "model", "created": CATALOG_CREATED, "owned_by": m.owned_by}
             for m in CATALOG]
+
+
+_OWNER_OF_TYPE = {ChannelType.OPENAI: "openai", ChannelType.GEMINI: "google"}
+
+
+def models_by_channel_type() -> dict[str, list[str]]:
+    """`GET /api/models`: the catalog's models by the channel type number (as text) that serves them: the
+    models a new channel of that type is offered. Only the served types are listed; for any other type the
+    new-api console offers none."""
+    return {str(int(t)): [m.id for m in CATALOG if m.owned_by == owner]
+            for t, owner in _OWNER_OF_TYPE.items()}

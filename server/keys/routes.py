@@ -5,7 +5,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.errors import Unauthorized
+from server.errors import Unauthenticated
 from server.keys.schemas import (
     RevealedKey,
     TokenBatch,
@@ -95,5 +95,5 @@ async def token_usage(request: Request) -> HTTPResponse:
     if header[:7].lower() == "bearer ":
         header = header[7:].strip()
     if not header:
-        raise Unauthorized("an API key is required (Authorization: Bearer sk-…)")
+        raise Unauthenticated("an API key is required (Authorization: Bearer sk-…)")
     return ok(await services_of(request).keys.usage(header))

@@ -25,7 +25,7 @@ from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown
 from server.clock import Clock
 from server.crypto import SecretBox
-from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthorized
+from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthenticated
 from server.keys.directory import KEY_LENGTH, KeyDirectory, bare_key
 from server.keys.views import key_view, reveal, usage_view
 from server.system.options import Options
@@ -211,11 +211,11 @@ class KeyService:
         """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""
         found = await self.keys.lookup(raw) if raw else None
         if found is None or found.deleted:
-            raise Unauthorized("invalid API key")
+            raise Unauthenticated("invalid API key")
         async with self.db.transaction() as tx:
             row = await ApiKeyRepository(tx).by_digest(found.digest)
         if row is None or row.deleted_at is not None:
-            raise Unauthorized("invalid API key")
+            raise Unauthenticated("invalid API key")
         remain = (await self.quota.balances("key", [row.id])).get(row.id, row.remain_quota)
         return usage_view(row, remain)
 

@@ -21,7 +21,7 @@ from models.logs import Log, LogFilter, LogQuery, LogRepository
 from quota.backends.base import Backend
 from server.accounts.directory import UserDirectory
 from server.clock import Clock
-from server.errors import Forbidden, RateLimited, Unauthorized
+from server.errors import Forbidden, RateLimited, Unauthenticated
 from server.keys.directory import KeyDirectory
 from server.logs.views import admin_view, self_view
 from server.web.pagination import Page
@@ -81,7 +81,7 @@ class LogService:
         enabled. Its newest `TOKEN_LOG_LIMIT` rows, sanitized as the owner's own logs are."""
         key = await self.keys.lookup(raw) if raw else None
         if key is None or key.deleted:
-            raise Unauthorized("invalid API key")
+            raise Unauthenticated("invalid API key")
         owner = await self.users.state(key.user_id)
         if owner is None or not owner.active:
             raise Forbidden("the owner of this API key is disabled")

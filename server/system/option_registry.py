@@ -160,6 +160,17 @@ def capabilities(v: Any) -> None:
             _fail(f"value of {model!r} must be an object of booleans")
 
 
+def json_object_text(v: str) -> None:
+    if v == "":
+        return
+    try:
+        parsed = json.loads(v)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        _fail("must be empty or a JSON object")
+
+
 def status_ranges(v: str) -> None:
     parse_status_ranges(v)
 
@@ -173,6 +184,15 @@ DISABLE_KEYWORDS = "\n".join([
     "Operation not allowed",
     "Your account is not authorized",
 ])
+# new-api's console layout, served in `/api/status` for it: its header without the pricing page and its
+# sidebar without the Midjourney, task, model-metadata, deployment and subscription pages (Tollway has none;
+# the console merges the sidebar's sections over its defaults, but reads the header object whole)
+HEADER_NAV_MODULES = json.dumps({"home": True, "console": True,
+                                 "pricing": {"enabled": False, "requireAuth": False},
+                                 "docs": True, "about": True}, separators=(",", ":"))
+SIDEBAR_MODULES_ADMIN = json.dumps({"console": {"midjourney": False, "task": False},
+                                    "admin": {"models": False, "deployment": False, "subscription": False}},
+                                   separators=(",", ":"))
 EMAIL_WHITELIST = "gmail.com,yahoo.com,outlook.com,hotmail.com,icloud.com,qq.com,163.com,126.com,foxmail.com"
 
 SPECS: tuple[Spec, ...] = (
@@ -180,6 +200,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("SystemName", "str", "Tollway", length(1, 64)),
     Spec("Logo", "str", ""), Spec("Footer", "str", ""), Spec("Notice", "str", ""),
     Spec("About", "str", ""), Spec("DocsLink", "str", ""), Spec("TopUpLink", "str", ""),
+    Spec("HomePageContent", "text", ""),
+    Spec("HeaderNavModules", "text", HEADER_NAV_MODULES, json_object_text),
+    Spec("SidebarModulesAdmin", "text", SIDEBAR_MODULES_ADMIN, json_object_text),
     Spec("ServerAddress", "str", "", http_url_or_empty),
     # quota display
     Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True)),
@@ -215,6 +238,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("SelfUseModeEnabled", "bool", False), Spec("DemoSiteEnabled", "bool", False),
     Spec("DataExportEnabled", "bool", True), Spec("DataExportInterval", "int", 5, between(1, 60)),
     Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week")),
+    Spec("NewApiCompatibleErrors", "bool", False),  # `/api` refusals answer 200 as new-api's do
     # e-mail
     Spec("EmailVerificationEnabled", "bool", False), Spec("EmailDomainRestrictionEnabled", "bool", False),
     Spec("EmailAliasRestrictionEnabled", "bool", False),

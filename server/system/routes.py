@@ -1,11 +1,24 @@
-"""`/api/status`, `/api/setup`, `/api/option/`, and the API document (`/api/openapi.json`, `/api/docs`)."""
+"""`/api/status`, `/api/setup`, `/api/option/`, the API document (`/api/openapi.json`, `/api/docs`), and the
+routes new-api's web console reads that no other domain serves (`/api/notice`, `/api/about`,
+`/api/home_page_content`,
+`/api/models`, `/api/prefill_group/`, `/api/user/oauth/bindings`: docs/API.md#coming-from-new-api)."""
 
 from __future__ import annotations
 
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse, html, json
 
-from server.system.schemas import Option, OptionUpdate, SetupRequest, SetupState, Status
+from server.channels.catalog import models_by_channel_type
+from server.system.schemas import (
+    OAuthBinding,
+    Option,
+    OptionUpdate,
+    PrefillGroup,
+    PrefillGroupQuery,
+    SetupRequest,
+    SetupState,
+    Status,
+)
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.openapi import DOCS_PAGE, ApiDocument, document
@@ -67,3 +80,46 @@ async def get_openapi(request: Request) -> HTTPResponse:
 async def get_docs(request: Request) -> HTTPResponse:
     """A page listing every route of this API, read from `/api/openapi.json` (no external resources)."""
     return html(DOCS_PAGE)
+
+
+# ---- what new-api's console reads -----------------------------------------------------------------------
+
+@route(bp, "GET", "/api/notice", access=Access.PUBLIC, reply=str)
+async def get_notice(request: Request) -> HTTPResponse:
+    """The site notice: the option `Notice` (Markdown), "" when unset."""
+    return ok(services_of(request).system.notice())
+
+
+@route(bp, "GET", "/api/about", access=Access.PUBLIC, reply=str)
+async def get_about(request: Request) -> HTTPResponse:
+    """The about page: the option `About` (Markdown, HTML or a URL), "" when unset."""
+    return ok(services_of(request).system.about())
+
+
+@route(bp, "GET", "/api/home_page_content", access=Access.PUBLIC, reply=str)
+async def get_home_page_content(request: Request) -> HTTPResponse:
+    """The home page: the option `HomePageContent`, "" when unset.
+    Markdown, HTML or a URL the console shows in a frame; stored as given."""
+    return ok(services_of(request).system.home_page_content())
+
+
+@route(bp, "GET", "/api/models", access=Access.USER, reply=dict[str, list[str]])
+async def get_models_by_channel_type(request: Request) -> HTTPResponse:
+    """The built-in models by channel type: `{"<type number>": [model, …]}`.
+    What a new channel of that type is offered (new-api's shape); only the types the gateway serves are
+    listed. The models you may call are `GET /api/user/models`."""
+    return ok(models_by_channel_type())
+
+
+@route(bp, "GET", "/api/prefill_group/", access=Access.ADMIN, query=PrefillGroupQuery,
+       reply=list[PrefillGroup])
+async def list_prefill_groups(request: Request, query: PrefillGroupQuery) -> HTTPResponse:
+    """Saved model, tag and endpoint lists for the channel form: always empty.
+    Tollway keeps no such lists; the route exists so new-api's console can open the channel form."""
+    return ok([])
+
+
+@route(bp, "GET", "/api/user/oauth/bindings", access=Access.USER, reply=list[OAuthBinding])
+async def list_oauth_bindings(request: Request) -> HTTPResponse:
+    """Your sign-in identities at other providers: always empty (Tollway signs in with a password only)."""
+    return ok([])

@@ -81,3 +81,62 @@ class Status(Schema):
     default_use_auto_group: bool
     enable_data_export: bool
     data_export_default_time: str
+    stripe_unit_price: float
+    # what new-api's status has and Tollway does not: off, empty or 0 (docs/API.md#coming-from-new-api)
+    github_oauth: bool
+    github_client_id: str
+    discord_oauth: bool
+    discord_client_id: str
+    linuxdo_oauth: bool
+    linuxdo_client_id: str
+    linuxdo_minimum_trust_level: int
+    telegram_oauth: bool
+    telegram_bot_name: str
+    wechat_login: bool
+    wechat_qrcode: str
+    oidc_enabled: bool
+    oidc_client_id: str
+    oidc_authorization_endpoint: str
+    chats: list[dict[str, str]] = Field(description="chat links: always empty")
+    enable_drawing: bool
+    enable_task: bool
+    mj_notify_enabled: bool
+    enable_batch_update: bool = Field(description="true: quota and usage reach the database in batches")
+    default_collapse_sidebar: bool
+    api_info_enabled: bool
+    uptime_kuma_enabled: bool
+    announcements_enabled: bool
+    faq_enabled: bool
+    HeaderNavModules: str = Field(description="the option: new-api's console header (JSON text)")
+    SidebarModulesAdmin: str = Field(description="the option: new-api's console sidebar (JSON text)")
+    user_agreement_enabled: bool
+    privacy_policy_enabled: bool
+    checkin_enabled: bool
+    price: float = Field(description="EPay's price per unit: 0, there is no EPay")
+
+
+class PrefillGroupQuery(Schema):
+    type: Annotated[str, TextRule(max_len=32)] = Field("", description="model, tag or endpoint; empty: all")
+
+
+class PrefillGroup(Schema):
+    """A saved list of models, tags or endpoints new-api's console offers when editing a channel; Tollway
+    keeps none."""
+
+    id: int
+    name: str
+    type: str
+    items: list[str]
+    description: str
+    created_time: int
+    updated_time: int
+
+
+class OAuthBinding(Schema):
+    """A sign-in identity at another provider; Tollway has no other provider, so none exists."""
+
+    provider_id: int
+    provider_name: str
+    provider_slug: str
+    provider_icon: str
+    provider_user_id: str

@@ -24,6 +24,26 @@ from server.system.options import Options
 
 ROOT_INITIAL_QUOTA = 100_000_000
 
+NEW_API_ABSENT_FEATURES: dict[str, Any] = {
+    # The keys of new-api's `/api/status` (controller/misc.go GetStatus) for what Tollway does not have:
+    # sign-in with another provider, chat links, drawing and async tasks, console panels, check-in, legal
+    # pages, EPay. Off, empty or 0, never missing: the new-api console reads each of them.
+    "github_oauth": False, "github_client_id": "",
+    "discord_oauth": False, "discord_client_id": "",
+    "linuxdo_oauth": False, "linuxdo_client_id": "", "linuxdo_minimum_trust_level": 0,
+    "telegram_oauth": False, "telegram_bot_name": "",
+    "wechat_login": False, "wechat_qrcode": "",
+    "oidc_enabled": False, "oidc_client_id": "", "oidc_authorization_endpoint": "",
+    "chats": [],  # chat links; the console stores JSON.stringify(chats) and parses it on every page
+    "enable_drawing": False, "enable_task": False, "mj_notify_enabled": False,
+    "enable_batch_update": True,  # quota and usage reach SQL in batches (docs/ARCHITECTURE.md)
+    "default_collapse_sidebar": False,
+    "api_info_enabled": False, "uptime_kuma_enabled": False, "announcements_enabled": False,
+    "faq_enabled": False,
+    "user_agreement_enabled": False, "privacy_policy_enabled": False, "checkin_enabled": False,
+    "price": 0.0,  # EPay's price per unit: no EPay
+}
+
 
 class SystemService:
     """Status, setup and options, with exactly the components they use."""
@@ -69,7 +89,19 @@ class SystemService:
             "self_use_mode_enabled": s.self_use_mode_enabled, "demo_site_enabled": s.demo_site_enabled,
             "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
             "data_export_default_time": s.data_export_default_time,
+            "stripe_unit_price": s.stripe_unit_price,
+            "HeaderNavModules": s.header_nav_modules, "SidebarModulesAdmin": s.sidebar_modules_admin,
+            **NEW_API_ABSENT_FEATURES,
         }
+
+    def notice(self) -> str:
+        return self.options.settings.notice
+
+    def about(self) -> str:
+        return self.options.settings.about
+
+    def home_page_content(self) -> str:
+        return self.options.settings.home_page_content
 
     async def setup_state(self) -> dict[str, Any]:
         if await self.is_set_up():

@@ -58,7 +58,9 @@ ERROR_SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object", "required": ["success", "message"],
         "properties": {"success": {"const": False}, "message": {"type": "string"},
                        "code": {"type": "string"}},
-        "description": "A refused or failed `/api` request; a 400's message starts with the field's name.",
+        "description": "A refused or failed `/api` request; a 400's message starts with the field's name. "
+                       "With the option `NewApiCompatibleErrors` on, most refusals carry it with status "
+                       "200, as new-api does.",
     },
     "OpenAIError": {
         "type": "object", "required": ["error"],
@@ -215,7 +217,9 @@ def document(app: Sanic[Any, Any]) -> dict[str, Any]:
         "info": {"title": "Tollway", "version": _version(),
                  "description": "An API gateway for AI models with a management back office. `/api` routes "
                                 "answer `{success, message, data}`; the model-call routes answer in their "
-                                "provider's shape."},
+                                "provider's shape. With the option `NewApiCompatibleErrors` on, an `/api` "
+                                "refusal answers 200 with the error envelope, except no credential (401), a "
+                                "rate limit (429), a secure verification (403) and unknown routes."},
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": SECURITY_SCHEMES},
     }

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from sanic import Request
 
-from server.errors import Unauthorized
+from server.errors import Unauthenticated
 
 if TYPE_CHECKING:
     from core.identity import Principal
@@ -24,5 +24,5 @@ def services_of(request: Request) -> Services:
 def principal_of(request: Request) -> Principal:
     principal = getattr(request.ctx, "principal", None)
     if principal is None:
-        raise Unauthorized()
+        raise Unauthenticated()
     return cast("Principal", principal)
