@@ -84,6 +84,7 @@ class Supervisor:
         self.stopping = threading.Event()
         self._watches: dict[str, _Watch] = {}
         self._thread: threading.Thread | None = None
+        self._shutdown: Callable[[], Any] | None = None  # the manager's signal handler, run by `_run`
 
     def _servers(self) -> list[WorkerProcess]:
         return [process for worker in list(self.manager.transient.values())
@@ -122,6 +123,18 @@ class Supervisor:
                 self.check()
             except Exception:  # the supervisor must outlive any one bad pass
                 log.exception("worker supervision pass failed")
+        if self._shutdown is not None:
+            self._shutdown()
+
+    def shut_down_here(self, shutdown: Callable[[], Any]) -> bool:
+        """Stop supervising and have this thread run `shutdown` (the manager's handler of a shutdown
+        signal); False when the thread is not running, and the caller must run it itself."""
+        if self._thread is None or not self._thread.is_alive() or self.stopping.is_set():
+            self.stopping.set()
+            return False
+        self._shutdown = shutdown
+        self.stopping.set()
+        return True
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tollway-supervisor", daemon=True)
@@ -134,14 +147,24 @@ class Supervisor:
 
 
 def _stop_first(supervisor: Supervisor, signum: int) -> None:
-    """Stop supervising before the manager's own handler of `signum` starts shutting the workers down."""
+    """Stop supervising, then let the manager's own handler of `signum` shut the workers down — run by the
+    supervisor's thread, not inside the signal handler.
+
+    Sanic's manager polls its workers' states through a multiprocessing proxy many times a second, on the
+    main thread. Its handler run inside the signal handler, while the main thread waited for such a reply,
+    made its own proxy call on the same connection: it read the pending reply, both calls failed, and
+    `tollway serve` exited 1 on SIGINT (seen once in about ten test runs). From the supervisor's thread the
+    handler's proxy calls use that thread's own connection, and its stop message reaches the main thread's
+    loop through the manager's pipe as before."""
     previous = signal.getsignal(signum)
 
     def handler(sig: int, frame: FrameType | None) -> Any:
-        supervisor.stopping.set()
-        if callable(previous):
-            return previous(sig, frame)
-        return None
+        if not callable(previous):
+            supervisor.stopping.set()
+            return None
+        if supervisor.shut_down_here(lambda: previous(sig, None)):
+            return None
+        return previous(sig, frame)  # a second signal (or no supervisor thread): as the manager does
 
     signal.signal(signum, handler)
 
