@@ -79,6 +79,30 @@ def clean_env(**settings: str) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def mariadb_redis_env(tmp_path: Path, label: str, **settings: str
+                      ) -> Iterator[tuple[dict[str, str], str, str]]:
+    """A fresh MariaDB database and Redis key prefix, and the environment of a `tollway serve` on them (its
+    own data directory and free port, no per-IP rate limits, `settings` on top); yields (env, database URL,
+    prefix) and removes both afterwards. Without MariaDB or Redis: skipped, or failed when CI=true."""
+    try:
+        run_blocking(redis_ping())
+        db_url = create_database("mariadb")
+    except Exception as exc:
+        unavailable("mariadb+redis", exc)
+        raise
+    prefix = f"twtest:{label}:{secrets.token_hex(4)}:"
+    env = clean_env(**{"DATABASE_URL": db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix,
+                       "SECRET_KEY": secrets.token_hex(32), "DATA_DIR": str(tmp_path / "data"),
+                       "HOST": "127.0.0.1", "PORT": str(free_port()), "GLOBAL_API_RATE_LIMIT": "0",
+                       "CRITICAL_RATE_LIMIT": "0", **settings})
+    try:
+        yield env, db_url, prefix
+    finally:
+        run_blocking(redis_purge(prefix))
+        drop_database("mariadb", db_url)
+
+
 @dataclass
 class Proc:
     popen: subprocess.Popen[bytes]

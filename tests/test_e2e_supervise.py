@@ -8,7 +8,6 @@ logged with the worker's pid and the signal. Then SIGINT still stops everything 
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 from pathlib import Path
 
@@ -16,16 +15,7 @@ import httpx
 import pytest
 
 from server.supervise import FIRST_DELAY, MAX_DELAY, STABLE_AFTER, describe_exit, next_delay
-from tests.services import (
-    REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
-    run_blocking,
-    unavailable,
-)
-from tests.test_e2e_serve import clean_env, free_port, login, serving, setup_root
+from tests.test_e2e_serve import login, mariadb_redis_env, serving, setup_root
 from tests.workers import server_workers, wait_for
 
 RESTART_DEADLINE = 90.0  # seconds; bounds a hang only (a worker needs a few seconds to start)
@@ -44,45 +34,33 @@ def test_the_restart_back_off() -> None:
 
 @pytest.mark.slow
 def test_a_killed_worker_is_replaced(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb+redis", exc)
-        raise
-    prefix = f"twtest:e2e:{secrets.token_hex(4)}:"
-    env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
-                    SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
-                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0")
-    try:
-        with serving(tmp_path, env, "--workers", "2") as (proc, base_url):
-            main_pid = proc.popen.pid
-            def ready(workers: dict[str, int]) -> bool:  # Sanic prints this once a worker serves
-                return len(workers) == 2 and all(f"Worker ready [{pid}]" in proc.stdout
-                                                 for pid in workers.values())
+    with (mariadb_redis_env(tmp_path, "e2e") as (env, _, _),
+          serving(tmp_path, env, "--workers", "2") as (proc, base_url)):
+        main_pid = proc.popen.pid
 
-            wait_for(lambda: ready(server_workers(main_pid)), RESTART_DEADLINE, "two ready workers")
-            before = server_workers(main_pid)
-            victim_name, victim = sorted(before.items())[0]
+        def ready(workers: dict[str, int]) -> bool:  # Sanic prints this once a worker serves
+            return len(workers) == 2 and all(f"Worker ready [{pid}]" in proc.stdout
+                                             for pid in workers.values())
 
-            os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: ready(server_workers(main_pid)), RESTART_DEADLINE, "two ready workers")
+        before = server_workers(main_pid)
+        victim_name, victim = sorted(before.items())[0]
 
-            def replaced() -> bool:
-                now = server_workers(main_pid)
-                return ready(now) and victim not in now.values() and victim_name in now
+        os.kill(victim, signal.SIGKILL)
 
-            wait_for(replaced, RESTART_DEADLINE, f"a new {victim_name}\n{proc.output()}")
-            after = server_workers(main_pid)
-            assert {n: p for n, p in after.items() if n != victim_name} == \
-                {n: p for n, p in before.items() if n != victim_name}  # the other worker was left alone
-            with httpx.Client(base_url=base_url, timeout=20) as client:
-                assert all(client.get("/api/status").status_code == 200 for _ in range(20))
-            wait_for(lambda: f"worker {victim_name} restarted" in proc.stderr, RESTART_DEADLINE,
-                     "the restart in the log")
-            assert f"worker {victim_name} (pid {victim}) was killed by SIGKILL" in proc.stderr, proc.output()
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)
+        def replaced() -> bool:
+            now = server_workers(main_pid)
+            return ready(now) and victim not in now.values() and victim_name in now
+
+        wait_for(replaced, RESTART_DEADLINE, f"a new {victim_name}\n{proc.output()}")
+        after = server_workers(main_pid)
+        assert {n: p for n, p in after.items() if n != victim_name} == \
+            {n: p for n, p in before.items() if n != victim_name}  # the other worker was left alone
+        with httpx.Client(base_url=base_url, timeout=20) as client:
+            assert all(client.get("/api/status").status_code == 200 for _ in range(20))
+        wait_for(lambda: f"worker {victim_name} restarted" in proc.stderr, RESTART_DEADLINE,
+                 "the restart in the log")
+        assert f"worker {victim_name} (pid {victim}) was killed by SIGKILL" in proc.stderr, proc.output()
 
 
 def _sync_processes(main_pid: int) -> list[int]:
@@ -105,22 +83,12 @@ def _sync_processes(main_pid: int) -> list[int]:
 def test_the_quota_sync_is_its_own_supervised_process(tmp_path: Path) -> None:
     """With Redis, `tollway serve` runs the quota sync as its own process (not in a serving worker), moves
     balance changes into SQL with it, restarts it when it is killed, and stops it on shutdown."""
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb+redis", exc)
-        raise
-    prefix = f"twtest:e2e:{secrets.token_hex(4)}:"
-    env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
-                    SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
-                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0")
 
     def synced_grants(client: httpx.Client) -> int:  # manage logs in SQL: written only by the sync
         page = client.get("/api/log/", params={"type": 3, "page_size": 100}).json()["data"]
         return int(page["total"])
 
-    try:
+    with mariadb_redis_env(tmp_path, "e2e") as (env, _, _):
         with serving(tmp_path, env, "--workers", "1") as (proc, base_url):
             main_pid = proc.popen.pid
             wait_for(lambda: len(_sync_processes(main_pid)) == 1, RESTART_DEADLINE, "the sync process")
@@ -143,6 +111,3 @@ def test_the_quota_sync_is_its_own_supervised_process(tmp_path: Path) -> None:
             assert f"quota sync (pid {first}) was killed by SIGKILL" in proc.stderr, proc.output()
             last = _sync_processes(main_pid)
         assert last and not _sync_processes(main_pid)  # stopped with the server
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)

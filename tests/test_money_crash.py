@@ -37,18 +37,14 @@ from models.topups import TopUp, TopUpRepository
 from models.users import UserRepository
 from tests.services import (
     REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
     run_blocking,
-    unavailable,
 )
 from tests.test_e2e_serve import (
     ROOT_PASSWORD,
     START_DEADLINE,
     clean_env,
     free_port,
+    mariadb_redis_env,
     setup_root,
     start,
     stop,
@@ -196,22 +192,8 @@ def scenario(tmp_path: Path, env: dict[str, str], db_url: str, kind: str, prefix
 
 
 def test_kill_9_after_the_commit_loses_no_credit_on_mariadb_and_redis(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb and redis", exc)
-        raise
-    prefix = f"twtest:crash:{secrets.token_hex(4)}:"
-    env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
-                    SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
-                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
-                    QUOTA_SYNC_INTERVAL="0.2")
-    try:
+    with mariadb_redis_env(tmp_path, "crash", QUOTA_SYNC_INTERVAL="0.2") as (env, db_url, prefix):
         scenario(tmp_path, env, db_url, "mysql", prefix)
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)
 
 
 def test_kill_9_after_the_commit_loses_no_credit_in_embedded_mode(tmp_path: Path) -> None:

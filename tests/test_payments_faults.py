@@ -55,14 +55,9 @@ from tests.payments import (
 from tests.redis_server import own_redis
 from tests.services import (
     REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
     run_blocking,
-    unavailable,
 )
-from tests.test_e2e_serve import ROOT_PASSWORD, START_DEADLINE, clean_env, free_port, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, START_DEADLINE, mariadb_redis_env, setup_root
 from tests.test_money_crash import PASSWORD, client, killed_by, never_seen, process
 
 pytestmark = pytest.mark.slow
@@ -209,19 +204,8 @@ def _deliver(url: str, payload: bytes) -> httpx.Response:
 
 
 def test_kill_9_between_the_commit_and_the_live_balance_loses_no_credit(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb and redis", exc)
-        raise
-    prefix = f"twtest:paycrash:{secrets.token_hex(4)}:"
-    env = clean_env(DATABASE_URL=db_url, REDIS_URL=REDIS_URL, REDIS_KEY_PREFIX=prefix,
-                    SECRET_KEY=secrets.token_hex(32), DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1",
-                    PORT=str(free_port()), GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
-                    QUOTA_SYNC_INTERVAL="0.2")
     first, second = f"ref_{secrets.token_hex(16)}", f"ref_{secrets.token_hex(16)}"
-    try:
+    with mariadb_redis_env(tmp_path, "paycrash", QUOTA_SYNC_INTERVAL="0.2") as (env, db_url, prefix):
         with process(tmp_path, env) as url:
             setup_root(url, "mysql")
             root = client(url, "root", ROOT_PASSWORD)
@@ -266,7 +250,4 @@ def test_kill_9_between_the_commit_and_the_live_balance_loses_no_credit(tmp_path
         with process(tmp_path, env) as url:  # yet another start replays nothing twice
             assert client(url, "vic").get("/api/user/self").json()["data"]["quota"] == expected
         assert run_blocking(_sql(db_url))["pending"] == []
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)
 
