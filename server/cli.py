@@ -54,7 +54,7 @@ async def _migrate(config: Config) -> None:
 async def _check_redis(config: Config) -> None:
     if not config.redis_url:
         return
-    backend = RedisBackend(config.redis_url, config.redis_prefix)
+    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
     try:
         await backend.ping()
     except BackendUnavailable:

@@ -43,6 +43,9 @@ class Config:
     log_database_url: str | None = None
     redis_url: str | None = None
     redis_prefix: str = "tollway:"
+    # how long one Redis command may take (connect included) before the call answers 503; it is time on
+    # the worker's event loop, so a worker saturated with work also runs into it
+    redis_timeout: float = 2.0
     public_url: str = ""
     host: str = "127.0.0.1"
     port: int = 3000
@@ -255,6 +258,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         log_database_url=log_database_url,
         redis_url=redis_url,
         redis_prefix=prefix,
+        redis_timeout=_float(env, "REDIS_TIMEOUT", 2.0, 0.05, 60.0),
         secret_key=secret_key,
         data_dir=data_dir,
         public_url=public_url,

@@ -124,7 +124,7 @@ class State:
         sessions: SessionStore
         store: QuotaStore
         if config.redis_url:
-            redis_backend = RedisBackend(config.redis_url, config.redis_prefix)
+            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
             backend, sessions = redis_backend, RedisSessionStore(redis_backend)
             store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:

@@ -36,6 +36,10 @@ def make_config(database_url: str, data_dir: Path, redis_url: str | None = None,
         redis_url=redis_url, redis_prefix=prefix,
         global_rate_limit=RateLimit(0, 0), critical_rate_limit=RateLimit(0, 0),
         upstream_allow_private=ANY_ADDRESS,  # the fake upstreams listen on 127.0.0.1
+        # The Redis deadline is time on the event loop, and here one loop runs the app, its clients and the
+        # fake upstreams: on a loaded CI machine a burst of 30 calls kept replies waiting past the 2 s
+        # default (503s). The deadline itself is tested with a short one (tests/quota/test_backends.py).
+        redis_timeout=15.0,
     )
     return replace(config, **overrides)
 

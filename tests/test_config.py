@@ -73,7 +73,7 @@ def test_values_are_read(tmp_path: Path) -> None:
         SECRET_KEY=SECRET, DATABASE_URL="postgres://u:p@db/tollway",
         TRUSTED_PROXIES="10.0.0.0/8; 192.168.1.1",
         GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="5", CRITICAL_RATE_LIMIT_DURATION="60",
-        PUBLIC_URL="https://gw.example.com/", REDIS_KEY_PREFIX="tw:",
+        PUBLIC_URL="https://gw.example.com/", REDIS_KEY_PREFIX="tw:", REDIS_TIMEOUT="0.5",
     ))
     assert (config.host, config.port, config.workers) == (ANY_HOST, 8080, 4)
     assert not config.embedded and config.redis_url == "redis://cache:6379/2"
@@ -85,7 +85,7 @@ def test_values_are_read(tmp_path: Path) -> None:
     assert not config.global_rate_limit.enabled
     assert config.critical_rate_limit == RateLimit(5, 60) and config.critical_rate_limit.enabled
     assert config.public_url == "https://gw.example.com" and config.secure_cookies
-    assert config.redis_prefix == "tw:"
+    assert config.redis_prefix == "tw:" and config.redis_timeout == 0.5
 
 
 # ---- the embedded secret -----------------------------------------------------------------------------
@@ -197,6 +197,8 @@ def test_database_urls_get_the_async_driver(tmp_path: Path, raw: str, normalized
     ("MAX_BODY_SIZE", "12", {}),
     ("LOG_LEVEL", "LOUD", {}),
     ("USER_CACHE_SECONDS", "soon", {}),
+    ("REDIS_TIMEOUT", "0", {}),
+    ("REDIS_TIMEOUT", "forever", {}),
 ])
 def test_an_invalid_value_is_a_config_error_naming_the_variable(tmp_path: Path, name: str, value: str,
                                                                 extra: dict[str, str]) -> None:

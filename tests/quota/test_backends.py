@@ -476,6 +476,35 @@ async def test_redis_unreachable_raises_backend_unavailable() -> None:
         await backend.close()
 
 
+async def test_a_redis_that_never_answers_fails_the_call_at_the_deadline() -> None:
+    """REDIS_TIMEOUT: a server that accepts the connection and never replies (a stuck Redis, a dead peer
+    behind a live proxy) fails each call with BackendUnavailable once the backend's deadline passes —
+    the scripts on the pipelined connection and the commands on redis-py's pool alike."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        while await reader.read(4096):
+            pass
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    backend = RedisBackend(f"redis://127.0.0.1:{port}/0", "x:", timeout=0.3)
+    try:
+        async with asyncio.timeout(30):  # a hang guard, not a speed assertion
+            with pytest.raises(BackendUnavailable, match="TimeoutError"):
+                await backend.gcra("k", 1, 1)  # a Lua script: the pipelined connection
+            with pytest.raises(BackendUnavailable, match="TimeoutError"):
+                await backend.get_int("k")  # redis-py's pool
+        assert accepted, "the backend never reached the silent server"
+    finally:
+        await backend.close()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_subscription_announces_itself_before_any_message(subject: Subject) -> None:
     """Subscribers reload what they may have missed when they hear SUBSCRIBED (see server.context)."""
     listener = Listener(subject.backend, "news")
