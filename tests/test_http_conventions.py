@@ -627,7 +627,7 @@ async def test_an_unresponsive_redis_is_a_503_not_a_hang(stack: Stack, tmp_path:
                                                          private_redis: PrivateRedis) -> None:
     await private_redis.start()
     config = make_config(stack.database_url, tmp_path, private_redis.url, "tw:",
-                         global_rate_limit=RateLimit(1000, 60))
+                         global_rate_limit=RateLimit(1000, 60), redis_timeout=2.0)  # the default
     async with serve(config) as running:
         await add_user(running.state, "alice")
         api = await logged_in(running, "alice")
