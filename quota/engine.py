@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -47,12 +48,16 @@ class HoldIds:
     """Hold ids: 24 hex characters, this process's random prefix (64 bits, drawn at start, after a fork,
     and again every 2^32 holds) and a counter — unique across processes and nodes like 96 random bits
     (two prefixes collide with odds of n²/2^65), without a call for randomness (a system call, a third
-    of an in-process reservation's CPU) per hold. They are never shown to a caller."""
+    of an in-process reservation's CPU) per hold. They are never shown to a caller.
 
-    __slots__ = ("count", "prefix")
+    Each engine owns one; a forked child draws a new prefix before it makes its first hold."""
+
+    __slots__ = ("__weakref__", "count", "prefix")
 
     def __init__(self) -> None:
         self.reset()
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _reset(me))
 
     def reset(self) -> None:
         self.prefix = secrets.token_hex(8)
@@ -67,8 +72,10 @@ class HoldIds:
         return f"{self.prefix}{count:08x}"
 
 
-HOLD_IDS = HoldIds()
-os.register_at_fork(after_in_child=HOLD_IDS.reset)
+def _reset(ref: weakref.ref[HoldIds]) -> None:
+    hold_ids = ref()
+    if hold_ids is not None:
+        hold_ids.reset()
 
 
 LockedLoad = Callable[[int, str], Awaitable[tuple[int, str]]]
@@ -90,6 +97,7 @@ class QuotaEngine:
         self.store = store
         self.source = source
         self.lease_ms = int(lease_seconds * 1000)
+        self.hold_ids = HoldIds()
 
     async def _load(self, account: Account, account_id: int) -> int:
         for attempt in range(LOAD_ATTEMPTS):
@@ -128,7 +136,7 @@ class QuotaEngine:
         same prefix; in process: built with `limiter=`)."""
         if amount < 0:
             raise ValueError("amount must be ≥ 0")
-        hold_id = HOLD_IDS.next()
+        hold_id = self.hold_ids.next()
         limited = key_limited and key_id > 0
         active = active_limits(limits)
         for _ in range(3):

@@ -127,3 +127,27 @@ async def test_a_repeated_settle_of_an_engine_hold_changes_nothing() -> None:
     await store.sweep()
     assert (await store.settle(hold_id, 1, 0, False, 7, 300, None))[0] is False
     assert (await store.live("user", [1]))[1] == 1_000_000 - 300
+
+
+def test_hold_ids_count_under_one_prefix_per_engine_and_a_forked_child_draws_its_own() -> None:
+    """HoldIds: unique across engines and across a fork (a child that kept its parent's prefix and
+    counter would make the parent's next hold ids again)."""
+    import os
+
+    from quota.engine import HoldIds
+
+    ids = HoldIds()
+    first, second = ids.next(), ids.next()
+    assert (len(first), first[:16], int(second[16:], 16) - int(first[16:], 16)) == (24, second[:16], 1)
+    assert HoldIds().next()[:16] != first[:16]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave without running anything else of pytest's
+        os.write(write, ids.next().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert len(child) == 24 and child[:16] != first[:16]
+    assert ids.next()[:16] == first[:16]  # the parent's own go on
