@@ -75,7 +75,7 @@ class RedemptionRepository:
         if keyword:
             matches: list[ColumnElement[bool]] = [
                 func.lower(Redemption.name).like(_prefix_pattern(keyword), escape="\\")]
-            if keyword.isdigit() and len(keyword) <= 18:
+            if keyword.isascii() and keyword.isdigit() and len(keyword) <= 18:  # not '²' or '١'
                 matches.append(Redemption.id == int(keyword))
             if len(keyword) == KEY_LENGTH and all(c in "0123456789abcdef" for c in keyword):
                 matches.append(Redemption.key == keyword)

@@ -98,8 +98,8 @@ class UserRepository:
             pattern = _like_literal(keyword)
             text_match = or_(*(func.lower(col).like(pattern, escape="\\")
                                for col in (User.username, User.email, User.display_name)))
-            conds.append(or_(User.id == int(keyword), text_match) if keyword.isdigit() and len(keyword) < 18
-                         else text_match)
+            by_id = keyword.isascii() and keyword.isdigit() and len(keyword) < 18  # not '²' or '١'
+            conds.append(or_(User.id == int(keyword), text_match) if by_id else text_match)
         where = and_(*conds) if conds else None
         count = select(func.count()).select_from(User)
         rows = select(User).order_by(User.id.desc()).offset(offset).limit(limit)

@@ -134,6 +134,10 @@ async def test_pages_and_search(app: Running) -> None:
     assert await search(str(alpha.id)) == ["Alpha"]
     assert await search(keys[5]) == ["Alpha"]
     assert await search(keys[5].upper()) == []  # a key is exact
+    # digits other than ASCII ones are no id: a name prefix, not a 500 ('²') nor id 1 ('١')
+    await create(admin, "²nd")
+    assert await search("²") == ["²nd"]
+    assert await search("١") == []
 
 
 async def test_get_update_and_delete(app: Running) -> None:

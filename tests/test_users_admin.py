@@ -288,6 +288,16 @@ async def test_search_by_digits_finds_the_user_with_that_exact_id(app: Running) 
     assert await search(admin, keyword=str(missing)) == []
 
 
+async def test_search_by_digits_other_than_ascii_is_a_text_search_not_an_error(app: Running) -> None:
+    admin = await admin_api(app, "boss")
+    await add_user(app.state, "x²")
+    for _ in range(12):
+        await add_user(app.state, f"filler{_}")
+    # '²' counts as a digit for str.isdigit() but is no number; '١٢' would read as id 12
+    assert await search(admin, keyword="²") == ["x²"]
+    assert await search(admin, keyword="١٢") == []
+
+
 async def test_search_by_group_is_exact_and_anded_with_the_keyword(app: Running) -> None:
     root = await root_api(app)
     await add_user(app.state, "vip-ann", group="vip")
