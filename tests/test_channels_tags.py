@@ -74,6 +74,18 @@ async def test_editing_a_tag_changes_only_the_fields_with_a_value(app: Running) 
     assert (await row_of(app, one)).weight == 5  # type: ignore[union-attr]
 
 
+async def test_an_empty_priority_or_weight_leaves_them_as_new_api_form_sends_it(app: Running) -> None:
+    admin = await admin_of(app)
+    one, two, _ = await tagged(admin)
+    body = {"tag": "t1", "new_tag": "", "priority": "", "weight": "", "models": "m-q", "groups": ""}
+    assert data_of(await admin.put("/api/channel/tag", json=body)) == 2
+    for cid, priority in ((one, 0), (two, 7)):
+        row = await row_of(app, cid)
+        assert row is not None
+        assert (row.models, row.priority, row.weight, row.group, row.tag) == ("m-q", priority, 0, "default",
+                                                                               "t1")
+
+
 async def test_redirecting_the_keys_of_a_tag_needs_root(app: Running) -> None:
     admin = await admin_of(app)
     one, two, _ = await tagged(admin)

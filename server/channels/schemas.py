@@ -255,13 +255,25 @@ class TagBody(Schema):
     tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
 
 
+@dataclass(frozen=True, slots=True)
+class _EmptyIsUnchanged(Rule):
+    """A number of the tag edit that may also be `""` (new-api's form sends it for an untouched field):
+    `""` reads as absent."""
+
+    def check(self, value: Any) -> Any:
+        return None if value == "" else value
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {**generated, "anyOf": [*generated.get("anyOf", []), {"type": "string", "const": ""}]}
+
+
 class TagEdit(Schema):
     """Absent, null and "" all leave a field as it is."""
 
     tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
     new_tag: TagText | None = Field(None, description="rename the tag")
-    priority: Int64 | None = None
-    weight: Int64 | None = None
+    priority: Annotated[Int64 | None, _EmptyIsUnchanged()] = None
+    weight: Annotated[Int64 | None, _EmptyIsUnchanged()] = None
     model_mapping: JsonText | None = Field(None, description="JSON object: requested model → upstream model")
     models: Trimmed | None = Field(None, description="comma-separated model names")
     groups: Trimmed | None = Field(None, description="comma-separated groups")
