@@ -17,9 +17,12 @@ class SessionRepository:
         row = await self.s.scalar(stmt.with_for_update() if lock else stmt)
         return row if row is not None and row.expires_at > now else None
 
-    async def set_data(self, sid: str, data: str) -> None:
-        """Replace a record's data, its owner and expiry unchanged."""
-        await self.s.execute(update(SessionRow).where(SessionRow.id == sid).values(data=data))
+    async def set_data(self, sid: str, data: str, expires_at: int | None = None) -> None:
+        """Replace a record's data (and its expiry when given), its owner unchanged."""
+        values: dict[str, object] = {"data": data}
+        if expires_at is not None:
+            values["expires_at"] = expires_at
+        await self.s.execute(update(SessionRow).where(SessionRow.id == sid).values(**values))
 
     async def upsert(self, sid: str, user_id: int | None, data: str, expires_at: int) -> None:
         changed = await self.s.execute(

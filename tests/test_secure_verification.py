@@ -6,7 +6,7 @@ Proves:
   reference is a 400 naming the field (no second factor, unknown method, no code, a wrong code); an access
   token is refused (session only);
 - with `passkey` it takes the mark a passkey assertion left in the session record: accepted when under
-  60 s old, consumed whether or not it was;
+  60 s old, consumed whether or not it was, and by one of several concurrent requests only;
 - the channel key reveal works after a verification and answers 403 `VERIFICATION_REQUIRED` before one and
   `VERIFICATION_EXPIRED` 301 s after it;
 - `SessionVerifier` refuses a verification made with another method than the one required, and a caller
@@ -15,6 +15,7 @@ Proves:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -114,6 +115,18 @@ async def test_verify_with_a_fresh_passkey_mark_consumes_it(app: Running) -> Non
     fails(await api.post("/api/verify", json={"method": "passkey"}), 400, "method:", prefix=True)
     record = await app.state.sessions.get(raw)
     assert record is not None and "secure_passkey_ready_at" not in record
+
+
+async def test_a_passkey_mark_verifies_once_however_many_requests_race_for_it(app: Running) -> None:
+    _, api, _, _ = await two_factor_user(app)
+    raw = session_of(api)
+    move_to(app, app.clock.now_s() + 1)
+    await mark_passkey_ready(app, raw, app.clock.now_s())
+    answers = await asyncio.gather(*(api.post("/api/verify", json={"method": "passkey"}) for _ in range(8)))
+    assert sorted(a.status_code for a in answers) == [200] + [400] * 7
+    record = await app.state.sessions.get(raw)
+    assert record is not None and "secure_passkey_ready_at" not in record
+    assert record["secure_verified_method"] == "passkey"
 
 
 async def test_the_key_reveal_works_within_five_minutes_of_a_verification(app: Running) -> None:

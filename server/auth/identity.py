@@ -80,8 +80,10 @@ class Identity:
             raw = fresh
             request.ctx.set_session_cookie = raw
         elif now - int(data.get("pushed_at", 0)) >= SLIDE_EVERY:
-            data = {**data, "pushed_at": now}
-            await self.sessions.save(raw, data)
+            slid = await self.sessions.slide(raw, {"pushed_at": now})
+            if slid is None:  # ended (revoked, logged out) since it was read: it stays ended
+                return None
+            data = slid
             request.ctx.set_session_cookie = raw
         return Principal(user=user, via="session", session_id=raw, session=data)
 

@@ -35,7 +35,7 @@ from server.accounts.rules import require_hierarchy
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known
 from server.auth.sessions import SessionStore
-from server.auth.verification import AuthMethod, SecondFactor, SecureVerifier
+from server.auth.verification import PASSKEY_READY_MARK, AuthMethod, SecondFactor, SecureVerifier
 from server.clock import Clock
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.system.options import Options
@@ -46,7 +46,7 @@ CHALLENGE_TTL = 120
 MAX_PER_USER = 10
 REGISTRATION = "passkey_registration"
 VERIFICATION = "passkey_verify"
-READY_MARK = "secure_passkey_ready_at"  # consumed by `POST /api/verify` with method `passkey`
+READY_MARK = PASSKEY_READY_MARK  # consumed by `POST /api/verify` with method `passkey`
 LOGIN_FAILED = "passkey login failed"
 
 SessionOpener = Callable[[User, AuthMethod, str | None], Awaitable[str]]

@@ -6,7 +6,9 @@ expiry slid forward. Each user's session hashes are indexed so that all of them 
 
 `merge` (add fields) and `take` (remove one field and return it) change one record atomically, keeping its
 expiry: of any number of concurrent `take`s of a field, one gets its value (a passkey ceremony's challenge
-is used once, however many finishes race). Redis: WATCH/MULTI; SQL: the row locked in one transaction.
+is used once, however many finishes race). `slide` (add fields and push the expiry to now + 30 days) is
+the same step on the live record: nothing written meanwhile is lost, and a session that ended meanwhile
+(revoked, logged out) is never re-created. Redis: WATCH/MULTI; SQL: the row locked in one transaction.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class SessionStore(Protocol):
     async def take(self, raw_id: str, field: str) -> Any:
         """Remove `field` from the record and return its value (None when absent), atomically."""
         ...
+    async def slide(self, raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                    ) -> dict[str, Any] | None:
+        """Add `fields` to an existing record and push its expiry to now + `ttl`, atomically; the record as
+        now stored, or None when there is no such record (nothing is created)."""
+        ...
 
 
 Change = Callable[[dict[str, Any]], Any]  # edits a record in place, returns the caller's answer
@@ -57,6 +64,13 @@ def _merging(fields: dict[str, Any]) -> Change:
 
 def _taking(field: str) -> Change:
     return lambda data: data.pop(field, None)
+
+
+def _sliding(fields: dict[str, Any]) -> Change:
+    def change(data: dict[str, Any]) -> dict[str, Any]:
+        data.update(fields)
+        return dict(data)
+    return change
 
 
 def _owner(data: dict[str, Any]) -> int | None:
@@ -109,11 +123,17 @@ class RedisSessionStore:
     async def take(self, raw_id: str, field: str) -> Any:
         return await self._change(raw_id, _taking(field), absent=None)
 
+    async def slide(self, raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                    ) -> dict[str, Any] | None:
+        slid: dict[str, Any] | None = await self._change(raw_id, _sliding(fields), absent=None, ttl=ttl)
+        return slid
+
     @idempotent
-    async def _change(self, raw_id: str, change: Change, absent: Any) -> Any:
+    async def _change(self, raw_id: str, change: Change, absent: Any, ttl: int | None = None) -> Any:
         """Read, change and write one record under WATCH: a concurrent writer makes EXEC fail and the whole
         step runs again on what that writer left. (A retry after a broken connection may find a `take`
-        already done and answer None: for a single-use value the safe answer.)"""
+        already done and answer None: for a single-use value the safe answer.) With `ttl` the expiry
+        becomes now + `ttl` (and the user's index lives at least as long); else it is kept."""
         key = self.key(f"session:{sha256_hex(raw_id)}")
         async with self.r.pipeline(transaction=True) as pipe:
             while True:
@@ -125,7 +145,13 @@ class RedisSessionStore:
                     data = json.loads(value)
                     answer = change(data)
                     pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.set(key, json.dumps(data), keepttl=True)
+                    if ttl is None:
+                        pipe.set(key, json.dumps(data), keepttl=True)
+                    else:
+                        pipe.set(key, json.dumps(data), ex=ttl)
+                        owner = _owner(data)
+                        if owner is not None:
+                            pipe.expire(self.key(f"session:user:{owner}"), SESSION_TTL)
                     await pipe.execute()
                     return answer
                 except WatchError:
@@ -163,7 +189,12 @@ class SqlSessionStore:
     async def take(self, raw_id: str, field: str) -> Any:
         return await self._change(raw_id, _taking(field), absent=None)
 
-    async def _change(self, raw_id: str, change: Change, absent: Any) -> Any:
+    async def slide(self, raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                    ) -> dict[str, Any] | None:
+        slid: dict[str, Any] | None = await self._change(raw_id, _sliding(fields), absent=None, ttl=ttl)
+        return slid
+
+    async def _change(self, raw_id: str, change: Change, absent: Any, ttl: int | None = None) -> Any:
         async with self.db.transaction() as tx:
             sessions = SessionRepository(tx)
             sid = sha256_hex(raw_id)
@@ -172,5 +203,6 @@ class SqlSessionStore:
                 return absent
             data = json.loads(row.data)
             answer = change(data)
-            await sessions.set_data(sid, json.dumps(data))
+            await sessions.set_data(sid, json.dumps(data),
+                                    expires_at=None if ttl is None else self.clock.now_s() + ttl)
             return answer

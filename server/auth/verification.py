@@ -31,6 +31,7 @@ REQUIRED_MESSAGE = "secure verification required"
 
 VERIFIED_SECONDS = 300  # a verification is valid this long after it was made
 PASSKEY_READY_SECONDS = 60  # a passkey assertion made for a verification must be used this soon
+PASSKEY_READY_MARK = "secure_passkey_ready_at"  # the session field a passkey `verify/finish` leaves
 
 Method = Literal["2fa", "passkey"]
 METHODS: tuple[Method, ...] = ("2fa", "passkey")

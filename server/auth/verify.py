@@ -4,8 +4,9 @@
 A verification is a mark in the session's record (`secure_verified_at`, `secure_verified_method`), read by
 `SessionVerifier` (server/auth/verification.py) for the actions that need one. With `2fa` it costs a TOTP
 or backup code, checked under the 2FA failure lock; with `passkey` it costs the mark a passkey assertion
-made for this session left in the record (`secure_passkey_ready_at`), which is taken whether it is still
-fresh or not.
+made for this session left in the record (`secure_passkey_ready_at`), which is taken (atomically: of any
+number of concurrent requests, one gets it) whether it is still fresh or not. The verification is merged
+into the record as stored at that moment, so nothing written to it meanwhile is lost.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from server.auth.second_factor import TotpFactor
 from server.auth.sessions import SessionStore
 from server.auth.verification import (
     METHODS,
+    PASSKEY_READY_MARK,
     PASSKEY_READY_SECONDS,
     VERIFIED_SECONDS,
     PasskeyPresence,
     verification_of,
 )
 from server.clock import Clock
-from server.errors import BadRequest
+from server.errors import BadRequest, Unauthenticated
 
 
 class VerificationService:
@@ -36,14 +38,10 @@ class VerificationService:
         self.sessions = sessions
         self.clock = clock
 
-    async def _record(self, principal: Principal) -> tuple[str, dict[str, Any]]:
-        """The caller's session id and its record as stored now (a write merges into the latest copy)."""
-        raw = principal.session_id
-        assert raw is not None  # the route is session-only
-        return raw, (await self.sessions.get(raw)) or dict(principal.session or {})
-
     async def verify(self, principal: Principal, method: str, code: str | None) -> dict[str, Any]:
         user_id = principal.id
+        raw = principal.session_id
+        assert raw is not None  # the route is session-only
         has_totp = await self.factor.enabled(user_id)
         if not has_totp and await self.passkeys.count(user_id) == 0:
             raise BadRequest("method: no second factor to verify with; enable 2FA or add a passkey first")
@@ -56,18 +54,14 @@ class VerificationService:
                 raise BadRequest("code: is required")
             if not await self.factor.check(user_id, code):
                 raise BadRequest("code: invalid 2FA code")
-            raw, record = await self._record(principal)
         else:
-            raw, record = await self._record(principal)
-            ready = record.pop("secure_passkey_ready_at", None)
-            if ready is not None:  # taken whether or not it is still fresh
-                await self.sessions.save(raw, record)
+            ready = await self.sessions.take(raw, PASSKEY_READY_MARK)  # taken whether or not still fresh
             age = self.clock.now_s() - ready if isinstance(ready, int) and not isinstance(ready, bool) else -1
             if not 0 <= age < PASSKEY_READY_SECONDS:
                 raise BadRequest("method: no recent passkey verification; verify with a passkey first")
         now = self.clock.now_s()
-        record.update(secure_verified_at=now, secure_verified_method=method)
-        await self.sessions.save(raw, record)
+        if not await self.sessions.merge(raw, {"secure_verified_at": now, "secure_verified_method": method}):
+            raise Unauthenticated("not logged in")  # the session ended meanwhile
         return {"verified": True, "expires_at": now + VERIFIED_SECONDS}
 
     async def status(self, principal: Principal) -> dict[str, Any]:
