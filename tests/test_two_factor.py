@@ -214,6 +214,23 @@ async def test_concurrent_uses_of_one_code_let_one_in(app: Running) -> None:
     assert sorted(statuses) == [200, 401, 401, 401], statuses
 
 
+async def test_one_pending_login_opens_one_session_whatever_valid_codes_race(app: Running) -> None:
+    """Step 2 sent several times at once on one pending login, each with another valid backup code: one
+    session is opened; the others find the pending login gone."""
+    _, _, _, codes = await two_factor_user(app)
+    api = await first_step(app, "alice")
+    pending = session_of(api)
+    async with httpx.AsyncClient(base_url=app.url, timeout=20) as http:  # no cookie jar: each sends it
+        responses = await asyncio.gather(*(
+            http.post("/api/user/login/2fa", json={"code": code}, headers={"Cookie": f"session={pending}"})
+            for code in codes[:4]))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200, 401, 401, 401], [r.text for r in responses]
+    assert all(r.json()["message"] == LOGIN_EXPIRED for r in responses if r.status_code == 401)
+    opened = {r.cookies["session"] for r in responses if r.status_code == 200}
+    assert len(opened) == 1 and pending not in opened
+
+
 async def test_concurrent_wrong_codes_check_at_most_five(app: Running) -> None:
     await two_factor_user(app)
     callers = [await first_step(app, "alice") for _ in range(12)]

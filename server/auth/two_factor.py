@@ -170,4 +170,8 @@ class TwoFactorService:
             raise Unauthorized(LOGIN_EXPIRED)
         if not await self.factor.check(user_id, code):
             raise Unauthorized("invalid 2FA code")
+        # one pending login opens one session: of concurrent step 2s with different valid codes, the one
+        # that takes the pending mark goes on (a wrong code above leaves it for another try)
+        if await self.sessions.take(pending_session, "pending_user_id") is None:
+            raise Unauthorized(LOGIN_EXPIRED)
         return SecondStep(user, await self.auth.open_session(user, AuthMethod.PASSWORD_2FA, pending_session))
