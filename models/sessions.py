@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from models.tables import SessionRow
+from models.tables import SessionRow, User
 
 
 class SessionRepository:
@@ -23,6 +23,17 @@ class SessionRepository:
         if expires_at is not None:
             values["expires_at"] = expires_at
         await self.s.execute(update(SessionRow).where(SessionRow.id == sid).values(**values))
+
+    async def lock_owner(self, user_id: int) -> None:
+        """Lock the user's row: a rotation and a revocation of the same user's sessions take this lock
+        first, so they run one after the other, and always lock in the same order (user, then sessions)."""
+        await self.s.execute(select(User.id).where(User.id == user_id).with_for_update())
+
+    async def rename(self, sid: str, new_sid: str, data: str, expires_at: int) -> None:
+        """Move a record to a new id in place (the same row: a statement waiting on its lock, such as
+        `delete_for_user`, then acts on the renamed row)."""
+        await self.s.execute(update(SessionRow).where(SessionRow.id == sid)
+                             .values(id=new_sid, data=data, expires_at=expires_at))
 
     async def upsert(self, sid: str, user_id: int | None, data: str, expires_at: int) -> None:
         changed = await self.s.execute(

@@ -9,6 +9,7 @@ session revoked while a request is sliding it (held on its SQL row) stays revoke
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,50 @@ async def test_a_session_revoked_while_a_request_slides_it_stays_revoked(sql_ses
     await call
     assert await app.state.sessions.get(raw) is None
     assert (await api.get("/api/user/self")).status_code == 401
+
+
+async def test_rotate_moves_a_record_and_never_recreates_an_ended_one(app: Running) -> None:
+    sessions = app.state.sessions
+    old, new = new_session_id(), new_session_id()
+    assert await sessions.rotate(old, new, {"role": 10}) is None  # no such record: nothing is created
+    assert await sessions.get(new) is None
+
+    await sessions.save(old, {"id": 7, "role": 1, "pushed_at": 0}, ttl=300)
+    assert await sessions.rotate(old, new, {"role": 10, "pushed_at": 5}) == {"id": 7, "role": 10,
+                                                                            "pushed_at": 5}
+    assert await sessions.get(old) is None
+    assert await sessions.get(new) == {"id": 7, "role": 10, "pushed_at": 5}
+    await sessions.revoke_user(7)  # the user's index knows the new id
+    assert await sessions.get(new) is None
+    assert await sessions.rotate(new, new_session_id(), {}) is None
+
+
+async def test_a_revocation_racing_rotations_leaves_no_session(app: Running) -> None:
+    """Whichever runs first, `revoke_user` ends the record a concurrent `rotate` moves: the rotation either
+    finds it gone or moves it where the revocation then finds it. (SQLite, and Redis.)"""
+    await revocation_racing_rotations(app)
+
+
+async def test_a_revocation_racing_rotations_leaves_no_session_in_a_server_database(
+        sql_sessions_app: Running) -> None:
+    """The same with the sessions in MariaDB / PostgreSQL: the rotation renames the locked row in place."""
+    await revocation_racing_rotations(sql_sessions_app)
+
+
+async def revocation_racing_rotations(app: Running) -> None:
+    sessions = app.state.sessions
+    for round_ in range(30):
+        uid = await add_user(app.state, f"rotated{round_}")
+        first = new_session_id()
+        await sessions.save(first, {"id": uid, "role": 1})
+        chain = [first] + [new_session_id() for _ in range(3)]
+
+        async def rotations(chain: list[str]) -> None:
+            for old, new in itertools.pairwise(chain):
+                if await sessions.rotate(old, new, {"role": 10}) is None:
+                    return
+                await asyncio.sleep(0)
+
+        await asyncio.gather(rotations(chain), sessions.revoke_user(uid))
+        alive = [raw for raw in chain if await sessions.get(raw) is not None]
+        assert alive == [], f"round {round_}: a session outlived the revocation"

@@ -163,9 +163,10 @@ class AccountService:
         view = (await self.with_live_quota([view]))[0]
         rotated = None
         if password:
-            if principal.via == "session" and principal.session_id and principal.session is not None:
-                rotated = new_session_id()
-                await self.sessions.save(rotated, {**principal.session, "pushed_at": self.clock.now_s()})
+            if principal.via == "session" and principal.session_id:
+                fresh = new_session_id()
+                if await self.sessions.rotate(principal.session_id, fresh, {"pushed_at": self.clock.now_s()}):
+                    rotated = fresh  # (None: the session ended meanwhile, and the caller is logged out)
             await self._revoke(principal.id, keep_session=rotated, token_digest=old_token)
         elif values:
             await self.users.invalidate(principal.id)

@@ -74,10 +74,10 @@ class Identity:
         now = self.clock.now_s()
         if user.role > int(data.get("role", 0)):
             fresh = new_session_id()
-            data = {**data, "role": user.role, "pushed_at": now}
-            await self.sessions.save(fresh, data)
-            await self.sessions.delete(raw)
-            raw = fresh
+            rotated = await self.sessions.rotate(raw, fresh, {"role": user.role, "pushed_at": now})
+            if rotated is None:  # ended (revoked, logged out) since it was read: it stays ended
+                return None
+            data, raw = rotated, fresh
             request.ctx.set_session_cookie = raw
         elif now - int(data.get("pushed_at", 0)) >= SLIDE_EVERY:
             slid = await self.sessions.slide(raw, {"pushed_at": now})

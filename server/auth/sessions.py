@@ -9,6 +9,13 @@ expiry: of any number of concurrent `take`s of a field, one gets its value (a pa
 is used once, however many finishes race). `slide` (add fields and push the expiry to now + 30 days) is
 the same step on the live record: nothing written meanwhile is lost, and a session that ended meanwhile
 (revoked, logged out) is never re-created. Redis: WATCH/MULTI; SQL: the row locked in one transaction.
+
+`rotate` moves a record to a new id (a role rise, the owner's own password change) in one such step, and
+`revoke_user` ends a user's sessions in one: whichever runs first, a revocation never misses the rotated
+copy and a rotation never revives a revoked record. Redis: the rotation watches the old record, the
+revocation the user's index, and each changes what the other watches; SQL: both lock the user's row
+first (the same lock order for both: user, then sessions), and the rotation renames the session's row in
+place.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from redis.exceptions import WatchError
 
 from models.db import Database
 from models.sessions import SessionRepository
-from quota.backends.redis import RedisBackend, idempotent
+from quota.backends.redis import RedisBackend, guarded, idempotent
 from server.clock import Clock
 from server.crypto import sha256_hex
 
@@ -49,6 +56,12 @@ class SessionStore(Protocol):
                     ) -> dict[str, Any] | None:
         """Add `fields` to an existing record and push its expiry to now + `ttl`, atomically; the record as
         now stored, or None when there is no such record (nothing is created)."""
+        ...
+    async def rotate(self, raw_id: str, new_raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                     ) -> dict[str, Any] | None:
+        """Move an existing record to `new_raw_id`, adding `fields`, with an expiry of now + `ttl`,
+        atomically against `revoke_user`; the record as now stored, or None when there is no such record
+        (nothing is created)."""
         ...
 
 
@@ -107,15 +120,51 @@ class RedisSessionStore:
 
     @idempotent
     async def revoke_user(self, user_id: int, keep_raw_id: str | None = None) -> None:
+        """Under WATCH of the user's index: a session added or rotated meanwhile makes EXEC fail, and the
+        revocation runs again on the index as it is then."""
         index = self.key(f"session:user:{user_id}")
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
-        members = await self.r.smembers(index)
-        doomed = [str(m) for m in members if m != keep]
-        if doomed:
-            async with self.r.pipeline(transaction=True) as pipe:
-                pipe.delete(*(self.key(f"session:{m}") for m in doomed))
-                pipe.srem(index, *doomed)
-                await pipe.execute()
+        async with self.r.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(index)
+                    doomed = [str(m) for m in await pipe.smembers(index) if m != keep]
+                    if not doomed:
+                        return
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.delete(*(self.key(f"session:{m}") for m in doomed))
+                    pipe.srem(index, *doomed)
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue
+
+    @guarded  # not retried: a rotation done before the connection broke would answer None the second time
+    async def rotate(self, raw_id: str, new_raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                     ) -> dict[str, Any] | None:
+        old_sid, new_sid = sha256_hex(raw_id), sha256_hex(new_raw_id)
+        old_key = self.key(f"session:{old_sid}")
+        async with self.r.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(old_key)
+                    value = await pipe.get(old_key)
+                    if value is None:
+                        return None
+                    data: dict[str, Any] = {**json.loads(value), **fields}
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(self.key(f"session:{new_sid}"), json.dumps(data), ex=ttl)
+                    pipe.delete(old_key)
+                    owner = _owner(data)
+                    if owner is not None:
+                        index = self.key(f"session:user:{owner}")
+                        pipe.srem(index, old_sid)
+                        pipe.sadd(index, new_sid)
+                        pipe.expire(index, SESSION_TTL)
+                    await pipe.execute()
+                    return data
+                except WatchError:
+                    continue
 
     async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
         return bool(await self._change(raw_id, _merging(fields), absent=False))
@@ -181,7 +230,9 @@ class SqlSessionStore:
     async def revoke_user(self, user_id: int, keep_raw_id: str | None = None) -> None:
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
         async with self.db.transaction() as tx:
-            await SessionRepository(tx).delete_for_user(user_id, keep)
+            sessions = SessionRepository(tx)
+            await sessions.lock_owner(user_id)
+            await sessions.delete_for_user(user_id, keep)
 
     async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
         return bool(await self._change(raw_id, _merging(fields), absent=False))
@@ -193,6 +244,22 @@ class SqlSessionStore:
                     ) -> dict[str, Any] | None:
         slid: dict[str, Any] | None = await self._change(raw_id, _sliding(fields), absent=None, ttl=ttl)
         return slid
+
+    async def rotate(self, raw_id: str, new_raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
+                     ) -> dict[str, Any] | None:
+        now = self.clock.now_s()
+        async with self.db.transaction() as tx:
+            sessions = SessionRepository(tx)
+            sid = sha256_hex(raw_id)
+            row = await sessions.get(sid, now)
+            if row is not None and row.user_id is not None:
+                await sessions.lock_owner(row.user_id)  # then no revocation of this user runs meanwhile
+                row = await sessions.get(sid, now, lock=True)
+            if row is None:
+                return None
+            data: dict[str, Any] = {**json.loads(row.data), **fields}
+            await sessions.rename(sid, sha256_hex(new_raw_id), json.dumps(data), now + ttl)
+            return data
 
     async def _change(self, raw_id: str, change: Change, absent: Any, ttl: int | None = None) -> Any:
         async with self.db.transaction() as tx:
