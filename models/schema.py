@@ -5,6 +5,7 @@ from models import (
     channels,
     credits,
     keys,
+    kv,
     logs,
     passkeys,
     payments,
@@ -19,5 +20,5 @@ from models.base import Base
 
 metadata = Base.metadata
 
-__all__ = ["abilities", "channels", "credits", "keys", "logs", "metadata", "passkeys", "payments", "quota",
-           "quota_data", "redemptions", "tables", "topups", "two_factor"]
+__all__ = ["abilities", "channels", "credits", "keys", "kv", "logs", "metadata", "passkeys", "payments",
+           "quota", "quota_data", "redemptions", "tables", "topups", "two_factor"]

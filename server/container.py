@@ -76,13 +76,13 @@ def build_services(state: State) -> Services:
     guard = Guard(trusted_proxies=config.trusted_proxies, global_limit=config.global_rate_limit,
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
                   identity=identity, cookies=cookies)
-    codes = EmailCodes(state.backend, state.box, state.clock)
-    factor = TotpFactor(db=state.db, backend=state.backend, box=state.box, clock=state.clock)
+    codes = EmailCodes(state.kv, state.box, state.clock)
+    factor = TotpFactor(db=state.db, backend=state.kv, box=state.box, clock=state.clock)
     verifier = SessionVerifier(state.clock)
-    auth = AuthService(db=state.db, backend=state.backend, sessions=state.sessions, users=state.users,
+    auth = AuthService(db=state.db, backend=state.kv, sessions=state.sessions, users=state.users,
                        passwords=state.passwords, box=state.box, options=state.options, clock=state.clock,
                        second_factor=factor, codes=codes)
-    passkeys = PasskeyService(db=state.db, backend=state.backend, sessions=state.sessions,
+    passkeys = PasskeyService(db=state.db, backend=state.kv, sessions=state.sessions,
                               options=state.options, verifier=verifier, second_factor=factor,
                               open_session=auth.open_session, clock=state.clock)
     two_factor = TwoFactorService(db=state.db, factor=factor, auth=auth, sessions=state.sessions,
@@ -94,7 +94,7 @@ def build_services(state: State) -> Services:
                               clock=state.clock)
     mailer = SmtpMailer(lambda: state.options.settings.smtp, lambda: state.options.settings.system_name)
     email = EmailService(db=state.db, backend=state.backend, codes=codes,
-                         resets=ResetTokens(state.backend, state.clock), mailer=mailer, accounts=accounts,
+                         resets=ResetTokens(state.kv, state.clock), mailer=mailer, accounts=accounts,
                          users=state.users, options=state.options)
     groups = GroupService(options=state.options, channels=state.channels)
     invitations = InvitationService(db=state.db, credits=state.credits, options=state.options,

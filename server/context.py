@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.db import Database
+from models.kv import SqlKeyValue
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
-from quota.backends.base import Backend
+from quota.backends.base import Backend, KeyValue
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
@@ -98,6 +99,7 @@ class State:
     db: Database
     backend: Backend
     sessions: SessionStore
+    kv: KeyValue  # account security's short-lived keys: the backend with Redis, else SQL (models/kv.py)
     box: SecretBox
     passwords: Passwords
     options: Options
@@ -122,14 +124,15 @@ class State:
         log_db = Database(logs_url) if logs_url else db
         backend: Backend
         sessions: SessionStore
+        kv: KeyValue
         store: QuotaStore
         if config.redis_url:
             redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
-            backend, sessions = redis_backend, RedisSessionStore(redis_backend)
+            backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
             store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
             memory = MemoryBackend()
-            backend, sessions = memory, SqlSessionStore(db, clock)
+            backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)
             store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory,
                                      marker_ms=int(config.quota_hold_timeout * 1000))
         box = SecretBox(config.secret_key)
@@ -138,7 +141,7 @@ class State:
         crash_hook = kill_self if config.kill_after_log_commit else None
         options = Options(db, backend, box, versions)
         state = cls(
-            config=config, clock=clock, db=db, backend=backend, sessions=sessions, box=box,
+            config=config, clock=clock, db=db, backend=backend, sessions=sessions, kv=kv, box=box,
             passwords=Passwords(), options=options,
             users=UserDirectory(db, backend, config.user_cache_seconds),
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
@@ -186,13 +189,15 @@ class State:
         self.keys.forget_all()
 
     async def _purge_sessions(self, stop: asyncio.Event, every: float = 3600.0) -> None:
-        """Delete expired SQL sessions (Redis expires its own)."""
+        """Delete expired SQL sessions and short-lived keys (Redis expires its own)."""
         while not stop.is_set():
             try:
                 async with self.db.transaction() as tx:
                     removed = await SessionRepository(tx).purge_expired(self.clock.now_s())
                 if removed:
                     log.info("purged %d expired sessions", removed)
+                if isinstance(self.kv, SqlKeyValue):
+                    await self.kv.purge_expired()
             except Exception:
                 log.exception("session purge failed; retrying later")
             with contextlib.suppress(asyncio.TimeoutError):

@@ -60,7 +60,7 @@ async def verifying(app: Running) -> None:
 
 
 async def stored_code(app: Running, email: str) -> str | None:
-    return await app.state.backend.get_text(EmailCodes.key(email))
+    return await app.state.kv.get_text(EmailCodes.key(email))
 
 
 # ---- codes and registration --------------------------------------------------------------------------------

@@ -52,6 +52,9 @@ from tests.harness import Running, add_user, keep_upstreams_local, make_config, 
 PASSWORD = "password123"
 URL_TEXT_MAX = 4000
 VOLATILE = {("tokens", "accessed_time")}  # flushed by a background task once a minute
+# short-lived keys (models/kv.py): a refusal may change them on purpose (a failed login is counted), as it
+# changes the same keys in Redis, which the dump does not read on the Redis stack either
+SHORT_LIVED = {"kv"}
 
 SAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/setup"): {"username": "root2", "password": PASSWORD, "confirmPassword": PASSWORD},
@@ -176,6 +179,8 @@ async def dump(running: Running) -> dict[str, list[tuple[Any, ...]]]:
     out: dict[str, list[tuple[Any, ...]]] = {}
     async with state.db.transaction() as tx:
         for table in metadata.sorted_tables:
+            if table.name in SHORT_LIVED:
+                continue
             cols = [c for c in table.columns if (table.name, c.name) not in VOLATILE]
             rows = (await tx.execute(select(*cols))).all()
             out[table.name] = sorted((tuple(r) for r in rows), key=repr)

@@ -162,7 +162,7 @@ async def test_a_refusing_mail_server_is_500_and_leaves_no_token(mail_app: Runni
     match = TOKEN.search(refused.text)
     assert match is not None
     token = match.group(1)
-    assert await mail_app.state.backend.get_text(ResetTokens.key(token)) is None
+    assert await mail_app.state.kv.get_text(ResetTokens.key(token)) is None
     assert token not in response.text and token not in logged_text(caplog.records)
     smtp.refuse = False
     assert fails(await reset(mail_app.client(), "jan@example.com", token), 400) == INVALID
@@ -175,7 +175,7 @@ async def test_no_token_in_any_reply_or_log(mail_app: Running, smtp: FakeSmtp,
     api = mail_app.client()
     replies = [await request_reset(api, "kim@example.com")]
     token = smtp.token_for("kim@example.com")
-    raw = await mail_app.state.backend.get_text(ResetTokens.key(token))
+    raw = await mail_app.state.kv.get_text(ResetTokens.key(token))
     assert raw is not None and token not in raw  # stored under its digest, the value names no token
     replies.append(await reset(api, "kim@example.com", token, "short"))
     replies.append(await reset(api, "kim@example.com", token))

@@ -89,31 +89,14 @@ class RateResult:
 NO_LIMIT = 2**63 - 1  # `remaining` when no limit applied
 
 
-class Backend(Protocol):
-    """Counters, GCRA rate limits and a broadcast channel, shared by every worker that uses the store."""
-
-    async def ping(self) -> None: ...
-
-    async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
-        """Admit `cost` units against `limit` per `period` seconds (burst = `limit`)."""
-        ...
-
-    async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
-        """Check every limit, then charge all of them only if every one admits (one atomic step).
-
-        Limits with `count <= 0` are skipped; peeks (`cost == 0`) are checked and never charged.
-        """
-        ...
-
-    async def gcra_charge(self, *limits: Limit) -> None:
-        """Charge each limit its `cost` unconditionally, even past the limit (the key's expiry follows)."""
-        ...
+class KeyValue(Protocol):
+    """Short-lived keys: counters and texts with a time to live, some of them single-use. Every backend
+    has them; without Redis, account security keeps its keys in SQL instead (models/kv.py), so that a
+    restart forgets no challenge, code, token or failure count."""
 
     async def incr(self, key: str, ttl: float) -> int:
         """Increment a counter; its expiry is set when it is created. Returns the new value."""
         ...
-
-    async def get_int(self, key: str) -> int: ...
 
     async def ttl(self, key: str) -> float:
         """Seconds until `key` expires; 0 when it does not exist."""
@@ -139,6 +122,29 @@ class Backend(Protocol):
         worker or node exactly one gets the text, the others None. The single-use secrets (challenges,
         e-mail codes, reset tokens) are taken with it."""
         ...
+
+
+class Backend(KeyValue, Protocol):
+    """Counters, GCRA rate limits and a broadcast channel, shared by every worker that uses the store."""
+
+    async def ping(self) -> None: ...
+
+    async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
+        """Admit `cost` units against `limit` per `period` seconds (burst = `limit`)."""
+        ...
+
+    async def gcra_many(self, limits: Sequence[Limit]) -> RateResult:
+        """Check every limit, then charge all of them only if every one admits (one atomic step).
+
+        Limits with `count <= 0` are skipped; peeks (`cost == 0`) are checked and never charged.
+        """
+        ...
+
+    async def gcra_charge(self, *limits: Limit) -> None:
+        """Charge each limit its `cost` unconditionally, even past the limit (the key's expiry follows)."""
+        ...
+
+    async def get_int(self, key: str) -> int: ...
 
     async def versions(self) -> Versions:
         """The version counters of the shared state workers cache (quota/versions.py)."""

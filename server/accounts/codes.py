@@ -1,7 +1,7 @@
 """The single-use secrets sent by e-mail: 6-digit verification codes and password reset tokens.
 
-Both live in the shared store (`Backend`: Redis when configured — every worker and node sees them — else
-in this process), never in plain text:
+Both live in the short-lived keys (`KeyValue`: Redis when configured — every worker and node sees them —
+else the SQL table `kv`, models/kv.py, so a restart forgets none), never in plain text:
 
 | What | Key | Value | Lifetime |
 |---|---|---|---|
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from quota.backends.base import Backend
+from quota.backends.base import KeyValue
 from server.clock import Clock
 from server.crypto import SecretBox, sha256_hex
 from server.errors import BadRequest
@@ -71,7 +71,7 @@ class Taken:
 
 
 class EmailCodes:
-    def __init__(self, backend: Backend, box: SecretBox, clock: Clock) -> None:
+    def __init__(self, backend: KeyValue, box: SecretBox, clock: Clock) -> None:
         self.backend = backend
         self.box = box
         self.clock = clock
@@ -154,7 +154,7 @@ class ResetGrant:
 
 
 class ResetTokens:
-    def __init__(self, backend: Backend, clock: Clock) -> None:
+    def __init__(self, backend: KeyValue, clock: Clock) -> None:
         self.backend = backend
         self.clock = clock
 

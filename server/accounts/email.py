@@ -94,9 +94,10 @@ class EmailService:
             if await UserRepository(tx).email_taken(address):
                 raise Conflict(EMAIL_USED)
         try:
-            async with self.codes.voucher(address, code, "code") as voucher, self.db.transaction() as tx:
-                await voucher.redeem()
-                await UserRepository(tx).update_fields(principal.id, email=address)
+            async with self.codes.voucher(address, code, "code") as voucher:
+                await voucher.redeem()  # before the transaction: without Redis the code is a row of its own
+                async with self.db.transaction() as tx:
+                    await UserRepository(tx).update_fields(principal.id, email=address)
         except IntegrityError:  # another account took the address meanwhile (the code was given back)
             raise Conflict(EMAIL_USED) from None
         await self.users.invalidate(principal.id)

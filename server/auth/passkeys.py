@@ -30,7 +30,7 @@ from models.logs import LogRepository
 from models.passkeys import CREDENTIAL_ID_MAX, PasskeyCredential, PasskeyRepository
 from models.tables import User
 from models.users import UserRepository
-from quota.backends.base import Backend
+from quota.backends.base import KeyValue
 from server.accounts.rules import require_hierarchy
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known
@@ -77,7 +77,7 @@ def _known(rows: Any) -> list[Known]:
 class PasskeyService:
     """The passkey routes' rules, with exactly the components they use."""
 
-    def __init__(self, *, db: Database, backend: Backend, sessions: SessionStore, options: Options,
+    def __init__(self, *, db: Database, backend: KeyValue, sessions: SessionStore, options: Options,
                  verifier: SecureVerifier, second_factor: SecondFactor, open_session: SessionOpener,
                  clock: Clock) -> None:
         self.db = db

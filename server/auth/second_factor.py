@@ -26,7 +26,7 @@ import hmac
 
 from models.db import Database
 from models.two_factor import TwoFactorRepository
-from quota.backends.base import Backend
+from quota.backends.base import KeyValue
 from server.auth.totp import backup_digest_input, is_totp_code, matching_step
 from server.clock import Clock
 from server.crypto import SecretBox
@@ -49,7 +49,7 @@ def lock_key(user_id: int) -> str:
 class TotpFactor:
     """Reads the `two_factor` rows and keeps the failure lock; one instance per worker."""
 
-    def __init__(self, *, db: Database, backend: Backend, box: SecretBox, clock: Clock) -> None:
+    def __init__(self, *, db: Database, backend: KeyValue, box: SecretBox, clock: Clock) -> None:
         self.db = db
         self.backend = backend
         self.box = box

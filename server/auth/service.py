@@ -14,7 +14,7 @@ from models.db import Database
 from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
-from quota.backends.base import Backend
+from quota.backends.base import KeyValue
 from server.accounts.codes import EmailCodes, Voucher
 from server.accounts.directory import UserDirectory
 from server.accounts.rules import AFF_CODE_MAX, check_email, check_password, check_username, fresh_aff_code
@@ -46,7 +46,7 @@ def login_fail_key(account: str, client_ip: str) -> str:
 class AuthService:
     """Login, logout, registration and access tokens, with exactly the components they use."""
 
-    def __init__(self, *, db: Database, backend: Backend, sessions: SessionStore, users: UserDirectory,
+    def __init__(self, *, db: Database, backend: KeyValue, sessions: SessionStore, users: UserDirectory,
                  passwords: Passwords, box: SecretBox, options: Options, clock: Clock,
                  second_factor: SecondFactor, codes: EmailCodes) -> None:
         self.db = db
@@ -122,37 +122,42 @@ class AuthService:
             raise BadRequest("verification_code: is required")
         hashed = await self.passwords.hash(password)
         now = self.clock.now_s()
-        # the code is checked last and taken with the new row; given back if the row is not committed
+        # the code is checked last (after the conflicts), taken, and given back if the row is not committed
         voucher: AbstractAsyncContextManager[Voucher | None] = (
             self.codes.voucher(email, verification_code, "verification_code") if verify
             else nullcontext())
         try:
-            async with voucher as code, self.db.transaction() as tx:
-                users = UserRepository(tx)
-                if await users.username_taken(username):
-                    raise Conflict("username is already taken")
-                if email and await users.email_taken(email):
-                    raise Conflict("email is already used")
-                if code is not None:
+            async with voucher as code:
+                async with self.db.transaction() as tx:  # conflicts answer before the code is looked at
+                    users = UserRepository(tx)
+                    if await users.username_taken(username):
+                        raise Conflict("username is already taken")
+                    if email and await users.email_taken(email):
+                        raise Conflict("email is already used")
+                if code is not None:  # outside any transaction: without Redis the code is a row of `kv`
                     await code.redeem()
-                # a code longer than any we issue is simply unknown (no lookup with a caller's megabytes)
-                inviter = await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX else None
-                quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
-                user_id = await users.add(User(
-                    username=username, password=hashed, display_name=username, email=email,
-                    role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
-                    aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
-                    created_at=now, setting="", remark="", stripe_customer="",
-                ))
-                if inviter is not None:
-                    reward = s.quota_for_inviter  # rewards, not balance: moved later by aff_transfer
-                    await users.increment(inviter.id, aff_count=1, aff_quota=reward, aff_history_quota=reward)
-                    if s.quota_for_invitee > 0:  # part of the new row's starting balance, logged beside it
-                        await LogRepository(tx).add(
-                            type=LogType.SYSTEM, user_id=user_id, username=username, created_at=now,
-                            quota=s.quota_for_invitee,
-                            content=f"invitation reward: +{s.quota_for_invitee} quota for registering with "
-                                    f"the code of user #{inviter.id}")
+                async with self.db.transaction() as tx:  # a racing registration: IntegrityError below
+                    users = UserRepository(tx)
+                    # a code longer than any we issue is unknown (no lookup with a caller's megabytes)
+                    inviter = (await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX
+                               else None)
+                    quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
+                    user_id = await users.add(User(
+                        username=username, password=hashed, display_name=username, email=email,
+                        role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
+                        aff_code=await fresh_aff_code(users), inviter_id=inviter.id if inviter else 0,
+                        created_at=now, setting="", remark="", stripe_customer="",
+                    ))
+                    if inviter is not None:
+                        reward = s.quota_for_inviter  # rewards, not balance: moved later by aff_transfer
+                        await users.increment(inviter.id, aff_count=1, aff_quota=reward,
+                                              aff_history_quota=reward)
+                        if s.quota_for_invitee > 0:  # part of the new row's starting balance, logged too
+                            await LogRepository(tx).add(
+                                type=LogType.SYSTEM, user_id=user_id, username=username, created_at=now,
+                                quota=s.quota_for_invitee,
+                                content=f"invitation reward: +{s.quota_for_invitee} quota for registering "
+                                        f"with the code of user #{inviter.id}")
         except IntegrityError:  # a concurrent registration won the race on a unique key
             async with self.db.transaction() as tx:
                 if email and await UserRepository(tx).email_taken(email) and not await UserRepository(
