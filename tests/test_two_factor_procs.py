@@ -7,43 +7,22 @@ Real time here (the processes have their own clocks): the codes come from pyotp 
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
 import httpx
 import pyotp
 import pytest
 
-from tests.services import (
-    REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
-    run_blocking,
-    unavailable,
-)
-from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, login, serving, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, free_port, login, mariadb_redis_env, serving, setup_root
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_lock_is_shared_by_two_processes(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb+redis", exc)
-        raise
-    prefix = f"twtest:e2e:{secrets.token_hex(4)}:"
-    shared = {"DATABASE_URL": db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix,
-              "SECRET_KEY": secrets.token_hex(32), "HOST": "127.0.0.1", "GLOBAL_API_RATE_LIMIT": "0",
-              "CRITICAL_RATE_LIMIT": "0"}
-    one = clean_env(**shared, DATA_DIR=str(tmp_path / "one"), PORT=str(free_port()))
-    two = clean_env(**shared, DATA_DIR=str(tmp_path / "two"), PORT=str(free_port()))
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    try:
+    with mariadb_redis_env(tmp_path / "a", "e2e") as (one, _, _):
+        two = {**one, "DATA_DIR": str(tmp_path / "b" / "data"), "PORT": str(free_port())}  # a second node
         with serving(tmp_path / "a", one) as (_, url_one), serving(tmp_path / "b", two) as (_, url_two):
             setup_root(url_one, "mysql")
             with httpx.Client(base_url=url_one, timeout=20) as owner:
@@ -79,6 +58,3 @@ def test_the_lock_is_shared_by_two_processes(tmp_path: Path) -> None:
                         assert 0 < int(response.headers["retry-after"]) <= 300
                 status = owner.get("/api/user/2fa/status", headers=headers).json()["data"]
                 assert status == {"enabled": True, "locked": True, "backup_codes_remaining": 10}
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)

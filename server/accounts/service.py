@@ -165,8 +165,10 @@ class AccountService:
         if password:
             if principal.via == "session" and principal.session_id:
                 fresh = new_session_id()
-                if await self.sessions.rotate(principal.session_id, fresh, {"pushed_at": self.clock.now_s()}):
-                    rotated = fresh  # (None: the session ended meanwhile, and the caller is logged out)
+                now = self.clock.now_s()
+                moved = await self.sessions.rotate(principal.session_id, fresh, {"pushed_at": now})
+                if moved is not None:  # (None: the session ended meanwhile; the caller is logged out)
+                    rotated = fresh
             await self._revoke(principal.id, keep_session=rotated, token_digest=old_token)
         elif values:
             await self.users.invalidate(principal.id)

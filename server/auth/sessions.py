@@ -11,7 +11,8 @@ the same step on the live record: nothing written meanwhile is lost, and a sessi
 (revoked, logged out) is never re-created. Redis: WATCH/MULTI; SQL: the row locked in one transaction.
 
 `rotate` moves a record to a new id (a role rise, the owner's own password change) in one such step, and
-`revoke_user` ends a user's sessions in one: whichever runs first, a revocation never misses the rotated
+`revoke_user` ends a user's sessions in one (each a step of redis-py's `transaction`, which retries on a
+changed watched key): whichever runs first, a revocation never misses the rotated
 copy and a rotation never revives a revoked record. Redis: the rotation watches the old record, the
 revocation the user's index, and each changes what the other watches; SQL: both lock the user's row
 first (the same lock order for both: user, then sessions), and the rotation renames the session's row in
@@ -25,7 +26,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from redis.exceptions import WatchError
+from redis.asyncio.client import Pipeline
 
 from models.db import Database
 from models.sessions import SessionRepository
@@ -124,47 +125,40 @@ class RedisSessionStore:
         revocation runs again on the index as it is then."""
         index = self.key(f"session:user:{user_id}")
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
-        async with self.r.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(index)
-                    doomed = [str(m) for m in await pipe.smembers(index) if m != keep]
-                    if not doomed:
-                        return
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.delete(*(self.key(f"session:{m}") for m in doomed))
-                    pipe.srem(index, *doomed)
-                    await pipe.execute()
-                    return
-                except WatchError:
-                    continue
+
+        async def step(pipe: Pipeline) -> None:
+            doomed = [str(m) for m in await pipe.smembers(index) if m != keep]
+            if doomed:
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.delete(*(self.key(f"session:{m}") for m in doomed))
+                pipe.srem(index, *doomed)
+
+        await self.r.transaction(step, index)
 
     @guarded  # not retried: a rotation done before the connection broke would answer None the second time
     async def rotate(self, raw_id: str, new_raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
                      ) -> dict[str, Any] | None:
         old_sid, new_sid = sha256_hex(raw_id), sha256_hex(new_raw_id)
         old_key = self.key(f"session:{old_sid}")
-        async with self.r.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(old_key)
-                    value = await pipe.get(old_key)
-                    if value is None:
-                        return None
-                    data: dict[str, Any] = {**json.loads(value), **fields}
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.set(self.key(f"session:{new_sid}"), json.dumps(data), ex=ttl)
-                    pipe.delete(old_key)
-                    owner = _owner(data)
-                    if owner is not None:
-                        index = self.key(f"session:user:{owner}")
-                        pipe.srem(index, old_sid)
-                        pipe.sadd(index, new_sid)
-                        pipe.expire(index, SESSION_TTL)
-                    await pipe.execute()
-                    return data
-                except WatchError:
-                    continue
+
+        async def step(pipe: Pipeline) -> dict[str, Any] | None:
+            value = await pipe.get(old_key)
+            if value is None:
+                return None
+            data: dict[str, Any] = {**json.loads(value), **fields}
+            pipe.multi()  # type: ignore[no-untyped-call]
+            pipe.set(self.key(f"session:{new_sid}"), json.dumps(data), ex=ttl)
+            pipe.delete(old_key)
+            owner = _owner(data)
+            if owner is not None:
+                index = self.key(f"session:user:{owner}")
+                pipe.srem(index, old_sid)
+                pipe.sadd(index, new_sid)
+                pipe.expire(index, SESSION_TTL)
+            return data
+
+        rotated: dict[str, Any] | None = await self.r.transaction(step, old_key, value_from_callable=True)
+        return rotated
 
     async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
         return bool(await self._change(raw_id, _merging(fields), absent=False))
@@ -184,27 +178,24 @@ class RedisSessionStore:
         already done and answer None: for a single-use value the safe answer.) With `ttl` the expiry
         becomes now + `ttl` (and the user's index lives at least as long); else it is kept."""
         key = self.key(f"session:{sha256_hex(raw_id)}")
-        async with self.r.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(key)
-                    value = await pipe.get(key)
-                    if value is None:
-                        return absent
-                    data = json.loads(value)
-                    answer = change(data)
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    if ttl is None:
-                        pipe.set(key, json.dumps(data), keepttl=True)
-                    else:
-                        pipe.set(key, json.dumps(data), ex=ttl)
-                        owner = _owner(data)
-                        if owner is not None:
-                            pipe.expire(self.key(f"session:user:{owner}"), SESSION_TTL)
-                    await pipe.execute()
-                    return answer
-                except WatchError:
-                    continue
+
+        async def step(pipe: Pipeline) -> Any:
+            value = await pipe.get(key)
+            if value is None:
+                return absent
+            data = json.loads(value)
+            answer = change(data)
+            pipe.multi()  # type: ignore[no-untyped-call]
+            if ttl is None:
+                pipe.set(key, json.dumps(data), keepttl=True)
+            else:
+                pipe.set(key, json.dumps(data), ex=ttl)
+                owner = _owner(data)
+                if owner is not None:
+                    pipe.expire(self.key(f"session:user:{owner}"), SESSION_TTL)
+            return answer
+
+        return await self.r.transaction(step, key, value_from_callable=True)
 
 
 class SqlSessionStore:
