@@ -11,23 +11,13 @@ Everything is checked over HTTP: the keys are numbered at both ends, so the mask
 from __future__ import annotations
 
 import asyncio
-import secrets
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.services import (
-    REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
-    run_blocking,
-    unavailable,
-)
-from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, free_port, mariadb_redis_env, serving, setup_root
 
 pytestmark = pytest.mark.slow
 
@@ -80,23 +70,9 @@ async def _scenario(url_one: str, url_two: str) -> None:
 
 
 def test_concurrent_key_deletes_on_two_processes_keep_the_key_list_whole(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb and redis", exc)
-        raise
-    prefix = f"twtest:keys:{secrets.token_hex(4)}:"
-    shared = {"DATABASE_URL": db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix,
-              "SECRET_KEY": secrets.token_hex(32), "HOST": "127.0.0.1", "GLOBAL_API_RATE_LIMIT": "0",
-              "CRITICAL_RATE_LIMIT": "0"}
-    env_one = clean_env(**shared, DATA_DIR=str(tmp_path / "one"), PORT=str(free_port()))
-    env_two = clean_env(**shared, DATA_DIR=str(tmp_path / "two"), PORT=str(free_port()))
-    try:
+    with mariadb_redis_env(tmp_path / "one", "keys") as (env_one, _, _):
+        env_two = {**env_one, "DATA_DIR": str(tmp_path / "two"), "PORT": str(free_port())}  # a second node
         with serving(tmp_path, env_one) as (_, url_one):
             setup_root(url_one, "mysql")
             with serving(tmp_path, env_two) as (_, url_two):
                 asyncio.run(_scenario(url_one, url_two))
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)

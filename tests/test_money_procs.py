@@ -29,16 +29,7 @@ from models.logs import Log
 from models.tables import User
 from models.topups import TopUp, TopUpRepository
 from tests.fakes.openai import FakeOpenAI
-from tests.services import (
-    REDIS_URL,
-    create_database,
-    drop_database,
-    redis_ping,
-    redis_purge,
-    run_blocking,
-    unavailable,
-)
-from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, free_port, mariadb_redis_env, serving, setup_root
 
 pytestmark = pytest.mark.slow
 
@@ -191,29 +182,15 @@ async def _scenario(urls: tuple[str, str], db_url: str, openai: FakeOpenAI) -> N
 
 
 def test_money_moves_exactly_once_across_two_processes(tmp_path: Path) -> None:
-    try:
-        run_blocking(redis_ping())
-        db_url = create_database("mariadb")
-    except Exception as exc:
-        unavailable("mariadb and redis", exc)
-        raise
-    prefix = f"twtest:money:{secrets.token_hex(4)}:"
-    shared = {"DATABASE_URL": db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix,
-              "SECRET_KEY": secrets.token_hex(32), "HOST": "127.0.0.1", "GLOBAL_API_RATE_LIMIT": "0",
-              "CRITICAL_RATE_LIMIT": "0", "QUOTA_SYNC_INTERVAL": "0.2",
-              "UPSTREAM_ALLOW_PRIVATE": "127.0.0.1/32"}
-    env_one = clean_env(**shared, DATA_DIR=str(tmp_path / "one"), PORT=str(free_port()))
-    env_two = clean_env(**shared, DATA_DIR=str(tmp_path / "two"), PORT=str(free_port()))
+    settings = {"QUOTA_SYNC_INTERVAL": "0.2", "UPSTREAM_ALLOW_PRIVATE": "127.0.0.1/32"}
+    with mariadb_redis_env(tmp_path / "one", "money", **settings) as (env_one, db_url, _):
+        env_two = {**env_one, "DATA_DIR": str(tmp_path / "two"), "PORT": str(free_port())}  # a second node
 
-    async def run(url_one: str, url_two: str) -> None:
-        async with FakeOpenAI() as openai:
-            await _scenario((url_one, url_two), db_url, openai)
+        async def run(url_one: str, url_two: str) -> None:
+            async with FakeOpenAI() as openai:
+                await _scenario((url_one, url_two), db_url, openai)
 
-    try:
         with serving(tmp_path, env_one) as (_, url_one):
             setup_root(url_one, "mysql")
             with serving(tmp_path, env_two) as (_, url_two):
                 asyncio.run(run(url_one, url_two))
-    finally:
-        run_blocking(redis_purge(prefix))
-        drop_database("mariadb", db_url)
