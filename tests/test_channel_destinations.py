@@ -1,4 +1,4 @@
-"""Where a channel's key is sent, and who may change it (README "Security").
+"""Where a channel's key is sent, and who may change it (docs/SECURITY.md).
 
 Proved here, over HTTP against the real app:
 - an admin who changes where a keyed channel's key goes (`base_url`, `type`, `header_override`, the

@@ -1,6 +1,6 @@
 """`server.config`: defaults, the embedded-mode secret (made once, 0600, reused), when `SECRET_KEY` is
 required, URL normalisation, and every invalid value → `ConfigError` whose message starts with the name
-of the variable (README.md#configuration).
+of the variable (docs/OPERATIONS.md#configuration).
 
 Helper defined here: `env(tmp_path, **values)` (an environment mapping whose DATA_DIR is the test's
 temporary directory).

@@ -17,7 +17,7 @@ channels, `request_count` == the number of consume logs, and the live balances i
 
 The test Redis runs with `appendonly yes` and `appendfsync always` in a temporary directory, so it comes
 back from the restart with every write it acknowledged: without persistence a Redis restart loses, by
-design, the usage settled but not yet synced — charge and log together (the README's quota guarantee 5)
+design, the usage settled but not yet synced — charge and log together (docs/OPERATIONS.md, quota guarantee 5)
 — and the balances could then not be compared with an initial value.
 """
 

@@ -1,4 +1,4 @@
-"""Where a channel's key goes, and who may change it (README "Security").
+"""Where a channel's key goes, and who may change it (docs/SECURITY.md).
 
 A channel's key is a secret only root may read back, after a fresh secure verification. Whoever can
 choose where the key is *sent* can read it too: point the channel at a server of their own and wait for
