@@ -144,7 +144,7 @@ class RedisBackend:
         # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
         # connection of their own
         self.pipe = RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None
-        self._gcra = self.script(lua.load("gcra_multi"))
+        self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))
         self._set_if = self.script(lua.load("set_if_version"))

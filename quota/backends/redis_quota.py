@@ -58,8 +58,8 @@ class RedisQuotaStore:
         def register(source: str) -> LuaScript:
             return backend.script(source)
 
-        self._reserve = register(lua.load("reserve"))
-        self._settle = register(lua.load("settle"))
+        self._reserve = register(lua.load("reserve", "gcra"))
+        self._settle = register(lua.load("settle", "gcra"))
         self._release = register(lua.load("release"))
         self._renew = register(lua.load("renew"))
         self._adjust = register(lua.load("adjust"))

@@ -10,8 +10,8 @@
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
 -- Idempotent by hold id: when the hold exists already (this reserve ran, and is run again because its
 -- reply was lost with the connection), nothing is held twice and the current balances are returned.
--- Limits: every limit is checked first and charged only when all admit (the non-forced arithmetic of
--- gcra_multi.lua, which this copy must keep to); a refusal changes nothing. Once charged they stay
+-- Limits: every limit is checked first and charged only when all admit (gcra.lua's arithmetic, as
+-- gcra_multi.lua without force); a refusal changes nothing. Once charged they stay
 -- charged even when the balance then refuses the hold (as a separate admission before the reservation
 -- would); that refusal leaves a marker (60 s) so that a repeated run for the same hold id (its reply was
 -- lost) does not charge them again. A held call needs none: the hold itself makes a re-run a no-op.
@@ -33,34 +33,15 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then return held(user, key) end
 local charged = false
 if #KEYS > 8 and redis.call('EXISTS', KEYS[8]) == 0 then
-  local E9 = 1000000000
-  local MAX_WAIT = 9007199254740992
-  local tl = redis.call('TIME')
-  local now_s = tonumber(tl[1])
-  local now_ns = tonumber(tl[2]) * 1000
+  local now_s, now_ns = gcra_now()
   local after, free, retry, refused_by = {}, nil, 0, 0
   for i = 1, #KEYS - 8 do
     local interval = tonumber(ARGV[4 + 3 * i])
     local count = tonumber(ARGV[5 + 3 * i])
     local cost = tonumber(ARGV[6 + 3 * i])
-    local burst = count * interval
-    local ahead = 0
-    local stored = redis.call('GET', KEYS[8 + i])
-    if stored and #stored > 9 then
-      local s = tonumber(string.sub(stored, 1, -10))
-      local ns = tonumber(string.sub(stored, -9))
-      if s and ns then
-        ahead = (s - now_s) * E9 + (ns - now_ns)
-        if ahead < 0 then ahead = 0 end
-      end
-    end
-    local free_i = math.floor((burst - ahead) / interval)
-    if free_i < 0 then free_i = 0 end
+    local ahead = gcra_ahead(KEYS[8 + i], now_s, now_ns)
+    local free_i, wait = gcra_check(ahead, interval, count, cost)
     if free == nil or free_i < free then free = free_i end
-    local need = cost
-    if need < 1 then need = 1 end
-    local wait = ahead + interval * need - burst
-    if wait > MAX_WAIT then wait = MAX_WAIT end
     if wait > 0 then
       if wait > retry then
         retry = wait
@@ -72,12 +53,7 @@ if #KEYS > 8 and redis.call('EXISTS', KEYS[8]) == 0 then
   end
   if refused_by > 0 then return {2, retry, refused_by, free} end
   for i = 1, #KEYS - 8 do
-    if tonumber(ARGV[6 + 3 * i]) > 0 then
-      local total = now_ns + after[i]
-      local carry = math.floor(total / E9)
-      local tat = string.format('%d%09d', now_s + carry, total - carry * E9)
-      redis.call('SET', KEYS[8 + i], tat, 'PX', math.ceil(after[i] / 1000000))
-    end
+    if tonumber(ARGV[6 + 3 * i]) > 0 then gcra_store(KEYS[8 + i], now_s, now_ns, after[i]) end
   end
   charged = true
 end

@@ -1,8 +1,8 @@
 -- Settle a hold at its actual cost: live balances move by (held - actual), the usage goes to the stream.
 -- Idempotent: a settled or released hold is left alone. A hold the sweeper released (lease expired)
 -- is charged in full.
--- Optionally charges rate limits for the usage too, forced (the forced arithmetic of gcra_multi.lua,
--- which this copy must keep to), in the same step and so exactly once: only when the settlement applies.
+-- Optionally charges rate limits for the usage too, forced (gcra.lua's arithmetic, as gcra_multi.lua with
+-- force), in the same step and so exactly once: only when the settlement applies.
 -- KEYS: 1 hold, 2 holds zset, 3 done marker, 4 user live, 5 key live, 6 user held, 7 key held, 8 stream
 --       with charges: 9.. the limits' keys (GCRA TATs)
 -- ARGV: 1 hold id, 2 actual, 3 user id, 4 key id, 5 key limited, 6 channel id, 7 log json, 8 marker ttl s
@@ -31,35 +31,15 @@ local id = redis.call('XADD', KEYS[8], '*', 'k', 'use', 'u', ARGV[3], 't', ARGV[
   'c', ARGV[6], 'q', ARGV[2], 'r', ARGV[1], 'g', ARGV[7])
 redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[8])
 if #KEYS > 8 then
-  local E9 = 1000000000
   local max_ahead = tonumber(ARGV[9])
-  local tl = redis.call('TIME')
-  local now_s = tonumber(tl[1])
-  local now_ns = tonumber(tl[2]) * 1000
+  local now_s, now_ns = gcra_now()
   for i = 1, #KEYS - 8 do
     local interval = tonumber(ARGV[7 + 3 * i])
     local count = tonumber(ARGV[8 + 3 * i])
     local cost = tonumber(ARGV[9 + 3 * i])
     if cost > 0 then
-      local burst = count * interval
-      local ahead = 0
-      local stored = redis.call('GET', KEYS[8 + i])
-      if stored and #stored > 9 then
-        local s = tonumber(string.sub(stored, 1, -10))
-        local ns = tonumber(string.sub(stored, -9))
-        if s and ns then
-          ahead = (s - now_s) * E9 + (ns - now_ns)
-          if ahead < 0 then ahead = 0 end
-        end
-      end
-      local a = ahead + interval * cost
-      local cap = max_ahead
-      if burst > cap then cap = burst end
-      if a > cap then a = cap end
-      local total = now_ns + a
-      local carry = math.floor(total / E9)
-      local tat = string.format('%d%09d', now_s + carry, total - carry * E9)
-      redis.call('SET', KEYS[8 + i], tat, 'PX', math.ceil(a / 1000000))
+      local ahead = gcra_ahead(KEYS[8 + i], now_s, now_ns)
+      gcra_store(KEYS[8 + i], now_s, now_ns, gcra_forced(ahead, interval, count, cost, max_ahead))
     end
   end
 end

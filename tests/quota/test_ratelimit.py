@@ -416,3 +416,20 @@ async def test_limiter_without_any_limit(subject: Subject) -> None:
         await limiter.record(user_id=1, key_id=7, key_tpm=0, tokens=1000, success=True, user_policy=disabled)
     for key in ("rl:key:7:rpm", "rl:key:7:tpm", "rl:user:1:total", "rl:user:1:ok"):
         assert await subject.backend.ttl(key) == 0
+
+
+def test_the_gcra_arithmetic_is_written_once_in_lua() -> None:
+    """gcra_multi, reserve and settle take the arithmetic from the gcra.lua prelude; no script keeps a copy
+    of it (a copy drifted from the others is how two scripts would come to disagree on a limit)."""
+    from importlib.resources import files
+
+    from quota import lua
+
+    folder = files(lua.__name__)
+    scripts = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name.endswith(".lua")}
+    copies = [name for name, text in scripts.items()
+              if name != "gcra.lua" and ("%d%09d" in text or "math.floor((burst" in text)]
+    assert copies == []
+    for name in ("gcra_multi", "reserve", "settle"):
+        text = lua.load(name, "gcra")
+        assert text.startswith(scripts["gcra.lua"]) and "gcra_now()" in text
