@@ -33,6 +33,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyState
+from models import query
 from models.abilities import Ability
 from models.base import Base, Id
 
@@ -105,16 +106,6 @@ def ability_rows(channel: Channel) -> list[dict[str, Any]]:
     return [{"group": group, "model": model, "channel_id": channel.id, "enabled": enabled,
              "priority": channel.priority or 0, "weight": channel.weight or 0, "tag": channel.tag or ""}
             for group in (split_list(channel.group) or ["default"]) for model in split_list(channel.models)]
-
-
-def _escape_like(text: str) -> str:
-    """`text` lower-cased with the LIKE wildcards `%`, `_` and the escape `\\` escaped by `\\`."""
-    return text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _like_literal(keyword: str) -> str:
-    """A LIKE pattern matching `keyword` literally anywhere (lower-cased)."""
-    return f"%{_escape_like(keyword)}%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +236,9 @@ class ChannelRepository:
         if with_type and f.type is not None:
             conds.append(Channel.type == f.type)
         if f.keyword:
-            pattern = _like_literal(f.keyword)
-            any_of: list[ColumnElement[bool]] = [func.lower(Channel.name).like(pattern, escape="\\"),
-                                                 func.lower(Channel.base_url).like(pattern, escape="\\")]
-            if f.keyword.isascii() and f.keyword.isdigit() and len(f.keyword) < 18:
+            any_of: list[ColumnElement[bool]] = [query.contains(Channel.name, f.keyword),
+                                                 query.contains(Channel.base_url, f.keyword)]
+            if query.is_id(f.keyword):
                 any_of.append(Channel.id == int(f.keyword))
             if f.key_digest:
                 any_of.append(Channel.key_digest == f.key_digest)
@@ -256,13 +246,12 @@ class ChannelRepository:
         if f.group:
             if "," in f.group:
                 conds.append(false())
-            item = f"%,{_escape_like(f.group)},%"
-            conds.append(func.lower(literal(",") + Channel.group + literal(",")).like(item, escape="\\"))
+            conds.append(query.contains(literal(",") + Channel.group + literal(","), f",{f.group},"))
         if f.model:
             if "," in f.model:  # no single item can contain it
                 conds.append(false())
             else:
-                conds.append(func.lower(Channel.models).like(_like_literal(f.model), escape="\\"))
+                conds.append(query.contains(Channel.models, f.model))
         return conds
 
     @staticmethod
@@ -271,11 +260,8 @@ class ChannelRepository:
 
     async def page(self, f: ChannelFilter, *, offset: int, limit: int, id_sort: bool
                    ) -> tuple[Sequence[Channel], int]:
-        conds = self._conditions(f)
-        total = int(await self.s.scalar(select(func.count()).select_from(Channel).where(*conds)) or 0)
-        rows = (await self.s.scalars(select(Channel).where(*conds).order_by(*self._order(id_sort))
-                                     .offset(offset).limit(limit))).all()
-        return rows, total
+        return await query.page(self.s, Channel, self._conditions(f), order_by=self._order(id_sort),
+                                offset=offset, limit=limit)
 
     async def tag_page(self, f: ChannelFilter, *, offset: int, limit: int, id_sort: bool
                        ) -> tuple[Sequence[Channel], int]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, ColumnElement, Integer, String, Text, and_, func, select, update
+from sqlalchemy import BigInteger, Boolean, ColumnElement, Integer, String, Text, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import KeyStatus
+from models import query
 from models.base import Base, Id
 
 
@@ -38,12 +39,6 @@ class ApiKey(Base):
     allow_ips: Mapped[str] = mapped_column(Text, default="")
     group: Mapped[str] = mapped_column(String(64), default="")
     deleted_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
-
-
-def _like_literal(keyword: str) -> str:
-    """A LIKE pattern matching `keyword` literally, case-insensitively (`%`, `_`, `\\` escaped)."""
-    escaped = keyword.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 class ApiKeyRepository:
@@ -84,14 +79,11 @@ class ApiKeyRepository:
         `digest` = exactly that key; both given → both must match."""
         conds: list[ColumnElement[bool]] = [ApiKey.user_id == user_id, ApiKey.deleted_at.is_(None)]
         if keyword:
-            conds.append(func.lower(ApiKey.name).like(_like_literal(keyword), escape="\\"))
+            conds.append(query.contains(ApiKey.name, keyword))
         if digest is not None:
             conds.append(ApiKey.key_digest == digest)
-        where = and_(*conds)
-        total = int(await self.s.scalar(select(func.count()).select_from(ApiKey).where(where)) or 0)
-        rows = await self.s.scalars(select(ApiKey).where(where).order_by(ApiKey.id.desc())
-                                    .offset(offset).limit(limit))
-        return rows.all(), total
+        return await query.page(self.s, ApiKey, conds, order_by=[ApiKey.id.desc()], offset=offset,
+                                limit=limit)
 
     async def update_fields(self, key_id: int, **values: Any) -> None:
         if self.BALANCE_COLUMNS & values.keys():

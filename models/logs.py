@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import LogType
+from models import query
 from models.base import NAMING, Base, Id
 
 LOGS_ELSEWHERE = "logs_elsewhere"  # a session-info flag: this session's database keeps no logs
@@ -149,12 +150,6 @@ class LogStat:
     tpm: int
 
 
-def like_literal(keyword: str) -> str:
-    """A LIKE pattern that contains `keyword` literally (`%`, `_` and `\\` escaped with `\\`)."""
-    escaped = keyword.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 class LogQuery:
     """Reads (and the batched delete) of log rows; newest first everywhere (`created_at`, then `id`)."""
 
@@ -173,7 +168,7 @@ class LogQuery:
     def _contains(self, column: Any, keyword: str) -> ColumnElement[bool]:
         """`keyword` is a substring of `column`, ignoring case; both sides are lowered by the database
         itself, so they are folded the same way (SQLite folds ASCII only)."""
-        return func.lower(column).like(func.lower(like_literal(keyword)), escape="\\")
+        return query.contains(column, keyword)
 
     def conditions(self, f: LogFilter, *, window: bool = True) -> list[ColumnElement[bool]]:
         conds: list[ColumnElement[bool]] = []
@@ -207,13 +202,8 @@ class LogQuery:
 
     async def page(self, conds: list[ColumnElement[bool]], *, offset: int, limit: int
                    ) -> tuple[Sequence[Log], int]:
-        count = select(func.count()).select_from(Log).where(*conds)
-        total = int(await self.s.scalar(count) or 0)
-        if total == 0 or offset >= total:
-            return [], total
-        rows = (select(Log).where(*conds).order_by(Log.created_at.desc(), Log.id.desc())
-                .offset(offset).limit(limit))
-        return (await self.s.scalars(rows)).all(), total
+        return await query.page(self.s, Log, conds, order_by=[Log.created_at.desc(), Log.id.desc()],
+                                offset=offset, limit=limit)
 
     async def stat(self, f: LogFilter, since: int) -> LogStat:
         """`quota`: the sum over matching consume rows in the filter's window; `rpm` and `tpm`: the count

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Integer, String, func, or_, select, update
+from sqlalchemy import BigInteger, ColumnElement, Integer, String, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import RedemptionStatus
+from models import query
 from models.base import Base, Id, KeyString
 
 KEY_LENGTH = 32  # 32 lowercase hex characters (a random UUID without its dashes)
@@ -37,12 +38,6 @@ class Redemption(Base):
     expired_time: Mapped[int] = mapped_column(BigInteger, default=0)  # 0 = never
     used_user_id: Mapped[int] = mapped_column(BigInteger, default=0)
     deleted_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
-
-
-def _prefix_pattern(keyword: str) -> str:
-    """A LIKE pattern for names starting with `keyword` literally (`%`, `_`, `\\` escaped with `\\`)."""
-    escaped = keyword.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"{escaped}%"
 
 
 def _not_expired(now: int) -> ColumnElement[bool]:
@@ -73,18 +68,14 @@ class RedemptionRepository:
         a name starting with it (ignoring case); empty → every code."""
         conds: list[ColumnElement[bool]] = [Redemption.deleted_at.is_(None)]
         if keyword:
-            matches: list[ColumnElement[bool]] = [
-                func.lower(Redemption.name).like(_prefix_pattern(keyword), escape="\\")]
-            if keyword.isascii() and keyword.isdigit() and len(keyword) <= 18:  # not '²' or '١'
+            matches: list[ColumnElement[bool]] = [query.starts_with(Redemption.name, keyword)]
+            if query.is_id(keyword):
                 matches.append(Redemption.id == int(keyword))
             if len(keyword) == KEY_LENGTH and all(c in "0123456789abcdef" for c in keyword):
                 matches.append(Redemption.key == keyword)
             conds.append(or_(*matches))
-        total = int(await self.s.scalar(select(func.count()).select_from(Redemption).where(*conds)) or 0)
-        if total == 0 or offset >= total:
-            return [], total
-        rows = select(Redemption).where(*conds).order_by(Redemption.id.desc()).offset(offset).limit(limit)
-        return (await self.s.scalars(rows)).all(), total
+        return await query.page(self.s, Redemption, conds, order_by=[Redemption.id.desc()], offset=offset,
+                                limit=limit)
 
     async def update_fields(self, code_id: int, **values: Any) -> None:
         await self.s.execute(update(Redemption).where(Redemption.id == code_id).values(**values))

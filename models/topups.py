@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import BigInteger, Double, String, func, select, update
+from sqlalchemy import BigInteger, Double, String, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import TopUpStatus
+from models import query
 from models.base import Base, Id, KeyString
-from models.logs import like_literal
 
 # `topup:<trade_no>` is the idempotency key of the order's credit, and keys are at most 64 characters
 # (`logs.ref`), so a trade number has at most 64 - len("topup:") characters.
@@ -84,9 +84,5 @@ class TopUpRepository:
         if user_id is not None:
             conds.append(TopUp.user_id == user_id)
         if keyword:
-            conds.append(func.lower(TopUp.trade_no).like(func.lower(like_literal(keyword)), escape="\\"))
-        total = int(await self.s.scalar(select(func.count()).select_from(TopUp).where(*conds)) or 0)
-        if total == 0 or offset >= total:
-            return [], total
-        rows = select(TopUp).where(*conds).order_by(TopUp.id.desc()).offset(offset).limit(limit)
-        return (await self.s.scalars(rows)).all(), total
+            conds.append(query.contains(TopUp.trade_no, keyword))
+        return await query.page(self.s, TopUp, conds, order_by=[TopUp.id.desc()], offset=offset, limit=limit)

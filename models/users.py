@@ -6,17 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.identity import Role
+from models import query
 from models.tables import User, email_key, username_key
-
-
-def _like_literal(keyword: str) -> str:
-    """A LIKE pattern matching `keyword` literally (`%`, `_` and `\\` escaped with `\\`)."""
-    escaped = keyword.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 class UserRepository:
@@ -95,18 +90,10 @@ class UserRepository:
         if group:
             conds.append(self._exact(User.group, group))
         if keyword:
-            pattern = _like_literal(keyword)
-            text_match = or_(*(func.lower(col).like(pattern, escape="\\")
-                               for col in (User.username, User.email, User.display_name)))
-            by_id = keyword.isascii() and keyword.isdigit() and len(keyword) < 18  # not '²' or '١'
-            conds.append(or_(User.id == int(keyword), text_match) if by_id else text_match)
-        where = and_(*conds) if conds else None
-        count = select(func.count()).select_from(User)
-        rows = select(User).order_by(User.id.desc()).offset(offset).limit(limit)
-        if where is not None:
-            count, rows = count.where(where), rows.where(where)
-        total = int(await self.s.scalar(count) or 0)
-        return (await self.s.scalars(rows)).all(), total
+            columns = (User.username, User.email, User.display_name)
+            text_match = or_(*(query.contains(col, keyword) for col in columns))
+            conds.append(or_(User.id == int(keyword), text_match) if query.is_id(keyword) else text_match)
+        return await query.page(self.s, User, conds, order_by=[User.id.desc()], offset=offset, limit=limit)
 
     async def update_fields(self, user_id: int, **values: Any) -> None:
         if "username" in values:

@@ -102,7 +102,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
             await state.close()
 
     @app.on_request
-    async def pipeline(request: Request) -> None:  # Guard.enter, inlined: a model call awaits nothing here
+    async def pipeline(request: Request) -> None:  # the guard's steps; a model call awaits nothing here
         guard = services_of(request).guard
         guard.identify(request)
         for step in guard.checks_for(request):

@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "serve":
             _serve(config)
         elif args.command == "quota-sync":
-            from scripts.quota_sync import run
+            from server.quota_sync import run
 
             try:
                 asyncio.run(run(config, once=args.once))

@@ -19,7 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,7 @@ from sqlalchemy.exc import OperationalError
 
 from quota.backends.base import BackendUnavailable
 from server.config import RateLimit
-from server.errors import BadRequest, to_tollway_error
-from server.web.body import Fields, path_id
+from server.errors import to_tollway_error
 from server.web.client_ip import client_ip
 from server.web.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
 from server.web.request_id import request_id_from
@@ -157,48 +156,6 @@ async def test_unknown_fields_are_ignored(embedded_app: Running) -> None:
     })
     assert response.status_code == 200, response.text
     assert response.json()["data"]["username"] == "alice"
-
-
-def test_fields_read_typed_values_and_name_the_field() -> None:
-    f = Fields({"n": 5, "f": 3.0, "b": True, "s": "  hi  ", "big": 10**30, "nan": float("nan"), "x": None})
-    assert f.integer("n") == 5 and f.integer("f") == 3
-    assert f.integer("x", default=7) == 7 and f.integer("missing", default=7) == 7
-    assert f.string("s") == "  hi  " and f.string("s", trim=True) == "hi"
-    assert f.boolean("b") is True
-    calls: list[tuple[Callable[[], Any], str]] = [
-        (lambda: f.integer("b"), "b"),  # a boolean is not an integer
-        (lambda: f.integer("s"), "s"),
-        (lambda: f.integer("big"), "big"),  # wider than any BIGINT column
-        (lambda: f.integer("nan"), "nan"),
-        (lambda: f.integer("n", max_value=4), "n"),
-        (lambda: f.integer("n", min_value=6), "n"),
-        (lambda: f.integer("missing", required=True), "missing"),
-        (lambda: f.string("n"), "n"),
-        (lambda: f.string("s", max_len=3), "s"),
-        (lambda: f.string("missing", required=True), "missing"),
-        (lambda: f.boolean("n"), "n"),
-        (lambda: f.boolean("missing", required=True), "missing"),
-    ]
-    for call, name in calls:
-        with pytest.raises(BadRequest) as caught:
-            call()
-        assert caught.value.message.startswith(f"{name}:")
-    assert f.integer("y", label="quota", default=None) is None
-    with pytest.raises(BadRequest) as caught:
-        f.string("n", label="display name")
-    assert caught.value.message.startswith("display name:")
-
-
-@pytest.mark.parametrize(("raw", "ok"), [("1", True), ("42", True), ("0", False), ("-1", False),
-                                         ("abc", False), ("1.5", False), ("", False), ("9" * 19, False),
-                                         ("١٢", False)])
-def test_path_ids(raw: str, ok: bool) -> None:
-    if ok:
-        assert path_id(raw) == int(raw)
-    else:
-        with pytest.raises(BadRequest) as caught:
-            path_id(raw)
-        assert caught.value.message.startswith("id:")
 
 
 async def raw_exchange(url: str, request: bytes) -> tuple[int, dict[str, str], bytes]:

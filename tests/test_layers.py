@@ -175,3 +175,12 @@ def test_every_allowed_exception_is_still_needed() -> None:
     every = {(file, module_of(n)) for file, names in server_modules() for n in names}
     stale = {pair for pair in SIBLING_EXCEPTIONS | TOP_EXCEPTIONS if pair not in every}
     assert stale == set()
+
+
+def test_production_code_never_imports_scripts() -> None:
+    """`scripts/` holds runnable entry points (benchmarks, the sync's `python -m` form); what they run lives
+    in the packages, so nothing in them imports `scripts`."""
+    for package in ("server", "models", "quota", "core"):
+        for path in modules_under(package):
+            bad = [n for n in imported(path) if within(n, "scripts")]
+            assert not bad, f"{rel(path)} imports {bad}"

@@ -1,4 +1,5 @@
-"""The request pipeline: small steps in one order, run before every handler (`Guard.enter`).
+"""The request pipeline: small steps in one order, run before every handler (the app's `pipeline` hook,
+server/app.py: `identify`, then each of `checks_for(request)`).
 
 1. request id     — `X-Request-Id` echoed or made                      ┐ `identify`, synchronous,
 2. client ip      — peer or trusted `X-Forwarded-For`                  ┘ every request
@@ -38,7 +39,7 @@ Step = Callable[[Request], Awaitable[None]]
 
 
 class Guard:
-    """Built once per worker with what the steps use; `steps` is the one ordered list the app runs."""
+    """Built once per worker with what the steps use; `checks` is the one ordered list the app runs."""
 
     def __init__(self, *, trusted_proxies: tuple[Network, ...], global_limit: RateLimit,
                  critical_limit: RateLimit, backend: Backend, versions: VersionTracker, identity: Identity,
@@ -52,12 +53,6 @@ class Guard:
         self.cookies = cookies
         self.checks: tuple[Step, ...] = (self.limit_rate, self.catch_up, self.check_access)
         self._checks_by_route: dict[str, tuple[Step, ...]] = {}
-
-    async def enter(self, request: Request) -> None:
-        """Steps 1–5 for `request`, in order."""
-        self.identify(request)
-        for step in self.checks_for(request):
-            await step(request)
 
     def identify(self, request: Request) -> None:
         """Steps 1–2: the request id and the client IP."""

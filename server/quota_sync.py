@@ -1,0 +1,102 @@
+"""The quota sync as its own process: `tollway quota-sync` (or `python -m scripts.quota_sync`).
+
+Moves settled usage and balance adjustments from Redis into SQL every QUOTA_SYNC_INTERVAL seconds,
+exactly once, alongside (or instead of, with QUOTA_SYNC_IN_SERVER=false) the sync inside `tollway serve`.
+Several may run at once; SIGTERM/SIGINT drain what is queued and exit. With Redis, `tollway serve` starts
+one itself (`QUOTA_SYNC_PROCESS`, server/supervise.py `Helper`); that one also exits once the server's main
+process is gone (`TOLLWAY_PARENT_PID`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from models.db import Database, DatabaseUnavailable
+from models.quota import SqlQuotaSink
+from quota.backends.base import BackendUnavailable
+from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.sync import QuotaSync
+from server.clock import Clock
+from server.config import Config, ConfigError, load
+from server.credits import kill_self
+
+log = logging.getLogger("tollway.quota_sync")
+
+BESIDE_WORKERS_NICE = 5
+"""The niceness the sync takes beside `tollway serve`'s workers: under full load the kernel gives it about a
+third of a busy worker's share (measured with the bench: enough to keep up), and its batches no longer
+preempt a worker's calls on a shared core."""
+
+
+async def run(config: Config, *, once: bool = False) -> None:
+    if not config.redis_url:
+        raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")
+    logs_url = config.separate_logs_url
+    db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None)
+    log_db = Database(logs_url, pool_size=2) if logs_url else None
+    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+    sink = SqlQuotaSink(db, Clock().now, logs=log_db,
+                        on_logs_committed=kill_self if config.kill_after_log_commit else None)
+    sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
+                     batch=config.quota_sync_batch)
+    try:
+        await db.check()
+        if log_db is not None:
+            await log_db.check()
+        try:
+            await backend.ping()
+        except BackendUnavailable:
+            raise ConfigError("REDIS_URL: cannot connect to Redis (is it running?)") from None
+        if once:
+            await sync.drain()
+            return
+        task = asyncio.create_task(sync.run_forever(), name="quota-sync")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        parent = os.environ.get("TOLLWAY_PARENT_PID", "")
+        watch = None
+        if parent.isdigit():  # started by `tollway serve`: yield the cores to its workers when they need them
+            os.nice(BESIDE_WORKERS_NICE)
+            watch = asyncio.create_task(_orphaned(int(parent), stop))
+        log.info("quota sync running every %.2fs", config.quota_sync_interval)
+        await stop.wait()
+        if watch is not None:
+            watch.cancel()
+        sync.stop()  # finish the batch in progress; never cancel a transaction mid-flight
+        await task
+        await sync.drain()
+    finally:
+        await backend.close()
+        await db.dispose()
+        if log_db is not None:
+            await log_db.dispose()
+
+
+async def _orphaned(parent: int, stop: asyncio.Event, every: float = 1.0) -> None:
+    """Stop once the process that started this one is gone (its children are re-parented)."""
+    while os.getppid() == parent:
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            return
+        except TimeoutError:
+            continue
+    log.warning("the server process %d is gone; the quota sync stops", parent)
+    stop.set()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run(load(), once="--once" in args))
+    except (ConfigError, DatabaseUnavailable) as exc:
+        print(f"tollway quota-sync: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
