@@ -81,3 +81,27 @@ def test_the_admin_sets_key_statuses_and_deletes_keys_reindexing_the_rest() -> N
     assert (state.status(1), state.reason(1), state.disabled_at(1)) == (1, "", 0)
     again = MultiKeyState.parse(state.dump())
     assert again.key_statuses(3) == [2, 1, 1] and again.disabled_reason == {0: "manually disabled"}
+
+
+def test_settings_are_derived_from_the_option_registry() -> None:
+    """Every attribute of `Settings` (and of its composites) is fed by exactly one registry entry's `attr`,
+    and every `attr` names an attribute: the option is declared once, in core/option_registry.py."""
+    from dataclasses import fields
+
+    from core.option_registry import REGISTRY, SPECS, parse, to_text
+    from core.settings import COMPOSITES, Settings
+
+    declared = [spec.attr for spec in SPECS if spec.attr is not None]
+    assert len(declared) == len(set(declared)), "two options feed one attribute"
+    expected = {f.name for f in fields(Settings) if f.name not in COMPOSITES}
+    for name, build in COMPOSITES.items():
+        expected |= {f"{name}.{f.name}" for f in fields(build)}  # type: ignore[arg-type]
+    assert set(declared) == expected
+    # the derived snapshot reads each option: a changed value shows at its attribute
+    values = {key: parse(spec, to_text(spec, spec.default)) for key, spec in REGISTRY.items()}
+    values.update({"RetryTimes": 7, "SMTPFrom": " a@b.c ", "passkey.user_verification": "bogus",
+                   "ModelRatio": {"m": 2, "bad": "x"}})
+    settings = Settings.of(values)
+    assert settings.retry_times == 7 and settings.smtp.sender == "a@b.c"
+    assert settings.passkey.user_verification == "preferred"  # a value outside the set reads as the default
+    assert dict(settings.model_ratio) == {"m": 2.0}

@@ -18,8 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 from sqlalchemy import select
 
+from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from models.tables import Option
-from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from tests.conftest import Stack
 from tests.harness import Api, Running, add_user, logged_in, make_config, serve
 from tests.services import REDIS_URL

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from core.settings import Settings, status_in
+from core.option_values import status_in
+from core.settings import Settings
 from quota.backends.base import Backend
 from server.channels.table import ChannelTable, RoutedChannel, choose_key, map_model
 from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout

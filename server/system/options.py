@@ -12,13 +12,13 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
+from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from core.settings import Settings
 from models.db import Database
 from models.system import OptionRepository
 from quota.backends.base import Backend
 from quota.versions import OPTIONS, VersionTracker
 from server.crypto import SecretBox
-from server.system.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 
 # switches that cannot be turned on while the option they rely on is empty (docs/API.md#options)
 _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}

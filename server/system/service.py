@@ -8,6 +8,7 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Role
+from core.option_registry import OptionError
 from core.relying_party import RequestSite, resolve
 from models.db import Database
 from models.logs import LogRepository
@@ -19,7 +20,6 @@ from server.accounts.rules import check_password, check_username, fresh_aff_code
 from server.clock import Clock
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict
-from server.system.option_registry import OptionError
 from server.system.options import Options
 
 ROOT_INITIAL_QUOTA = 100_000_000

@@ -1,7 +1,12 @@
-"""The typed registry of options: every key, its kind, default and rule, in one table.
+"""The typed registry of options: every key, its kind, default, rule and where the code reads it.
 
 `normalize(key, value)` turns what `PUT /api/option/` received into the stored string or raises
-`OptionError` naming the key; `parse(key, text)` turns the stored string into a Python value.
+`OptionError` naming the key; `parse(key, text)` turns the stored string into a Python value. A spec's
+`attr` names the attribute of the typed snapshot `core.settings.Settings` that the option becomes
+(`"smtp.port"`: the `port` of the composite `smtp`), and `read` how its value is read there (by default the
+kind's plain conversion; the tolerant readers of core/option_values.py for JSON and lists): `Settings.of`
+is derived from this table, so an option is declared once. Options without `attr` are stored and served
+but read by no code.
 Keys kept only for new-api clients (GroupGroupRatio, TopupGroupRatio, CacheRatio, AudioRatio,
 AudioCompletionRatio, DefaultUseAutoGroup) are stored and returned but have no effect.
 """
@@ -16,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.settings import ATTACHMENTS, USER_VERIFICATION, parse_status_ranges
+from core import option_values as read
+from core.option_values import ATTACHMENTS, USER_VERIFICATION, parse_status_ranges
 
 
 class OptionError(ValueError):
@@ -33,6 +39,8 @@ class Spec:
     kind: str  # str | int | float | bool | json | text
     default: Any
     rule: Rule | None = None
+    attr: str | None = None  # the `Settings` attribute it becomes ("group.name" inside a composite)
+    read: Callable[[Any], Any] | None = None  # value → attribute; None: the kind's plain conversion
 
     @property
     def secret(self) -> bool:
@@ -197,74 +205,106 @@ EMAIL_WHITELIST = "gmail.com,yahoo.com,outlook.com,hotmail.com,icloud.com,qq.com
 
 SPECS: tuple[Spec, ...] = (
     # site
-    Spec("SystemName", "str", "Tollway", length(1, 64)),
-    Spec("Logo", "str", ""), Spec("Footer", "str", ""), Spec("Notice", "str", ""),
-    Spec("About", "str", ""), Spec("DocsLink", "str", ""), Spec("TopUpLink", "str", ""),
-    Spec("HomePageContent", "text", ""),
-    Spec("HeaderNavModules", "text", HEADER_NAV_MODULES, json_object_text),
-    Spec("SidebarModulesAdmin", "text", SIDEBAR_MODULES_ADMIN, json_object_text),
-    Spec("ServerAddress", "str", "", http_url_or_empty),
+    Spec("SystemName", "str", "Tollway", length(1, 64), attr="system_name"),
+    Spec("Logo", "str", "", attr="logo"), Spec("Footer", "str", "", attr="footer"),
+    Spec("Notice", "str", "", attr="notice"), Spec("About", "str", "", attr="about"),
+    Spec("DocsLink", "str", "", attr="docs_link"), Spec("TopUpLink", "str", "", attr="top_up_link"),
+    Spec("HomePageContent", "text", "", attr="home_page_content"),
+    Spec("HeaderNavModules", "text", HEADER_NAV_MODULES, json_object_text, attr="header_nav_modules"),
+    Spec("SidebarModulesAdmin", "text", SIDEBAR_MODULES_ADMIN, json_object_text,
+         attr="sidebar_modules_admin"),
+    Spec("ServerAddress", "str", "", http_url_or_empty, attr="server_address"),
     # quota display
-    Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True)),
-    Spec("USDExchangeRate", "float", 7.3, at_least(0, strict=True)),
-    Spec("general_setting.quota_display_type", "str", "USD", one_of("USD", "CNY", "TOKENS", "CUSTOM")),
-    Spec("DisplayInCurrencyEnabled", "bool", True), Spec("DisplayTokenStatEnabled", "bool", True),
-    Spec("custom_currency_symbol", "str", "¤", length(0, 8)),
-    Spec("custom_currency_exchange_rate", "float", 1.0, at_least(0, strict=True)),
+    Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True), attr="quota_per_unit"),
+    Spec("USDExchangeRate", "float", 7.3, at_least(0, strict=True), attr="usd_exchange_rate"),
+    Spec("general_setting.quota_display_type", "str", "USD", one_of("USD", "CNY", "TOKENS", "CUSTOM"),
+         attr="quota_display_type"),
+    Spec("DisplayInCurrencyEnabled", "bool", True, attr="display_in_currency"),
+    Spec("DisplayTokenStatEnabled", "bool", True),
+    Spec("custom_currency_symbol", "str", "¤", length(0, 8), attr="custom_currency_symbol"),
+    Spec("custom_currency_exchange_rate", "float", 1.0, at_least(0, strict=True),
+         attr="custom_currency_exchange_rate"),
     # quota amounts
-    Spec("QuotaForNewUser", "int", 0, at_least(0)), Spec("QuotaForInviter", "int", 0, at_least(0)),
-    Spec("QuotaForInvitee", "int", 0, at_least(0)), Spec("PreConsumedQuota", "int", 500, at_least(0)),
-    Spec("QuotaRemindThreshold", "int", 1000, at_least(0)), Spec("RetryTimes", "int", 2, between(0, 10)),
+    Spec("QuotaForNewUser", "int", 0, at_least(0), attr="quota_for_new_user"),
+    Spec("QuotaForInviter", "int", 0, at_least(0), attr="quota_for_inviter"),
+    Spec("QuotaForInvitee", "int", 0, at_least(0), attr="quota_for_invitee"),
+    Spec("PreConsumedQuota", "int", 500, at_least(0), attr="pre_consumed_quota"),
+    Spec("QuotaRemindThreshold", "int", 1000, at_least(0)),
+    Spec("RetryTimes", "int", 2, between(0, 10), attr="retry_times"),
     # pricing
-    Spec("ModelRatio", "json", {}, number_map), Spec("CompletionRatio", "json", {}, number_map),
+    Spec("ModelRatio", "json", {}, number_map, attr="model_ratio", read=read.numbers),
+    Spec("CompletionRatio", "json", {}, number_map, attr="completion_ratio", read=read.numbers),
     Spec("CacheRatio", "json", {}, number_map), Spec("AudioRatio", "json", {}, number_map),
-    Spec("AudioCompletionRatio", "json", {}, number_map), Spec("ModelPrice", "json", {}, number_map),
-    Spec("ModelCapabilities", "json", {}, capabilities),
+    Spec("AudioCompletionRatio", "json", {}, number_map),
+    Spec("ModelPrice", "json", {}, number_map, attr="model_price", read=read.numbers),
+    Spec("ModelCapabilities", "json", {}, capabilities, attr="model_capabilities", read=read.capabilities),
     # groups
-    Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio),
+    Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio, attr="group_ratio",
+         read=read.ratios),
     Spec("GroupGroupRatio", "json", {}, nested_number_map),
     Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, positive_number_map),
-    Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map),
-    Spec("AutoGroups", "json", ["default"], string_list), Spec("DefaultUseAutoGroup", "bool", False),
+    Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map,
+         attr="user_usable_groups", read=read.texts),
+    Spec("AutoGroups", "json", ["default"], string_list, attr="auto_groups", read=read.names),
+    Spec("DefaultUseAutoGroup", "bool", False, attr="default_use_auto_group"),
     # channels
-    Spec("AutomaticDisableChannelEnabled", "bool", True), Spec("AutomaticEnableChannelEnabled", "bool", True),
-    Spec("ChannelDisableThreshold", "float", 5.0, at_least(0, strict=True)),
-    Spec("AutomaticDisableKeywords", "text", DISABLE_KEYWORDS),
-    Spec("AutomaticDisableStatusCodes", "str", "401,403", status_ranges),
-    Spec("AutomaticRetryStatusCodes", "str", "401,403,408,429,500-599", status_ranges),
+    Spec("AutomaticDisableChannelEnabled", "bool", True, attr="automatic_disable_channel_enabled"),
+    Spec("AutomaticEnableChannelEnabled", "bool", True, attr="automatic_enable_channel_enabled"),
+    Spec("ChannelDisableThreshold", "float", 5.0, at_least(0, strict=True), attr="channel_disable_threshold"),
+    Spec("AutomaticDisableKeywords", "text", DISABLE_KEYWORDS, attr="automatic_disable_keywords",
+         read=read.keywords),
+    Spec("AutomaticDisableStatusCodes", "str", "401,403", status_ranges,
+         attr="automatic_disable_status_codes", read=read.ranges),
+    Spec("AutomaticRetryStatusCodes", "str", "401,403,408,429,500-599", status_ranges,
+         attr="automatic_retry_status_codes", read=read.ranges),
     # switches
-    Spec("LogConsumeEnabled", "bool", True), Spec("RegisterEnabled", "bool", True),
-    Spec("PasswordLoginEnabled", "bool", True), Spec("PasswordRegisterEnabled", "bool", True),
-    Spec("SelfUseModeEnabled", "bool", False), Spec("DemoSiteEnabled", "bool", False),
-    Spec("DataExportEnabled", "bool", True), Spec("DataExportInterval", "int", 5, between(1, 60)),
-    Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week")),
-    Spec("NewApiCompatibleErrors", "bool", False),  # `/api` refusals answer 200 as new-api's do
+    Spec("LogConsumeEnabled", "bool", True, attr="log_consume_enabled"),
+    Spec("RegisterEnabled", "bool", True, attr="register_enabled"),
+    Spec("PasswordLoginEnabled", "bool", True, attr="password_login_enabled"),
+    Spec("PasswordRegisterEnabled", "bool", True, attr="password_register_enabled"),
+    Spec("SelfUseModeEnabled", "bool", False, attr="self_use_mode_enabled"),
+    Spec("DemoSiteEnabled", "bool", False, attr="demo_site_enabled"),
+    Spec("DataExportEnabled", "bool", True, attr="data_export_enabled"),
+    Spec("DataExportInterval", "int", 5, between(1, 60)),
+    Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week"),
+         attr="data_export_default_time"),
+    # `/api` refusals answer 200 as new-api's do
+    Spec("NewApiCompatibleErrors", "bool", False, attr="new_api_compatible_errors"),
     # e-mail
-    Spec("EmailVerificationEnabled", "bool", False), Spec("EmailDomainRestrictionEnabled", "bool", False),
-    Spec("EmailAliasRestrictionEnabled", "bool", False),
-    Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST),
-    Spec("SMTPServer", "str", ""), Spec("SMTPPort", "int", 587, between(1, 65535)),
-    Spec("SMTPAccount", "str", ""), Spec("SMTPFrom", "str", ""), Spec("SMTPToken", "str", ""),
-    Spec("SMTPSSLEnabled", "bool", False),
+    Spec("EmailVerificationEnabled", "bool", False, attr="email_verification_enabled"),
+    Spec("EmailDomainRestrictionEnabled", "bool", False, attr="email_domain_restriction_enabled"),
+    Spec("EmailAliasRestrictionEnabled", "bool", False, attr="email_alias_restriction_enabled"),
+    Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST, attr="email_domain_whitelist", read=read.domains),
+    Spec("SMTPServer", "str", "", attr="smtp.server", read=read.stripped),
+    Spec("SMTPPort", "int", 587, between(1, 65535), attr="smtp.port"),
+    Spec("SMTPAccount", "str", "", attr="smtp.account", read=read.stripped),
+    Spec("SMTPFrom", "str", "", attr="smtp.from_address", read=read.stripped),
+    Spec("SMTPToken", "str", "", attr="smtp.token"),
+    Spec("SMTPSSLEnabled", "bool", False, attr="smtp.ssl"),
     # model request rate limits
-    Spec("ModelRequestRateLimitEnabled", "bool", False),
-    Spec("ModelRequestRateLimitDurationMinutes", "int", 1, at_least(1)),
-    Spec("ModelRequestRateLimitCount", "int", 0, at_least(0)),
-    Spec("ModelRequestRateLimitSuccessCount", "int", 1000, at_least(0)),
-    Spec("ModelRequestRateLimitGroup", "json", {}, rate_limit_groups),
-    # payments
+    Spec("ModelRequestRateLimitEnabled", "bool", False, attr="rate_limit_enabled"),
+    Spec("ModelRequestRateLimitDurationMinutes", "int", 1, at_least(1), attr="rate_limit_minutes"),
+    Spec("ModelRequestRateLimitCount", "int", 0, at_least(0), attr="rate_limit_count"),
+    Spec("ModelRequestRateLimitSuccessCount", "int", 1000, at_least(0), attr="rate_limit_success_count"),
+    Spec("ModelRequestRateLimitGroup", "json", {}, rate_limit_groups, attr="rate_limit_groups",
+         read=read.count_pairs),
+    # payments (read by the payments service from the raw values)
     Spec("StripeApiSecret", "str", ""), Spec("StripeWebhookSecret", "str", ""),
-    Spec("StripePriceId", "str", ""), Spec("StripeUnitPrice", "float", 8.0, at_least(0, strict=True)),
+    Spec("StripePriceId", "str", ""),
+    Spec("StripeUnitPrice", "float", 8.0, at_least(0, strict=True), attr="stripe_unit_price"),
     Spec("StripeMinTopUp", "int", 1, at_least(1)),
     Spec("StripeApiBase", "str", "https://api.stripe.com", http_url_or_empty),
     Spec("payment_setting.amount_options", "json", [10, 20, 50, 100, 200, 500], number_list),
     # passkeys
-    Spec("passkey.enabled", "bool", False), Spec("passkey.rp_id", "str", "", host_name_or_empty),
-    Spec("passkey.rp_display_name", "str", "", length(0, 64)),
-    Spec("passkey.origins", "str", "", origin_list),
-    Spec("passkey.user_verification", "str", "preferred", one_of(*USER_VERIFICATION)),
-    Spec("passkey.attachment_preference", "str", "", one_of(*ATTACHMENTS)),
-    Spec("passkey.allow_insecure_origin", "bool", False),
+    Spec("passkey.enabled", "bool", False, attr="passkey_enabled"),
+    Spec("passkey.rp_id", "str", "", host_name_or_empty, attr="passkey.rp_id"),
+    Spec("passkey.rp_display_name", "str", "", length(0, 64), attr="passkey.rp_display_name"),
+    Spec("passkey.origins", "str", "", origin_list, attr="passkey.origins"),
+    Spec("passkey.user_verification", "str", "preferred", one_of(*USER_VERIFICATION),
+         attr="passkey.user_verification", read=read.choice(USER_VERIFICATION, "preferred")),
+    Spec("passkey.attachment_preference", "str", "", one_of(*ATTACHMENTS), attr="passkey.attachment",
+         read=read.choice(ATTACHMENTS, "")),
+    Spec("passkey.allow_insecure_origin", "bool", False, attr="passkey.allow_insecure_origin"),
 )
 
 REGISTRY: dict[str, Spec] = {spec.key: spec for spec in SPECS}
