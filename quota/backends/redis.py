@@ -102,6 +102,12 @@ def idempotent(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 guarded = _guard
 
 
+def channel_name(prefix: str, db: int, name: str) -> str:
+    """The Redis name of pub/sub channel `name` for the deployment with key prefix `prefix` in database `db`
+    (see the module docstring)."""
+    return f"{prefix}{name}:db{db}"
+
+
 class LuaScript:
     """A Lua script called by SHA in one command, and loaded again after the server lost it: over the
     backend's pipelined connection (`redis_pipe.RedisPipe`) when it has one, else redis-py's pool.
@@ -162,7 +168,7 @@ class RedisBackend:
 
     def channel(self, name: str) -> str:
         """The pub/sub channel `name` of this deployment (see the module docstring)."""
-        return f"{self.prefix}{name}:db{self.db}"
+        return channel_name(self.prefix, self.db, name)
 
     def script(self, source: str) -> LuaScript:
         return LuaScript(self.client, source, self.pipe)
