@@ -1,6 +1,9 @@
 """The invalidation channel's listener, and who handles which message: handlers register themselves.
 
-Every worker subscribes to one pub/sub channel (`invalidate`). A component that caches shared state
+Every worker subscribes to one pub/sub channel (`invalidate`; with Redis its name also carries the key
+prefix and the database number, so that only the workers of one deployment hear each other:
+quota/backends/redis.py). A message is a hint, not a fact to adopt: a handler drops what it holds or
+reads the current state from the store (quota/versions.py). A component that caches shared state
 registers the message prefix it owns and an async handler (`register("rec:key:", …)`), and what to do
 after every (re)subscription, when messages may have been missed (`on_resubscribe`). Adding a subsystem
 that caches something (2FA, passkeys, payments) adds a registration where it is built, not a branch here.

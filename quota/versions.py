@@ -15,6 +15,16 @@ of the counters instead.
 The counters only grow: the first bump after the store lost them (a Redis restart without persistence)
 starts every counter at the store's clock in microseconds, above any value handed out before.
 
+The catch-up rule: the version a worker holds is always a number it read from its own store (the
+counters, the reservation's copy of them, or its own bump), never a number it heard on pub/sub. A
+broadcast (`options:<v>`, `channels:<v>`) is only a hint that something changed: on one, the worker reads
+the counters (one round trip) and catches up to those; the number in the message is ignored. A number
+from elsewhere — another deployment on the same Redis server, a forged or replayed message — could be
+higher than anything this store will hand out for a long time, and a worker holding it would ignore
+every later change of its own deployment. For the same reason a forced reload (this worker's own change,
+a resubscription after Redis came back) sets what it holds to exactly the value it read, even when that
+is lower: a store restored from an older snapshot goes on being followed.
+
 `VersionTracker` is this worker's side: which version of each kind it holds, the reload of each kind,
 one reload at a time per kind (concurrent callers wait for the one in progress, bounded by a deadline;
 a reload that failed leaves the old state in use and is retried no sooner than a second later).
@@ -50,17 +60,6 @@ class VersionStore(Protocol):
     async def bump(self, name: str) -> int:
         """Increment the counter `name`; returns its new value."""
         ...
-
-
-def parse_message(text: str) -> tuple[str, int] | None:
-    """(name, version) of a version broadcast ("channels:17"); None for any other message."""
-    name, sep, number = text.partition(":")
-    if name not in NAMES or name == RECORDS or not sep:
-        return None
-    try:
-        return name, int(number)
-    except ValueError:
-        return None
 
 
 class VersionTracker:
@@ -115,41 +114,44 @@ class VersionTracker:
 
     async def changed(self, name: str) -> None:
         """After a committed change of `name` (shared copies already dropped): bump the counter, reload
-        here, and broadcast the new version. Every caller answered after this sees the change."""
+        here, and broadcast a hint. Every caller answered after this sees the change."""
         version = await self.store.bump(name)
         await self._reload(name, version, force=True)
         if self._broadcasts is not None:
+            # the number is for a human watching the channel; receivers read the counters instead
             await self._broadcasts.publish(f"{name}:{version}")
 
-    async def announced(self, name: str, version: int) -> None:
-        """A broadcast said `version` of `name` exists: reload unless already holding it."""
-        if version > self.known[name]:
-            await self._reload(name, version)
+    async def hinted(self) -> None:
+        """A broadcast said something changed: read the counters and catch up to them. Whatever number
+        the message carried is not trusted (see the module docstring)."""
+        await self.refresh()
 
     def listen(self, broadcasts: Broadcasts) -> None:
-        """Follow the version broadcasts (and send ours through them), and reload everything after a
-        (re)subscription."""
+        """Take the version broadcasts as hints (and send ours through them), and reload everything after
+        a (re)subscription."""
         self._broadcasts = broadcasts
 
-        async def announced(text: str) -> None:
-            parsed = parse_message(text)
-            if parsed is not None:
-                await self.announced(*parsed)
+        async def hint(_message: str) -> None:
+            await self.hinted()
 
         for name in (CHANNELS, OPTIONS):
-            broadcasts.register(f"{name}:", announced)
+            broadcasts.register(f"{name}:", hint)
         broadcasts.on_resubscribe(self.resync)
 
     async def resync(self) -> None:
-        """After a (re)subscription, when broadcasts may have been lost: reload everything."""
+        """After a (re)subscription, when broadcasts may have been lost and the store may have restarted
+        (even from an older snapshot): reload everything, and hold exactly the counters read now."""
         seen = await self.store.versions()
         for name, version in zip(NAMES, seen, strict=True):
             await self._reload(name, version, force=True)
 
     async def _reload(self, name: str, version: int, *, force: bool = False) -> None:
+        """Reload `name` and hold `version`, a value read from the store before the reload. Without
+        `force`, only if `version` is newer than the one held; with it, always, and the held version is
+        set to `version` even if lower (never above the store's: see the module docstring)."""
         reload = self._reloaders.get(name)
         if reload is None:
-            self.known[name] = max(self.known[name], version)
+            self.known[name] = version if force else max(self.known[name], version)
             return
         lock = self._locks[name]
         try:
@@ -168,7 +170,7 @@ class VersionTracker:
                                       name, version)
                         return
                     self._failed_at.pop(name, None)
-                    self.known[name] = max(self.known[name], version)
+                    self.known[name] = version  # newer than the one held unless forced
         except TimeoutError:
             log.warning("reload of %s took longer than %.0f s; going on with what this worker holds",
                         name, RELOAD_DEADLINE)

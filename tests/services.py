@@ -12,6 +12,7 @@ import secrets
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from sqlalchemy import text
@@ -77,6 +78,12 @@ def drop_database(kind: str, url: str) -> None:
     base = MARIADB_URL if kind == "mariadb" else POSTGRES_URL
     stmt = f"DROP DATABASE IF EXISTS {name}" + (" WITH (FORCE)" if kind == "postgres" else "")
     run_blocking(_admin(base, stmt, database="test"))
+
+
+def redis_db_url(db: int, url: str = REDIS_URL) -> str:
+    """`url` with another database number: for tests that need a Redis database of their own (high
+    numbers, 11-14, are left to them; they remove only the keys under their own prefix there)."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
 
 
 async def redis_ping(url: str = REDIS_URL) -> None:

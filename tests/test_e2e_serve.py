@@ -80,26 +80,28 @@ def clean_env(**settings: str) -> dict[str, str]:
 
 
 @contextmanager
-def mariadb_redis_env(tmp_path: Path, label: str, **settings: str
-                      ) -> Iterator[tuple[dict[str, str], str, str]]:
+def mariadb_redis_env(tmp_path: Path, label: str, *, redis_url: str = REDIS_URL, prefix: str | None = None,
+                      **settings: str) -> Iterator[tuple[dict[str, str], str, str]]:
     """A fresh MariaDB database and Redis key prefix, and the environment of a `tollway serve` on them (its
     own data directory and free port, no per-IP rate limits, `settings` on top); yields (env, database URL,
-    prefix) and removes both afterwards. Without MariaDB or Redis: skipped, or failed when CI=true."""
+    prefix) and removes both afterwards. Without MariaDB or Redis: skipped, or failed when CI=true.
+    `redis_url` picks another Redis database; `prefix` a given (fresh) prefix, e.g. one two deployments share
+    in two databases — its keys are removed from `redis_url`'s database only."""
     try:
-        run_blocking(redis_ping())
+        run_blocking(redis_ping(redis_url))
         db_url = create_database("mariadb")
     except Exception as exc:
         unavailable("mariadb+redis", exc)
         raise
-    prefix = f"twtest:{label}:{secrets.token_hex(4)}:"
-    env = clean_env(**{"DATABASE_URL": db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix,
+    prefix = prefix or f"twtest:{label}:{secrets.token_hex(4)}:"
+    env = clean_env(**{"DATABASE_URL": db_url, "REDIS_URL": redis_url, "REDIS_KEY_PREFIX": prefix,
                        "SECRET_KEY": secrets.token_hex(32), "DATA_DIR": str(tmp_path / "data"),
                        "HOST": "127.0.0.1", "PORT": str(free_port()), "GLOBAL_API_RATE_LIMIT": "0",
                        "CRITICAL_RATE_LIMIT": "0", **settings})
     try:
         yield env, db_url, prefix
     finally:
-        run_blocking(redis_purge(prefix))
+        run_blocking(redis_purge(prefix, redis_url))
         drop_database("mariadb", db_url)
 
 

@@ -20,6 +20,8 @@ from sqlalchemy import select
 
 from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from models.tables import Option
+from quota.backends.redis import channel_name
+from quota.broadcasts import CHANNEL
 from tests.conftest import Stack
 from tests.harness import Api, Running, add_user, logged_in, make_config, serve
 from tests.services import REDIS_URL
@@ -293,10 +295,11 @@ async def test_a_secret_is_encrypted_at_rest_and_never_returned(embedded_app: Ru
 
 # ---- every worker ------------------------------------------------------------------------------------
 
-async def subscribers(prefix: str, channel: str = "invalidate") -> int:
+async def subscribers(prefix: str, channel: str = CHANNEL) -> int:
     client = aioredis.Redis.from_url(REDIS_URL)
     try:
-        counts = await client.pubsub_numsub(prefix + channel)
+        db = int(client.connection_pool.connection_kwargs.get("db") or 0)
+        counts = await client.pubsub_numsub(channel_name(prefix, db, channel))
         return int(counts[0][1])
     finally:
         await client.aclose()

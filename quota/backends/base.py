@@ -163,7 +163,8 @@ class Backend(KeyValue, Protocol):
         ...
 
     async def publish(self, channel: str, message: str) -> None:
-        """Deliver `message` to every subscriber of `channel` on every worker and node."""
+        """Deliver `message` to every subscriber of `channel` on every worker and node of this deployment
+        (the same store: with Redis, the same server, database and key prefix), and nowhere else."""
         ...
 
     def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:

@@ -16,6 +16,11 @@ After Redis restarts, every pooled connection is dead. Two rules make the first 
   `SET … NX` (a lock taken) are `@guarded` only: after an ambiguous failure they answer
   `BackendUnavailable` rather than risk counting twice or finding their own lock taken.
 A timeout is never retried (the deadline covers the whole call, retry included).
+
+Pub/sub channels are named `<prefix><name>:db<n>`, `n` the database number of `REDIS_URL`: Redis delivers
+a message to every subscriber of the channel name on the whole server, whatever database either side
+selected, so without the number two deployments on one server (different databases, the same prefix)
+would hear each other's broadcasts. The key prefix and the database together are what a deployment is.
 """
 
 from __future__ import annotations
@@ -97,6 +102,12 @@ def idempotent(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 guarded = _guard
 
 
+def channel_name(prefix: str, db: int, name: str) -> str:
+    """The Redis name of pub/sub channel `name` for the deployment with key prefix `prefix` in database `db`
+    (see the module docstring)."""
+    return f"{prefix}{name}:db{db}"
+
+
 class LuaScript:
     """A Lua script called by SHA in one command, and loaded again after the server lost it: over the
     backend's pipelined connection (`redis_pipe.RedisPipe`) when it has one, else redis-py's pool.
@@ -141,6 +152,7 @@ class RedisBackend:
             maint_notifications_config=MaintNotificationsConfig(enabled=False),
         )
         self.client: aioredis.Redis = aioredis.Redis(connection_pool=pool)
+        self.db = int(pool.connection_kwargs.get("db") or 0)  # the database `REDIS_URL` selects
         # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
         # connection of their own
         self.pipe = RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None
@@ -153,6 +165,10 @@ class RedisBackend:
 
     def key(self, name: str) -> str:
         return self.prefix + name
+
+    def channel(self, name: str) -> str:
+        """The pub/sub channel `name` of this deployment (see the module docstring)."""
+        return channel_name(self.prefix, self.db, name)
 
     def script(self, source: str) -> LuaScript:
         return LuaScript(self.client, source, self.pipe)
@@ -256,11 +272,11 @@ class RedisBackend:
 
     @idempotent
     async def publish(self, channel: str, message: str) -> None:
-        await self.client.publish(self.key(channel), message)
+        await self.client.publish(self.channel(channel), message)
 
     async def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:
         """Yield messages; on a lost connection, resubscribe after a short pause (never raises)."""
-        names = {self.key(c): c for c in channels}
+        names = {self.channel(c): c for c in channels}
         while True:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:

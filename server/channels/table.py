@@ -1,12 +1,12 @@
 """The routing table of one worker: every channel and its abilities, held in memory so that picking a
 channel for a model call reads no SQL.
 
-It is loaded at start and reloaded whenever any worker announces a new version of it (every admin change
-and every automatic disable bumps the `channels` version right after its commit, reloads here and
-broadcasts it), and after every Redis (re)subscription, since a broadcast may have been missed. A worker
-that learns a newer version from a model call's reservation reloads before it picks a channel
-(quota/versions.py), so a change is routable on every worker from the first request after the writer
-answered, without a periodic sync.
+It is loaded at start and reloaded whenever the `channels` version counter moves (every admin change and
+every automatic disable bumps it right after its commit, reloads here and broadcasts a hint, on which the
+other workers read the counter: quota/versions.py), and after every Redis (re)subscription, since a
+broadcast may have been missed. A worker that learns a newer version from a model call's reservation
+reloads before it picks a channel (quota/versions.py), so a change is routable on every worker from the
+first request after the writer answered, without a periodic sync.
 
 Selection (docs/API.md#selection-and-retries): candidates = enabled abilities for (group, model) on channels
 of the served types, minus the channels already tried in this request; the highest priority tier among them; a

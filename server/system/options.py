@@ -1,6 +1,7 @@
 """The live option values of a worker: loaded from SQL, typed by the registry, reloaded on every
-worker as soon as one of them changes a value (the `options` version is bumped and broadcast; a worker
-shown a newer version by a reservation or a management request reloads first — quota/versions.py).
+worker as soon as one of them changes a value (the `options` version is bumped and a hint broadcast, on
+which every worker reads the counter; a worker shown a newer version by a reservation or a management
+request reloads first — quota/versions.py).
 
 Each reload also builds `settings`, the typed frozen snapshot (`core/settings.py`) that every reader of a
 particular option uses; the raw values (`current`, `text`, `visible`) serve the generic option routes."""

@@ -1,6 +1,9 @@
 """Version counters of the cached shared state (quota/versions.py), one suite over both backends: they
 only grow (also after Redis lost them), the reservation returns them, a shared record copy read before a
-change cannot be stored after it, and a worker's tracker reloads exactly what is behind, once."""
+change cannot be stored after it, and a worker's tracker reloads exactly what is behind, once. A broadcast
+is only a hint (the tracker reads the counters and never adopts the message's number), a store restored
+from an older snapshot is followed after the resubscription, and two deployments on other databases of
+one Redis server do not hear each other's broadcasts."""
 
 from __future__ import annotations
 
@@ -10,15 +13,18 @@ from typing import Any
 
 import pytest
 
-from quota.backends.base import Backend
+from quota.backends.base import SUBSCRIBED, Backend
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
+from quota.broadcasts import CHANNEL, Broadcasts
 from quota.records import RecordCache
 from quota.store import QuotaStore
-from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker, parse_message
-from tests.services import REDIS_URL
+from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker
+from tests.services import REDIS_URL, redis_db_url
+
+HANG = 30.0  # seconds; bounds a hang only
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -152,8 +158,8 @@ async def test_refresh_reports_a_change_made_after_the_decision_even_if_already_
     tracker.register(CHANNELS, Recorder())
     await tracker.start()
     basis = tracker.held()  # the decision is taken here, on the old table
-    version = await backend.bump(CHANNELS)
-    await tracker.announced(CHANNELS, version)  # the broadcast's reload completes first
+    await backend.bump(CHANNELS)
+    await tracker.hinted()  # the broadcast's reload completes first
     assert await tracker.refresh(since=basis) is True
     assert await tracker.refresh() is False
 
@@ -178,9 +184,75 @@ async def test_a_failed_reload_keeps_the_old_version_and_is_retried_later(backen
     assert channels.calls == 3 and tracker.held() == await backend.versions()
 
 
-def test_version_broadcasts_parse() -> None:
-    assert parse_message("channels:17") == ("channels", 17)
-    assert parse_message("options") is None
-    assert parse_message("rec:key:abc") is None
-    assert parse_message("records:3") is None  # records travel as per-record drops
-    assert parse_message("channels:x") is None
+async def test_a_broadcast_is_a_hint_and_its_number_is_never_adopted(backend: Backend) -> None:
+    """On a version broadcast the tracker reads the counters and catches up to those. A forged one with a
+    huge number (or another deployment's) must not stop it from seeing its own later changes; one with a
+    meaningless small number must not stop it from seeing the change it announces."""
+    await primed(backend)
+    tracker = VersionTracker(backend)
+    channels, options = Recorder(), Recorder()
+    tracker.register(CHANNELS, channels)
+    tracker.register(OPTIONS, options)
+    broadcasts = Broadcasts(backend)
+    tracker.listen(broadcasts)
+    await tracker.start()
+    assert await broadcasts.dispatch(f"options:{10**18}")
+    assert await broadcasts.dispatch(f"channels:{10**18}")
+    assert tracker.held() == await backend.versions()  # what the store says, not what was heard
+    for _ in range(3):
+        await backend.bump(OPTIONS)  # another worker's change; its broadcast is lost
+        calls = options.calls
+        assert await tracker.refresh() is True
+        assert options.calls == calls + 1
+        await backend.bump(CHANNELS)  # another worker's change, and its hint with a number that means nothing
+        calls = channels.calls
+        assert await broadcasts.dispatch("channels:1")
+        assert channels.calls == calls + 1
+        assert tracker.held() == await backend.versions()
+
+
+async def test_a_store_restored_from_an_older_snapshot_is_followed_after_the_resubscription(
+        redis_prefix: str) -> None:
+    """Redis comes back with the counters of an older snapshot: after the resubscription's resync the
+    worker holds those, so the changes made from then on (numbered from the snapshot) are seen."""
+    redis = RedisBackend(REDIS_URL, redis_prefix)
+    try:
+        await primed(redis)
+        snapshot = await redis.versions()
+        tracker = VersionTracker(redis)
+        options = Recorder()
+        tracker.register(OPTIONS, options)
+        await tracker.start()
+        for _ in range(5):
+            await tracker.changed(OPTIONS)  # this worker's changes after the snapshot was taken
+        await redis.client.hset(redis.versions_key, mapping=dict(zip(NAMES, map(str, snapshot), strict=True)))
+        await tracker.resync()  # what the listener runs once it has subscribed again
+        assert tracker.held() == snapshot
+        await redis.bump(OPTIONS)  # another worker's change after the restart
+        calls = options.calls
+        assert await tracker.refresh() is True
+        assert options.calls == calls + 1 and tracker.held() == await redis.versions()
+    finally:
+        await redis.close()
+
+
+async def test_deployments_on_other_databases_of_one_server_do_not_hear_each_other(redis_prefix: str) -> None:
+    """Redis pub/sub ignores the database number: the channel's name must carry it. Two deployments with
+    the same key prefix in databases 13 and 14 (publishing creates no keys: nothing to clean there)."""
+    one = RedisBackend(redis_db_url(13), redis_prefix)
+    two = RedisBackend(redis_db_url(14), redis_prefix)
+    heard = one.subscribe(CHANNEL)
+    try:
+        assert await anext(heard) == ("", SUBSCRIBED)
+
+        for _ in range(int(HANG / 0.05)):  # the server has taken the subscription (bounds a hang only)
+            if await one.client.pubsub_channels(f"{redis_prefix}*"):
+                break
+            await asyncio.sleep(0.05)
+        await two.publish(CHANNEL, f"options:{10**18}")  # the other deployment's broadcast
+        await one.publish(CHANNEL, "options:1")  # ours, published after it
+        assert await asyncio.wait_for(anext(heard), HANG) == (CHANNEL, "options:1")
+    finally:
+        await heard.aclose()  # type: ignore[attr-defined]
+        await one.close()
+        await two.close()
