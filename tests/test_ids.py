@@ -19,9 +19,10 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import Column, Table, delete, func, select
 
 from models.base import Base
 from models.channels import Channel
@@ -52,15 +53,25 @@ class World:
     passkeys: dict[int, SoftPasskey] = field(default_factory=dict)
 
 
+def id_of(model: type[Base]) -> Column[int]:
+    return cast(Table, model.__table__).c.id
+
+
 async def newest_id(app: Running, model: type[Base]) -> int:
     async with app.state.db.transaction() as tx:
-        return int(await tx.scalar(select(func.max(model.id))) or 0)  # type: ignore[attr-defined]
+        return int(await tx.scalar(select(func.max(id_of(model)))) or 0)
+
+
+async def exists(app: Running, model: type[Base], row_id: int) -> bool:
+    async with app.state.db.transaction() as tx:
+        found = await tx.scalar(select(func.count()).where(id_of(model) == row_id))
+    return bool(found)
 
 
 async def purge(app: Running, model: type[Base], row_id: int) -> None:
     """Remove a row the API only marked deleted, as an operator's clean-up would."""
     async with app.state.db.transaction() as tx:
-        await tx.execute(delete(model).where(model.id == row_id))  # type: ignore[attr-defined]
+        await tx.execute(delete(model).where(id_of(model) == row_id))
 
 
 # ---- each resource: make one (its id), delete one ------------------------------------------------------
@@ -141,8 +152,9 @@ async def delete_log(w: World, _log_id: int) -> None:
     data_of(await w.admin.delete("/api/log/", params={"target_timestamp": w.app.clock.now_s() + 1}))
 
 
-Step = Callable[[World], Awaitable[int]]
-RESOURCES: dict[str, tuple[type[Base], Step, Callable[[World, int], Awaitable[None]]]] = {
+Make = Callable[[World], Awaitable[int]]
+Remove = Callable[[World, int], Awaitable[None]]
+RESOURCES: dict[str, tuple[type[Base], Make, Remove]] = {
     "channel": (Channel, make_channel, delete_channel),
     "api key": (ApiKey, make_key, delete_key),
     "user": (User, make_user, delete_user),
@@ -162,6 +174,7 @@ async def world(app: Running) -> World:
 
 @pytest.mark.parametrize("resource", list(RESOURCES))
 async def test_a_deleted_id_is_never_given_again(resource: str, app: Running) -> None:
+    """Make two, delete the one with the highest id, make another: its id is larger."""
     model, make, remove = RESOURCES[resource]
     w = await world(app)
     async with FakeStripe(api_key=API_KEY, price_id=PRICE) as stripe:
@@ -174,13 +187,6 @@ async def test_a_deleted_id_is_never_given_again(resource: str, app: Running) ->
         assert not await exists(app, model, deleted)
         again = await make(w)
     assert again > deleted, f"{resource}: id {again} given after {deleted} was deleted"
-
-
-async def exists(app: Running, model: type[Base], row_id: int) -> bool:
-    async with app.state.db.transaction() as tx:
-        found = await tx.scalar(select(func.count()).select_from(model)
-                                .where(model.id == row_id))  # type: ignore[attr-defined]
-    return bool(found)
 
 
 # ---- across a restart of the database server ----------------------------------------------------------
