@@ -3,10 +3,15 @@
 Types are chosen to behave the same on SQLite, MariaDB 10.11 and PostgreSQL 15: `Id` is BIGINT (INTEGER on
 SQLite so that it auto-increments), text without a length is TEXT, times are unix seconds in BIGINT,
 `KeyString` compares byte for byte everywhere.
+A generated id is never given twice, on every database: every table with one declares `never_reuse_ids()`
+(SQLite's AUTOINCREMENT; MariaDB's and PostgreSQL's counters never go back by themselves), see
+docs/ARCHITECTURE.md#ids-are-never-reused.
 Reserved words used as column names (`group`, `key`) are quoted by SQLAlchemy per dialect.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import BigInteger, Integer, MetaData, String
 from sqlalchemy.dialects import mysql
@@ -21,6 +26,14 @@ NAMING = {
 }
 
 Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def never_reuse_ids() -> dict[str, Any]:
+    """The table options of every table with a generated `Id`: the id of a deleted row is never given to
+    a new one. SQLite, without AUTOINCREMENT, gives max(id) + 1 — the id of the deleted newest row, and
+    with it that row's logs, references and cached state. (A fresh dict per table: SQLAlchemy may add to
+    it.)"""
+    return {"sqlite_autoincrement": True}
 
 
 def KeyString(length: int) -> String:

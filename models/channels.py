@@ -35,11 +35,12 @@ from core.enums import ChannelStatus
 from core.multikey import MultiKeyState
 from models import query
 from models.abilities import Ability
-from models.base import Base, Id
+from models.base import Base, Id, never_reuse_ids
 
 
 class Channel(Base):
     __tablename__ = "channels"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     type: Mapped[int] = mapped_column(Integer, default=0)

@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, Text, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 from models.logs import Log
 
 REF_MAX = 64  # the width of `logs.ref`, where the credit's log row records the same key
@@ -26,6 +26,7 @@ REF_MAX = 64  # the width of `logs.ref`, where the credit's log row records the 
 
 class PendingCredit(Base):
     __tablename__ = "pending_credits"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     ref: Mapped[str] = mapped_column(KeyString(REF_MAX), unique=True)  # the engine's idempotency key

@@ -16,11 +16,12 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import KeyStatus
 from models import query
-from models.base import Base, Id
+from models.base import Base, Id, never_reuse_ids
 
 
 class ApiKey(Base):
     __tablename__ = "tokens"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(BigInteger, index=True)

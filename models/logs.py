@@ -43,7 +43,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import LogType
 from models import query
-from models.base import NAMING, Base, Id
+from models.base import NAMING, Base, Id, never_reuse_ids
 
 LOGS_ELSEWHERE = "logs_elsewhere"  # a session-info flag: this session's database keeps no logs
 
@@ -53,6 +53,7 @@ class Log(Base):
     __table_args__ = (
         Index("ix_logs_user_id_created_at", "user_id", "created_at"),
         Index("ix_logs_created_at", "created_at"),
+        never_reuse_ids(),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
@@ -91,6 +92,7 @@ class LogOutbox(Base):
     log row will carry there."""
 
     __tablename__ = "log_outbox"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     ref: Mapped[str] = mapped_column(String(64), unique=True)

@@ -17,13 +17,14 @@ from sqlalchemy import BigInteger, Boolean, String, Text, delete, func, select, 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 
 CREDENTIAL_ID_MAX = 512  # base64url characters (384 bytes; authenticators use 16–128)
 
 
 class PasskeyCredential(Base):
     __tablename__ = "passkey_credentials"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(BigInteger, index=True)

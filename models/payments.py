@@ -12,7 +12,7 @@ from sqlalchemy import BigInteger, String, UniqueConstraint, func, select, updat
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 from models.tables import User
 
 EVENT_ID_MAX = 128
@@ -22,7 +22,7 @@ CUSTOMER_MAX = 128  # users.stripe_customer
 
 class PaymentEvent(Base):
     __tablename__ = "payment_events"
-    __table_args__ = (UniqueConstraint("provider", "event_id"),)
+    __table_args__ = (UniqueConstraint("provider", "event_id"), never_reuse_ids())
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     provider: Mapped[str] = mapped_column(KeyString(PROVIDER_MAX))

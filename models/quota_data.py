@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, Index, String, Table, and_, bindparam, func, 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 
 HOUR = 3600
 
@@ -27,6 +27,7 @@ class QuotaData(Base):
         Index("uq_quota_data_bucket", "user_id", "model_name", "created_at", unique=True),
         Index("ix_quota_data_created_at", "created_at"),
         Index("ix_quota_data_username", "username"),
+        never_reuse_ids(),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import RedemptionStatus
 from models import query
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 
 KEY_LENGTH = 32  # 32 lowercase hex characters (a random UUID without its dashes)
 NAME_MAX = 20
@@ -26,6 +26,7 @@ NAME_MAX = 20
 
 class Redemption(Base):
     __tablename__ = "redemptions"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(BigInteger, default=0)  # the admin who created it

@@ -12,13 +12,14 @@ from typing import Any
 from sqlalchemy import BigInteger, Index, Integer, String, Text, event
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 
 USERNAME_KEY_MAX = 64
 
 
 class User(Base):
     __tablename__ = "users"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     username: Mapped[str] = mapped_column(String(64))

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.enums import TopUpStatus
 from models import query
-from models.base import Base, Id, KeyString
+from models.base import Base, Id, KeyString, never_reuse_ids
 
 # `topup:<trade_no>` is the idempotency key of the order's credit, and keys are at most 64 characters
 # (`logs.ref`), so a trade number has at most 64 - len("topup:") characters.
@@ -32,6 +32,7 @@ def credit_ref(trade_no: str) -> str:
 
 class TopUp(Base):
     __tablename__ = "top_ups"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(BigInteger, index=True)

@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, Boolean, String, Text, delete, func, select, 
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models.base import Base, Id
+from models.base import Base, Id, never_reuse_ids
 from models.tables import User
 
 DIGEST_LENGTH = 64  # hex HMAC-SHA256
@@ -35,6 +35,7 @@ class TwoFactor(Base):
 
 class BackupCode(Base):
     __tablename__ = "two_factor_backup_codes"
+    __table_args__ = never_reuse_ids()
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     user_id: Mapped[int] = mapped_column(BigInteger, index=True)
