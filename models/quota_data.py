@@ -125,3 +125,13 @@ class QuotaDataRepository:
                  .order_by(QuotaData.created_at, QuotaData.model_name))
         return [{"model_name": m, "created_at": int(h), "token_used": int(t or 0), "count": int(c or 0),
                  "quota": int(q or 0)} for m, h, t, c, q in (await self.s.execute(query)).all()]
+
+    async def summed_by_user(self, start: int, end: int) -> list[dict[str, Any]]:
+        """Every user's buckets in [start, end] summed per (username, hour), oldest first."""
+        query = (select(QuotaData.username, QuotaData.created_at, func.sum(QuotaData.token_used),
+                        func.sum(QuotaData.count), func.sum(QuotaData.quota))
+                 .where(QuotaData.created_at >= start, QuotaData.created_at <= end)
+                 .group_by(QuotaData.username, QuotaData.created_at)
+                 .order_by(QuotaData.created_at, QuotaData.username))
+        return [{"username": u, "created_at": int(h), "token_used": int(t or 0), "count": int(c or 0),
+                 "quota": int(q or 0)} for u, h, t, c, q in (await self.s.execute(query)).all()]

@@ -7,6 +7,7 @@ Services raise these; handlers never build error responses themselves.
      ├── Unauthorized          401
      │    └── Unauthenticated  401  no valid credential: no login, a session gone, a bad access token or key
      ├── Forbidden             403  optional `code` (e.g. VERIFICATION_REQUIRED)
+     │    └── NotOffered       403  a feature of new-api Tollway does not have; the message is also `data`
      ├── NotFound              404
      ├── MethodNotAllowed      405
      ├── Conflict              409
@@ -112,6 +113,17 @@ class Unauthenticated(Unauthorized):
 class Forbidden(TollwayError):
     status = 403
     default_message = "permission denied"
+
+
+class NotOffered(Forbidden):
+    """A new-api feature Tollway does not have, asked for on a route new-api's console calls
+    (docs/API.md#coming-from-new-api). The envelope carries the message as `data` too: new-api answers
+    these routes `{"message": "error", "data": <reason>}`, and its console shows `data`."""
+
+    default_message = "not offered by this server"
+
+    def fields(self) -> dict[str, Any]:
+        return {"data": self.message}
 
 
 class NotFound(TollwayError):

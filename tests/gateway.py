@@ -40,7 +40,7 @@ async def seed_key(state: State, user_id: int, *, remain: int = 0, unlimited: bo
 async def seed_channel(state: State, *, type: int, base_url: str, models: str, key: str = "upstream-key",
                        name: str = "", group: str = "default", priority: int = 0, weight: int = 0,
                        status: int = 1, multi_key_mode: str | None = None, model_mapping: str = "",
-                       status_code_mapping: str = "", auto_ban: int = 1) -> int:
+                       status_code_mapping: str = "", auto_ban: int = 1, header_override: str = "") -> int:
     keys = [k for k in key.split("\n") if k]
     multi = multi_key_mode is not None
     info: dict[str, Any] = {"is_multi_key": multi, "multi_key_size": len(keys) if multi else 0,
@@ -53,7 +53,7 @@ async def seed_channel(state: State, *, type: int, base_url: str, models: str, k
                       priority=priority, weight=weight, base_url=base_url, test_model="",
                       openai_organization="", other="", tag="", remark="", model_mapping=model_mapping,
                       status_code_mapping=status_code_mapping, setting="", param_override="",
-                      header_override="", settings="", auto_ban=auto_ban, balance=0.0,
+                      header_override=header_override, settings="", auto_ban=auto_ban, balance=0.0,
                       balance_updated_time=0, used_quota=0, created_time=state.clock.now_s(), test_time=0,
                       response_time=0, other_info="", channel_info=json.dumps(info))
         tx.add(row)

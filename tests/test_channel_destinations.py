@@ -56,7 +56,7 @@ REDIRECTS: list[tuple[dict[str, Any], str]] = [
     ({"base_url": ELSEWHERE}, "base_url"),
     ({"base_url": ""}, "base_url"),  # back to the type's default host: still another destination
     ({"type": OPENAI}, "type"),
-    ({"header_override": {"Host": "collector.example.net"}}, "header_override"),
+    ({"header_override": {"X-Forwarded-Host": "collector.example.net"}}, "header_override"),
     ({"setting": {"proxy": "http://proxy.example.net:3128"}}, "setting"),
     ({"name": "renamed", "base_url": ELSEWHERE, "key": ""}, "base_url"),  # "" keeps the key: not entered
 ]

@@ -89,13 +89,13 @@ async def test_an_empty_priority_or_weight_leaves_them_as_new_api_form_sends_it(
 async def test_redirecting_the_keys_of_a_tag_needs_root(app: Running) -> None:
     admin = await admin_of(app)
     one, two, _ = await tagged(admin)
-    moved = {"tag": "t1", "header_override": {"Host": "elsewhere.example"}}
+    moved = {"tag": "t1", "header_override": {"X-Forwarded-Host": "elsewhere.example"}}
     fails(await admin.put("/api/channel/tag", json=moved), 403, "header_override:")
     assert (await row_of(app, one)).header_override == ""  # type: ignore[union-attr]
     await add_user(app.state, "root", role=100)
     root = await logged_in(app, "root")
     assert data_of(await root.put("/api/channel/tag", json=moved)) == 2
-    assert (await row_of(app, two)).header_override == '{"Host":"elsewhere.example"}'  # type: ignore[union-attr]
+    assert (await row_of(app, two)).header_override == '{"X-Forwarded-Host":"elsewhere.example"}'  # type: ignore[union-attr]
     assert data_of(await admin.put("/api/channel/tag", json=moved)) == 2  # unchanged: allowed
 
 

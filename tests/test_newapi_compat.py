@@ -5,8 +5,12 @@ Proves:
 - `GET /api/status` has every key of new-api's (controller/misc.go `GetStatus`) with the JSON type new-api
   gives it, the features Tollway lacks off / empty / 0, `chats` a JSON list (the console stores
   `JSON.stringify(chats)` and parses it on every page), and still every key it had;
-- `GET /api/notice`, `/api/about`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/` and
-  `/api/user/oauth/bindings` answer new-api's shapes at new-api's access levels;
+- `GET /api/notice`, `/api/about`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/`,
+  `/api/user/oauth/bindings`, `/api/uptime/status`, `/api/subscription/plans`, `/api/subscription/self`
+  and `/api/custom-oauth-provider/` answer new-api's shapes at new-api's access levels; `POST
+  /api/user/amount` (EPay, not offered) refuses with the reason where the console reads it (`data`);
+- `POST /api/token/:id/key` answers the key without `sk-`, as new-api does: the console's copy (`sk-` +
+  key) is the key;
 - `NewApiCompatibleErrors` is a root-settable boolean option (default false, listed, validated); on, an
   `/api` refusal answers 200 + `success: false` with the same message (and `code`), decided in one place,
   so every route family follows; new-api's kept statuses stay: no valid credential 401, rate limits 429
@@ -181,6 +185,60 @@ async def test_oauth_bindings_are_an_empty_list(embedded_app: Running) -> None:
     fails(await embedded_app.client().get("/api/user/oauth/bindings"), 401)
     await add_user(embedded_app.state, "alice")
     assert envelope(await (await logged_in(embedded_app, "alice")).get("/api/user/oauth/bindings")) == []
+
+
+async def test_the_dashboard_top_up_and_settings_pages_find_their_routes(embedded_app: Running) -> None:
+    """The routes the classic console calls on those pages, in new-api's shapes at its access levels:
+    `GetUptimeKumaStatus` (public; with no monitor group configured, []), `GetSubscriptionPlans` and
+    `GetSubscriptionSelf` (UserAuth), `GetCustomOAuthProviders` (RootAuth)."""
+    anonymous = embedded_app.client()
+    root = await root_of(embedded_app)
+    await add_user(embedded_app.state, "admin", role=10)
+    await add_user(embedded_app.state, "alice")
+    admin, alice = await logged_in(embedded_app, "admin"), await logged_in(embedded_app, "alice")
+    assert envelope(await anonymous.get("/api/uptime/status")) == []
+    assert envelope(await alice.get("/api/subscription/plans")) == []
+    assert envelope(await alice.get("/api/subscription/self")) == {
+        "billing_preference": "wallet_only", "subscriptions": [], "all_subscriptions": []}
+    assert envelope(await root.get("/api/custom-oauth-provider/")) == []
+    for path in ("/api/subscription/plans", "/api/subscription/self"):
+        fails(await anonymous.get(path), 401)
+    fails(await admin.get("/api/custom-oauth-provider/"), 403, "permission denied")
+
+
+EPAY_REFUSAL = ("EPay top-up is not offered here; the price of 10 units by card is "
+                "POST /api/user/stripe/amount")
+
+
+async def test_the_epay_price_is_refused_where_the_console_reads_the_reason(embedded_app: Running) -> None:
+    """new-api's `RequestAmount` (UserAuth) prices an EPay order, a method Tollway lacks: its
+    refusal carries the reason in `data` too (new-api answers `{message: "error", data: <reason>}` and
+    the console shows `data`), 403, or 200 with `NewApiCompatibleErrors`; bad input is a 400 first."""
+    root = await root_of(embedded_app)
+    await add_user(embedded_app.state, "alice")
+    alice = await logged_in(embedded_app, "alice")
+    fails(await embedded_app.client().post("/api/user/amount", json={"amount": 10}), 401)
+    refused = await alice.post("/api/user/amount", json={"amount": 10, "top_up_code": ""})
+    assert refused.status_code == 403
+    assert refused.json() == {"success": False, "message": EPAY_REFUSAL, "data": EPAY_REFUSAL}
+    fails(await alice.post("/api/user/amount", json={"amount": "ten"}), 400, "amount:", prefix=True)
+    await set_option(root, "NewApiCompatibleErrors", True)
+    compat_refusal(await alice.post("/api/user/amount", json={"amount": 10}), EPAY_REFUSAL, data=EPAY_REFUSAL)
+
+
+async def test_a_key_copied_from_the_console_is_the_key(embedded_app: Running) -> None:
+    """new-api's `GetTokenKey` answers `{key}` without `sk-` (new-api stores keys bare) and the
+    console copies `sk-` + key: that is the key the creation showed, and the gateway takes it."""
+    await add_user(embedded_app.state, "alice", quota=1000)
+    alice = await logged_in(embedded_app, "alice")
+    created = data_of(await alice.post("/api/token/", json={"name": "console", "unlimited_quota": True}))
+    revealed = envelope(await alice.post(f"/api/token/{created['id']}/key"))
+    assert set(revealed) == {"key"} and len(revealed["key"]) == 48 and not revealed["key"].startswith("sk-")
+    copied = "sk-" + revealed["key"]  # what the console's "copy key" puts on the clipboard
+    assert copied == created["key"]
+    async with httpx.AsyncClient(base_url=embedded_app.url, timeout=30) as client:
+        listed = await client.get("/v1/models", headers={"Authorization": f"Bearer {copied}"})
+        assert listed.status_code == 200, listed.text
 
 
 # ---- NewApiCompatibleErrors ---------------------------------------------------------------------------

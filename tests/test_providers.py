@@ -137,11 +137,13 @@ def test_gemini_upstream_request_carries_the_channel_key_and_the_callers_bytes()
     op = GEMINI.operation(f"{TTS}:generateContent", NONE)
     asked = GEMINI.read_body(op, body)
     channel = Channel(header_override={"X-Team": "a", "Authorization": "steal", "x-goog-api-key": "steal",
-                                       "Api-Key": "steal", "X-Number": 1})
+                                       "Api-Key": "steal", "X-Number": 1, "Content-Length": "5",
+                                       "Host": "elsewhere", "Proxy-Authorization": "p", "Content-Length ": "",
+                                       "content-type": "application/json+x"})
     call = GEMINI.upstream_call(channel, "k1", op, asked, "mapped-model", body)
-    assert call == UpstreamCall(
+    assert call == UpstreamCall(  # the override's framing headers never go; one it repeats replaces ours
         "POST", "https://generativelanguage.googleapis.com/v1beta/models/mapped-model:generateContent",
-        {"Content-Type": "application/json", "Accept": "application/json", "X-Team": "a",
+        {"Accept": "application/json", "X-Team": "a", "content-type": "application/json+x",
          "x-goog-api-key": "k1"}, body)
     stream = GEMINI.operation(f"{TTS}:streamGenerateContent", NONE)  # the caller's form: a JSON array
     call = GEMINI.upstream_call(Channel("http://up.example"), "k1", stream, asked, TTS, body)

@@ -6,6 +6,7 @@ Proved here:
   the logs' sums — and nothing else writes one; with `DataExportEnabled` off no bucket grows;
 - `GET /api/data/self` answers the caller's own buckets oldest first; `GET /api/data/` with `username`
   one user's buckets, without it every user's summed per (model, hour) with `user_id` 0;
+  `GET /api/data/users` (admin) every user's summed per (username, hour), every model together;
 - the window defaults to the last 7 days; a start after the end is a 400 on both, a span over 30 days a
   400 on `/self`, and bad numbers are 400s naming the parameter.
 """
@@ -24,13 +25,14 @@ from tests.gateway import seed_channel, seed_key
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 MOD = "omni-moderation-latest"
+MOD_2 = "text-moderation-latest"
 HOUR = 3600
 
 
-async def calls(app: Running, key: str, n: int) -> None:
+async def calls(app: Running, key: str, n: int, model: str = MOD) -> None:
     async with httpx.AsyncClient(base_url=app.url, timeout=30) as client:
         for _ in range(n):
-            r = await client.post("/v1/moderations", json={"input": "hello world!", "model": MOD},
+            r = await client.post("/v1/moderations", json={"input": "hello world!", "model": model},
                                   headers={"Authorization": key})
             assert r.status_code == 200, r.text
 
@@ -74,6 +76,34 @@ async def test_buckets_follow_the_logs(app: Running, openai_fake: FakeOpenAI) ->
     app.clock.shift(8 * 86400)  # the default window is the last 7 days
     assert data_of(await alice_api.get("/api/data/self")) == []
     assert len(data_of(await alice_api.get("/api/data/self", params={"start_timestamp": hour1}))) == 2
+
+
+async def test_the_per_user_sums_add_every_model_of_a_user_per_hour(app: Running, openai_fake: FakeOpenAI
+                                                                    ) -> None:
+    alice, alice_key, _, bob_key, alice_api, admin = await setup(app, openai_fake)
+    await seed_channel(app.state, type=1, base_url=openai_fake.url, models=MOD_2)
+    await app.state.options.put("ModelPrice", json.dumps({MOD: 0.001, MOD_2: 0.002}))  # 500, 1000 points
+    app.clock.shift(HOUR - app.clock.now_s() % HOUR + 10)
+    hour1 = app.clock.now_s() // HOUR * HOUR
+    await calls(app, alice_key, 2)
+    await calls(app, alice_key, 1, MOD_2)
+    await calls(app, bob_key, 1)
+    app.clock.shift(HOUR)
+    await calls(app, alice_key, 1, MOD_2)
+    await app.state.quota_sync.drain()
+    summed = data_of(await admin.get("/api/data/users"))
+    assert [(r["created_at"], r["username"], r["count"], r["quota"]) for r in summed] == [
+        (hour1, "alice", 3, 2000), (hour1, "bob", 1, 500), (hour1 + HOUR, "alice", 1, 1000)]
+    assert {(r["id"], r["user_id"], r["model_name"]) for r in summed} == {(0, 0, "")}
+    async with app.state.db.transaction() as tx:
+        tokens = await tx.scalar(select(func.sum(Log.prompt_tokens + Log.completion_tokens))
+                                 .where(Log.user_id == alice, Log.type == 2, Log.created_at < hour1 + HOUR))
+    assert summed[0]["token_used"] == tokens
+    later = data_of(await admin.get("/api/data/users", params={"start_timestamp": hour1 + 1}))
+    assert [(r["created_at"], r["username"]) for r in later] == [(hour1 + HOUR, "alice")]
+    fails(await admin.get("/api/data/users", params={"start_timestamp": hour1 + 1, "end_timestamp": hour1}),
+          400, "start_timestamp", prefix=True)
+    fails(await alice_api.get("/api/data/users"), 403)
 
 
 async def test_export_off_writes_no_bucket(app: Running, openai_fake: FakeOpenAI) -> None:

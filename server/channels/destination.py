@@ -3,8 +3,9 @@
 A channel's key is a secret only root may read back, after a fresh secure verification. Whoever can
 choose where the key is *sent* can read it too: point the channel at a server of their own and wait for
 the next model call. So the fields that decide the destination of the key — `DESTINATION_FIELDS`: `type`
-(the default host and the header that carries the key), `base_url`, `header_override` (a `Host` header
-picks another site behind a shared front) and the `proxy` of `setting` — follow the key's privilege: on a
+(the default host and the header that carries the key), `base_url`, `header_override` (a front shared by
+several sites may pick the site from a header such as `X-Forwarded-Host`; `Host` itself is never
+sendable, `core/headers.py`) and the `proxy` of `setting` — follow the key's privilege: on a
 channel that has a key, changing any of them needs root, or the key entered again in the same request
 (which replaces the stored one: an admin can send elsewhere only a key they already know). A multi-key
 `append` does not count: the stored keys would go to the new place too. Sending back unchanged values (as

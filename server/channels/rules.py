@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.enums import ChannelStatus
+from core.headers import header_refusal
 from server.channels.catalog import CHANNEL_TYPES
 from server.errors import BadRequest
 
@@ -195,7 +196,10 @@ def _json_field(name: str, value: str) -> str:
                                  'codes written as 3-digit strings, e.g. {"404":"500"}')
     elif name == "header_override":
         for header, header_value in parsed.items():
-            if not header or not isinstance(header_value, str) or _has_control(header + header_value):
+            refusal = header_refusal(header)
+            if refusal is not None:
+                raise BadRequest(f"header_override: {header!r} {refusal}")
+            if not isinstance(header_value, str) or _has_control(header_value):
                 raise BadRequest(f"header_override: {header!r}: headers must be names with string values")
     return value
 

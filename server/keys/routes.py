@@ -51,7 +51,8 @@ async def get_token(request: Request, token_id: int) -> HTTPResponse:
        reply=RevealedKey)
 async def reveal_token_key(request: Request, token_id: int) -> HTTPResponse:
     """Show one of your API keys in full.
-    Rate-limited like the other sensitive routes."""
+    `key` is the 48 characters without `sk-`, as new-api answers (its console, and ours, show and copy
+    `sk-` + key); rate-limited like the other sensitive routes."""
     return ok(await services_of(request).keys.reveal_key(principal_of(request), token_id))
 
 

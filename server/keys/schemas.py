@@ -99,7 +99,8 @@ class TokenView(Schema):
 
 
 class RevealedKey(Schema):
-    key: str = Field(description="the whole key, sk-…")
+    key: str = Field(description="the whole key without `sk-` (48 characters); a client shows and copies "
+                                 "`sk-` + key")
 
 
 class TokenUsage(Schema):

@@ -201,11 +201,12 @@ class KeyService:
         return (await self.with_live_remain([key_view(row, reveal(self.box, row))]))[0]
 
     async def reveal_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
+        """`{key}`: the bare key, without `sk-` — new-api's reply, to which its console adds the prefix."""
         row = await self._own(principal, key_id)
         key = reveal(self.box, row)
         if key is None:
             raise TollwayError("the key cannot be decrypted (was SECRET_KEY changed?)")
-        return {"key": key_view(row, key, full=True)["key"]}
+        return {"key": key}
 
     async def usage(self, raw: str) -> dict[str, Any]:
         """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""

@@ -1,5 +1,5 @@
-"""How an API key is shown (docs/API.md#api-keys): masked everywhere (`abcd**********wxyz`), the full `sk-…`
-only in the create reply and through `POST /api/token/:id/key`."""
+"""How an API key is shown (docs/API.md#api-keys): masked everywhere (`abcd**********wxyz`), in full only in
+the create reply (`sk-…`) and through `POST /api/token/:id/key` (bare, as new-api answers it)."""
 
 from __future__ import annotations
 

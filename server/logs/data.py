@@ -1,4 +1,5 @@
-"""The usage-data routes (docs/API.md#usage-data): hourly buckets of consume logs per user and model.
+"""The usage-data routes (docs/API.md#usage-data): hourly buckets of consume logs per user and model, and
+their sums per model or per user.
 
 The buckets (`quota_data`) are written by the quota sync only; these routes only read them. A window is
 `start_timestamp`..`end_timestamp` (inclusive, on the bucket's hour start); either bound may be left out:
@@ -46,6 +47,13 @@ class UsageDataService:
                 return [_row(r) for r in await data.rows(start, end, username=username)]
             summed = await data.summed(start, end)
         return [{"id": 0, "user_id": 0, "username": "", **row} for row in summed]
+
+    async def by_user(self, start: int, end: int) -> list[dict[str, Any]]:
+        """Every user's buckets summed per (user, hour), with `id`, `user_id` 0 and `model_name` ""."""
+        start, end = self._window(start, end)
+        async with self.db.transaction() as tx:
+            summed = await QuotaDataRepository(tx).summed_by_user(start, end)
+        return [{"id": 0, "user_id": 0, "model_name": "", **row} for row in summed]
 
     async def own_data(self, principal: Principal, start: int, end: int) -> list[dict[str, Any]]:
         start, end = self._window(start, end)

@@ -19,6 +19,7 @@ from server.logs.schemas import (
     SearchQuery,
     StatQuery,
     UsageBucket,
+    UsersDataQuery,
 )
 from server.web.access import Access, route
 from server.web.envelope import ok
@@ -123,6 +124,15 @@ async def all_usage_data(request: Request, query: DataQuery) -> HTTPResponse:
     `user_id` 0. The window defaults to the last 7 days; a start after the end is a 400."""
     return ok(await services_of(request).usage_data.all_data(query.start_timestamp, query.end_timestamp,
                                                              query.username))
+
+
+@route(bp, "GET", "/api/data/users", access=Access.ADMIN, query=UsersDataQuery, reply=list[UsageBucket])
+async def usage_data_by_user(request: Request, query: UsersDataQuery) -> HTTPResponse:
+    """Hourly usage per user, oldest first.
+    Every user's buckets summed per (username, hour), with `id` and `user_id` 0 and `model_name` "" (the
+    per-user chart of new-api's dashboard). The window defaults to the last 7 days; a start after the
+    end is a 400."""
+    return ok(await services_of(request).usage_data.by_user(query.start_timestamp, query.end_timestamp))
 
 
 @route(bp, "GET", "/api/data/self", access=Access.USER, query=OwnDataQuery, reply=list[UsageBucket])

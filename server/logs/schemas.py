@@ -62,6 +62,10 @@ class OwnDataQuery(Schema):
     end_timestamp: Number = Field(0, description="up to this unix second (inclusive); default: now")
 
 
+class UsersDataQuery(OwnDataQuery):
+    """The window of the per-user sums (`GET /api/data/users`)."""
+
+
 class DataQuery(OwnDataQuery):
     username: Filter = Field("", description="one user's buckets (exact username); empty: all, summed")
 

@@ -1,12 +1,13 @@
-"""`GET /api/user/topup/info`, `POST /api/user/stripe/amount`, `POST /api/user/stripe/pay` and the
-provider's webhook `POST /api/stripe/webhook` (docs/API.md#payments)."""
+"""`GET /api/user/topup/info`, `POST /api/user/stripe/amount`, `POST /api/user/stripe/pay`, the provider's
+webhook `POST /api/stripe/webhook` (docs/API.md#payments), and new-api's EPay quote `POST /api/user/amount`,
+refused (docs/API.md#coming-from-new-api)."""
 
 from __future__ import annotations
 
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.payments.schemas import PayLink, StripeAmount, StripePay, TopUpInfo, WebhookEvent
+from server.payments.schemas import EpayAmount, PayLink, StripeAmount, StripePay, TopUpInfo, WebhookEvent
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of
@@ -26,6 +27,15 @@ async def stripe_amount(request: Request, body: StripeAmount) -> HTTPResponse:
     `amount` units × StripeUnitPrice, as a string with two decimals; 403 while online top-up is off,
     400 outside StripeMinTopUp–10000."""
     return ok(services_of(request).payments.price(body.amount))
+
+
+@route(bp, "POST", "/api/user/amount", access=Access.USER, body=EpayAmount, reply=str)
+async def epay_amount(request: Request, body: EpayAmount) -> HTTPResponse:
+    """new-api's price of an EPay order: not offered.
+    Tollway takes payments by Stripe only, so this is always a 403 (200 with `NewApiCompatibleErrors`)
+    whose message is also in `data`, where new-api's console reads it; the price of an order is
+    `POST /api/user/stripe/amount`."""
+    return ok(services_of(request).payments.epay_price(body.amount))
 
 
 @route(bp, "POST", "/api/user/stripe/pay", access=Access.USER, body=StripePay, reply=PayLink)

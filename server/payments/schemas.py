@@ -27,6 +27,10 @@ class StripeAmount(Schema):
     amount: Int64 = Field(description="units to buy; one unit is one USD of quota")
 
 
+class EpayAmount(Schema):
+    amount: Int64 = Field(description="units to buy (new-api's EPay quote; not offered here)")
+
+
 class StripePay(Schema):
     amount: Int64 = Field(description="units to buy; one unit is one USD of quota")
     payment_method: Annotated[str, TextRule(trim=True, max_len=32)] = Field(

@@ -31,7 +31,14 @@ from models.topups import TopUp, TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox
-from server.errors import BadRequest, Forbidden, PayloadTooLarge, PaymentNotRecorded, PaymentProviderError
+from server.errors import (
+    BadRequest,
+    Forbidden,
+    NotOffered,
+    PayloadTooLarge,
+    PaymentNotRecorded,
+    PaymentProviderError,
+)
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
 from server.payments.signature import BadSignature, verify
 from server.system.options import Options
@@ -113,6 +120,13 @@ class PaymentService:
     def price(self, amount: int) -> str:
         """What `amount` units cost, "80.00" style; 403 when online top-up is off, 400 out of bounds."""
         return f"{self._money(amount):.2f}"
+
+    @staticmethod
+    def epay_price(amount: int) -> str:
+        """new-api's price of `amount` units paid through EPay (`POST /api/user/amount`): a method Tollway
+        does not have, so always a refusal (`NotOffered`) naming the one it has."""
+        raise NotOffered(f"EPay top-up is not offered here; the price of {amount} units by card is "
+                         "POST /api/user/stripe/amount")
 
     def _money(self, amount: int) -> float:
         if not self.enabled:

@@ -127,8 +127,8 @@ class Upstream:
     and the client's defaults (`Accept-Encoding`, `User-Agent`). Timeouts: connect at most 10 s, then
     `timeout` for each read, write and pool wait. Connections reach only the addresses `allow_private`
     and the public internet allow (`server/relay/transports.py`). Only the channel's key and
-    `header_override` (never replacing the key header) go upstream; the caller's credentials and query
-    string never do."""
+    `header_override` (never replacing the key header, never a header that frames the request:
+    `core/headers.py`) go upstream; the caller's credentials and query string never do."""
 
     def __init__(self, timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000,
                  allow_private: tuple[Network, ...] = ()) -> None:

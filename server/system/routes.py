@@ -1,7 +1,8 @@
 """`/api/status`, `/api/setup`, `/api/option/`, the API document (`/api/openapi.json`, `/api/docs`), and the
 routes new-api's web console reads that no other domain serves (`/api/notice`, `/api/about`,
-`/api/home_page_content`,
-`/api/models`, `/api/prefill_group/`, `/api/user/oauth/bindings`: docs/API.md#coming-from-new-api)."""
+`/api/home_page_content`, `/api/models`, `/api/prefill_group/`, `/api/user/oauth/bindings`,
+`/api/uptime/status`, `/api/subscription/plans`, `/api/subscription/self`, `/api/custom-oauth-provider/`:
+docs/API.md#coming-from-new-api)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sanic.response import HTTPResponse, html, json
 
 from server.channels.catalog import models_by_channel_type
 from server.system.schemas import (
+    CustomOAuthProvider,
     OAuthBinding,
     Option,
     OptionUpdate,
@@ -18,6 +20,9 @@ from server.system.schemas import (
     SetupRequest,
     SetupState,
     Status,
+    SubscriptionPlanItem,
+    SubscriptionSelf,
+    UptimeGroup,
 )
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
@@ -26,6 +31,7 @@ from server.web.site import request_site
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("system")
+WALLET_ONLY = "wallet_only"  # new-api's billing preference for "the balance pays, never a subscription"
 
 
 @route(bp, "GET", "/api/status", access=Access.PUBLIC, reply=Status)
@@ -122,4 +128,30 @@ async def list_prefill_groups(request: Request, query: PrefillGroupQuery) -> HTT
 @route(bp, "GET", "/api/user/oauth/bindings", access=Access.USER, reply=list[OAuthBinding])
 async def list_oauth_bindings(request: Request) -> HTTPResponse:
     """Your sign-in identities at other providers: always empty (Tollway signs in with a password only)."""
+    return ok([])
+
+
+@route(bp, "GET", "/api/uptime/status", access=Access.PUBLIC, reply=list[UptimeGroup])
+async def get_uptime_status(request: Request) -> HTTPResponse:
+    """Uptime monitor groups for the dashboard: always empty.
+    new-api reads them from an Uptime Kuma it is configured with; Tollway has no such setting
+    (`uptime_kuma_enabled` is false in `/api/status`)."""
+    return ok([])
+
+
+@route(bp, "GET", "/api/subscription/plans", access=Access.USER, reply=list[SubscriptionPlanItem])
+async def list_subscription_plans(request: Request) -> HTTPResponse:
+    """Subscription plans for sale: always empty (Tollway sells top-ups, not subscriptions)."""
+    return ok([])
+
+
+@route(bp, "GET", "/api/subscription/self", access=Access.USER, reply=SubscriptionSelf)
+async def get_own_subscriptions(request: Request) -> HTTPResponse:
+    """Your subscriptions: none, and every call is paid from the balance (`wallet_only`)."""
+    return ok({"billing_preference": WALLET_ONLY, "subscriptions": [], "all_subscriptions": []})
+
+
+@route(bp, "GET", "/api/custom-oauth-provider/", access=Access.ROOT, reply=list[CustomOAuthProvider])
+async def list_custom_oauth_providers(request: Request) -> HTTPResponse:
+    """Sign-in providers configured by hand: always empty (Tollway signs in with a password or a passkey)."""
     return ok([])

@@ -140,3 +140,41 @@ class OAuthBinding(Schema):
     provider_slug: str
     provider_icon: str
     provider_user_id: str
+
+
+class UptimeMonitor(Schema):
+    name: str
+    uptime: float = Field(description="percent of the last 24 hours")
+    status: int = Field(description="0 down, 1 up, 2 paused, 3 pending")
+    group: str
+
+
+class UptimeGroup(Schema):
+    """A group of uptime monitors new-api's dashboard shows (from Uptime Kuma); Tollway has none."""
+
+    categoryName: str
+    monitors: list[UptimeMonitor]
+
+
+class SubscriptionPlanItem(Schema):
+    """A subscription plan a user may buy; Tollway sells none (top-up only)."""
+
+    plan: dict[str, Any] = Field(description="the plan (id, title, price_amount, currency, duration, …)")
+
+
+class SubscriptionSelf(Schema):
+    """Your subscriptions: Tollway has none, so the balance pays for everything."""
+
+    billing_preference: str = Field(description="always wallet_only: calls are paid from the balance")
+    subscriptions: list[dict[str, Any]] = Field(description="active subscriptions: always empty")
+    all_subscriptions: list[dict[str, Any]] = Field(description="every subscription: always empty")
+
+
+class CustomOAuthProvider(Schema):
+    """A sign-in provider root configured by hand in new-api; Tollway signs in with a password only."""
+
+    id: int
+    name: str
+    slug: str
+    enabled: bool
+    client_id: str

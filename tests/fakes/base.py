@@ -58,6 +58,8 @@ class Recorded:
     """The body parsed as JSON, or None when it is empty or not JSON."""
     connection: int
     """Which TCP connection carried it (1, 2, …): equal numbers mean keep-alive reused the connection."""
+    head: bytes = b""
+    """The request line and header lines exactly as they came (up to and including the blank line)."""
 
 
 @dataclass
@@ -332,7 +334,7 @@ async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         parsed = None
     return Recorded(method=method.upper(), path=unquote(raw_path), raw_path=raw_path,
                     query=dict(parse_qsl(query, keep_blank_values=True)), headers=headers, body=body,
-                    json=parsed, connection=connection)
+                    json=parsed, connection=connection, head=head)
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:

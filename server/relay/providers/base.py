@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from core.enums import ChannelType
+from core.headers import sendable
 
 PROTECTED_HEADERS = frozenset({"authorization", "x-goog-api-key", "api-key"})
 """Header names that carry an upstream credential, of any provider: a channel's `header_override` never
@@ -224,10 +225,14 @@ def base_of(channel: ChannelTarget, default: str) -> str:
 
 
 def upstream_headers(channel: ChannelTarget, auth: dict[str, str], accept: str) -> dict[str, str]:
-    """JSON headers, the channel's `header_override` (never a credential header), then the credential."""
+    """JSON headers, the channel's `header_override`, then the credential. Of the override, never a
+    credential header nor one that frames the request (`core.headers`: refused on save, and skipped here
+    for a channel stored before that rule)."""
     headers = {"Content-Type": "application/json", "Accept": accept}
     for name, value in channel.header_override.items():
-        if isinstance(value, str) and name.lower() not in PROTECTED_HEADERS:
+        if isinstance(value, str) and name.lower() not in PROTECTED_HEADERS and sendable(name):
+            for same in [h for h in headers if h.lower() == name.lower()]:  # replaced, not sent twice
+                del headers[same]
             headers[name] = value
     headers.update(auth)
     return headers
