@@ -61,7 +61,9 @@ async def test_checkout_opens_an_order_at_the_provider(app: Running, stripe_fake
     await app.state.options.put("StripeMinTopUp", "2")
     info = data_of(await payer.get("/api/user/topup/info"))
     assert (info["enable_stripe_topup"], info["stripe_min_topup"], info["min_topup"]) == (True, 2, 2)
-    assert data_of(await payer.post("/api/user/stripe/amount", json={"amount": 10})) == "80.00"
+    quote = await payer.post("/api/user/stripe/amount", json={"amount": 10})
+    assert data_of(quote) == "80.00"
+    assert quote.json()["message"] == "success"  # new-api's console reads the price only then
     assert data_of(await payer.post("/api/user/stripe/amount", json={"amount": 10_000})) == "80000.00"
     for bad in (1, 10_001, -5, "ten", None, 2.5, True):
         fails(await payer.post("/api/user/stripe/amount", json={"amount": bad}), 400, "amount:", prefix=True)
@@ -71,8 +73,10 @@ async def test_checkout_opens_an_order_at_the_provider(app: Running, stripe_fake
               prefix=True)
     assert stripe_fake.received == []
 
-    link = data_of(await payer.post("/api/user/stripe/pay", json={
-        "amount": 3, "cancel_url": f"{SERVER}/console/topup?again=1"}))["pay_link"]
+    paying = await payer.post("/api/user/stripe/pay", json={
+        "amount": 3, "cancel_url": f"{SERVER}/console/topup?again=1"})
+    link = data_of(paying)["pay_link"]
+    assert paying.json()["message"] == "success"  # new-api's console opens the link only then
     order = await open_order(payer, app.state, 4)  # a second one, with the default URLs
     first = stripe_fake.received[0]
     assert link == f"https://checkout.stripe.test/c/pay/{next(iter(stripe_fake.sessions))}"

@@ -14,6 +14,10 @@ from server.web.state import principal_of, services_of
 
 bp = Blueprint("payments")
 
+# new-api's console reads a quote or a checkout link only from a reply whose message is "success"
+NEW_API_SUCCESS = "success"
+
+
 @route(bp, "GET", "/api/user/topup/info", access=Access.USER, reply=TopUpInfo)
 async def topup_info(request: Request) -> HTTPResponse:
     """What the top-up page offers.
@@ -25,8 +29,8 @@ async def topup_info(request: Request) -> HTTPResponse:
 async def stripe_amount(request: Request, body: StripeAmount) -> HTTPResponse:
     """The price of an order.
     `amount` units × StripeUnitPrice, as a string with two decimals; 403 while online top-up is off,
-    400 outside StripeMinTopUp–10000."""
-    return ok(services_of(request).payments.price(body.amount))
+    400 outside StripeMinTopUp–10000. The message is "success", which new-api's console checks for."""
+    return ok(services_of(request).payments.price(body.amount), NEW_API_SUCCESS)
 
 
 @route(bp, "POST", "/api/user/amount", access=Access.USER, body=EpayAmount, reply=str)
@@ -42,11 +46,12 @@ async def epay_amount(request: Request, body: EpayAmount) -> HTTPResponse:
 async def stripe_pay(request: Request, body: StripePay) -> HTTPResponse:
     """Open a checkout for a new order.
     Stores a pending order and opens the provider's checkout session for it; answers the link to pay.
-    A provider failure marks the order failed and answers 500 `payment provider error`."""
+    A provider failure marks the order failed and answers 500 `payment provider error`. The message is
+    "success", which new-api's console checks for."""
     link = await services_of(request).payments.pay(principal_of(request), body.amount,
                                                    payment_method=body.payment_method,
                                                    success_url=body.success_url, cancel_url=body.cancel_url)
-    return ok({"pay_link": link})
+    return ok({"pay_link": link}, NEW_API_SUCCESS)
 
 
 @route(bp, "POST", "/api/stripe/webhook", access=Access.PUBLIC, body=WebhookEvent, passthrough=True,
