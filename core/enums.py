@@ -36,7 +36,7 @@ class ChannelStatus(IntEnum):
 
 
 class ChannelType(IntEnum):
-    """The new-api channel type numbers the code itself names (`server/channels/catalog.py` lists every
+    """The new-api channel type numbers the code itself names (`server/components/catalog.py` lists every
     number a channel may have, with its display name). Only `OPENAI` and `GEMINI` are served."""
 
     OPENAI = 1

@@ -1,5 +1,5 @@
 """Upstream client benchmark: httpx's default transport against httpx-aiohttp's, each through a plain
-`httpx.AsyncClient` and through the gateway's own `server.relay.upstream.Upstream` (requests straight to
+`httpx.AsyncClient` and through the gateway's own `server.upstream.client.Upstream` (requests straight to
 the transport), POSTing a moderation-sized body to a minimal keep-alive HTTP server in another process.
 
     python -m scripts.bench_transport [--requests 5000] [--concurrency 1,16,64]
@@ -21,8 +21,8 @@ from ipaddress import ip_network
 import httpx
 import uvloop
 
-from server.relay.providers.base import UpstreamCall
-from server.relay.upstream import Upstream
+from server.upstream.client import Upstream
+from server.upstream.providers.base import UpstreamCall
 
 REPLY = (b'{"id":"modr-1","model":"omni-moderation-latest","results":[{"flagged":false,"categories":{},'
          b'"category_scores":{},"category_applied_input_types":{}}]}')

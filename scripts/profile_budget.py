@@ -53,7 +53,7 @@ RULES = (
     Rule("upstream client", lambda n, p: n.startswith(("Upstream.", "_AiohttpResponse.", "_HttpxResponse."))
          or n.endswith(".upstream_call")
          or any(s in p for s in ("/aiohttp/", "/httpx/", "/httpx_aiohttp/", "/yarl/", "/multidict/",
-                                 "server/relay/transports.py", "server/relay/upstream.py"))),
+                                 "server/upstream/transports.py", "server/upstream/client.py"))),
     Rule("body", lambda n, p: n in ("parse_moderation", "parse_generate", "count_all", "Relay.read_body")
          or n.endswith((".ask", ".read_body"))),
     Rule("log record (consume log)", _funcs("Relay._settle")),

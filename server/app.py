@@ -10,7 +10,6 @@ from typing import Any
 from sanic import Request, Sanic
 from sanic.response import BaseHTTPResponse
 
-from server import errors
 from server.accounts.email_routes import bp as email_bp
 from server.accounts.routes import bp as accounts_bp
 from server.auth.factor_routes import bp as two_factor_bp
@@ -29,6 +28,7 @@ from server.relay.errors import shape_for
 from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
 from server.topups.routes import bp as topups_bp
+from server.web import errors
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,

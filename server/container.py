@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.accounts.codes import EmailCodes, ResetTokens
 from server.accounts.email import EmailService
 from server.accounts.groups import GroupService
 from server.accounts.invitations import InvitationService
@@ -23,10 +22,11 @@ from server.auth.passkeys import PasskeyService
 from server.auth.second_factor import TotpFactor
 from server.auth.service import AuthService
 from server.auth.two_factor import TwoFactorService
-from server.auth.verification import SessionVerifier
 from server.auth.verify import VerificationService
 from server.channels.destination import KeyDestinations
 from server.channels.service import ChannelService
+from server.components.email_codes import EmailCodes, ResetTokens
+from server.components.verification import SessionVerifier
 from server.context import State
 from server.destinations import DestinationPolicy
 from server.keys.service import KeyService
@@ -36,11 +36,11 @@ from server.mailer import SmtpMailer
 from server.payments.checkout import Checkout
 from server.payments.service import PaymentService
 from server.redemptions.service import RedemptionService
-from server.relay.admin import UpstreamAdmin
 from server.relay.pipeline import Relay
-from server.relay.providers import PROVIDERS
 from server.system.service import SystemService
 from server.topups.service import TopUpService
+from server.upstream.admin import UpstreamAdmin
+from server.upstream.providers import PROVIDERS
 
 
 @dataclass(frozen=True, slots=True)

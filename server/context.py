@@ -29,17 +29,17 @@ from quota.engine import QuotaEngine
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
 from quota.versions import RECORDS, VersionTracker
-from server.accounts.directory import UserDirectory
-from server.auth.sessions import RedisSessionStore, SessionStore, SqlSessionStore
-from server.channels.table import ChannelTable
 from server.clock import Clock
+from server.components.channel_table import ChannelTable
+from server.components.keys import KeyDirectory
+from server.components.options import Options
+from server.components.sessions import RedisSessionStore, SessionStore, SqlSessionStore
+from server.components.users import UserDirectory
 from server.config import Config
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
-from server.keys.directory import KeyDirectory
 from server.logs.outbox import LogOutboxMover
-from server.relay.upstream import Upstream
-from server.system.options import Options
+from server.upstream.client import Upstream
 
 log = logging.getLogger("tollway")
 

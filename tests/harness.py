@@ -19,9 +19,9 @@ from sanic import Sanic
 
 from models.tables import User
 from models.users import UserRepository
-from server.accounts.rules import fresh_aff_code
 from server.app import create_app
 from server.clock import Clock
+from server.components.user_rules import fresh_aff_code
 from server.config import Config, RateLimit
 from server.context import State
 from server.destinations import ANY_ADDRESS

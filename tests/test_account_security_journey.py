@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from server.auth.verification import VERIFICATION_REQUIRED
+from server.components.verification import VERIFICATION_REQUIRED
 from tests.fakes.smtp import FakeSmtp
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 from tests.mail import PASSWORD, configure, request_code, request_reset

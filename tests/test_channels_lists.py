@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.channels.catalog import CATALOG, capabilities
+from server.components.catalog import CATALOG, capabilities
 from tests.harness import Api, Running
 from tests.test_channels import GEMINI, OPENAI, admin_of, create, data_of
 

@@ -26,9 +26,9 @@ from core.identity import Principal, UserState
 from models.abilities import Ability
 from models.channels import Channel
 from models.logs import Log
-from server.auth.verification import VERIFICATION_EXPIRED
 from server.channels.service import ChannelService
 from server.channels.tools import FIX_LOCK
+from server.components.verification import VERIFICATION_EXPIRED
 from server.errors import Forbidden, NotFound
 from tests.harness import Running, add_user, logged_in
 from tests.test_channels import (

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from models.tables import User
 from models.users import UserRepository
-from server.accounts.codes import EmailCodes
+from server.components.email_codes import EmailCodes
 from tests.conftest import Stack
 from tests.fakes.smtp import CODE, FakeSmtp
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in, make_config, serve

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.errors import GatewayError
-from server.relay.bodies import parse_object
+from server.upstream.providers.bodies import parse_object
 from server.web.text import first_bad_text
 
 # any code point, lone surrogates included

@@ -32,8 +32,8 @@ from sqlalchemy.exc import OperationalError
 
 from quota.backends.base import BackendUnavailable
 from server.config import RateLimit
-from server.errors import to_tollway_error
 from server.web.client_ip import client_ip
+from server.web.errors import to_tollway_error
 from server.web.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
 from server.web.request_id import request_id_from
 from tests.conftest import Stack

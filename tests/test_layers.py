@@ -1,19 +1,19 @@
 """Import arrows point one way (docs/ARCHITECTURE.md, "Layers and import directions").
 
-Parses every module's imports (including those under `if TYPE_CHECKING:`) and checks:
+The layers, top to bottom, and what each may import:
 
-- no module of a server domain (`server/<domain>/`), of `server/web/` or of the shared `server/*.py`
-  modules imports the top: `server.context`, `server.container`, `server.app`, `server.cli`. Only the top
-  itself (app, container, context, cli) wires things together;
-- a domain imports from a sibling domain only that domain's published components (the caches and stores
-  `server/context.py` builds and hands to services), never its services, routes or rules;
-- `server/web/` and the shared `server/*.py` modules import no domain; a component imports no other
-  domain and no service or route;
-- `models/` never imports `server/` or Sanic; `core/` imports the standard library only; `quota/` imports
-  neither `server/`, `models/`, Sanic nor SQLAlchemy.
+    the top        server/{app,container,context,cli,supervise,quota_sync}.py — wires everything
+    domains        server/<domain>/ (accounts, auth, channels, keys, logs, payments, redemptions, relay,
+                   system, topups) — never each other
+    components     server/components/ (caches, stores, directories, rules shared by domains) and
+                   server/upstream/ (the one upstream client, its providers and fault vocabulary)
+    shared         server/web/ (the HTTP adapter) and the shared server/*.py modules (errors, crypto, …)
+    below          models/ (SQL), quota/ (the quota engine), core/ (domain terms, the standard library only)
 
-The deliberate exceptions are the explicit allow-lists below; each is explained in docs/ARCHITECTURE.md.
-An allow-list entry that no longer matches an import fails too, so the list never outlives its reason.
+Parses every module's imports and checks each rule; the package graph (core, models, quota, scripts and
+each of the server layers and domains above) has no cycle. Imports under `if TYPE_CHECKING:` count for
+every rule but the cycle (they are not executed). The deliberate exceptions are the allow-list below, each
+with its reason; an entry that no longer matches an import fails too, so the list never outlives it.
 """
 
 from __future__ import annotations
@@ -26,44 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups",
            "payments")
-TOP = ("server.app", "server.container", "server.context", "server.cli")
-TOP_FILES = ("server/app.py", "server/container.py", "server/context.py", "server/cli.py",
-             "server/supervise.py")
+COMPONENT_PACKAGES = ("components", "upstream")
+TOP_MODULES = ("app", "container", "context", "cli", "supervise", "quota_sync")
 
-# The caches and stores each domain publishes: built by server/context.py, handed to services by
-# server/container.py; any domain may import them to declare what its services receive.
-COMPONENTS = frozenset({
-    "server.accounts.directory",  # UserDirectory: a user's role, status, token digest
-    "server.auth.sessions",       # SessionStore: login sessions (Redis or SQL)
-    "server.accounts.codes",      # EmailCodes, ResetTokens: single-use e-mail codes and reset tokens
-    "server.auth.verification",   # SecureVerifier: whether a caller holds a fresh secure verification
-    "server.channels.table",      # ChannelTable: the in-memory routing table
-    "server.keys.directory",      # KeyDirectory: an API key's cached state
-    "server.system.options",      # Options: the option values and their typed Settings
-    "server.channels.catalog",    # the model catalog: capabilities, built-in prices (pure metadata)
-    "server.relay.admin",         # UpstreamAdmin: upstream calls made for an admin (test, balance, models)
-    "server.relay.upstream",      # Upstream: the worker's one outgoing HTTP client (payments call through it)
-})
-
-# (importing file, imported module): the deliberate exceptions, explained in docs/ARCHITECTURE.md.
-SIBLING_EXCEPTIONS = frozenset({
-    # the user rules (username, password, invitation code) are one set for every way a user is made
-    ("server/auth/schemas.py", "server.accounts.rules"),
-    ("server/auth/service.py", "server.accounts.rules"),
-    ("server/auth/passkeys.py", "server.accounts.rules"),  # the role hierarchy of the admin passkey reset
-    ("server/system/service.py", "server.accounts.rules"),
-    # the role hierarchy is one rule for every admin action on another user (here: resetting their 2FA)
-    ("server/auth/two_factor.py", "server.accounts.rules"),
-    # how a user is shown lives in one place per resource; login answers with the user's login view
-    ("server/auth/routes.py", "server.accounts.views"),
-    ("server/auth/passkey_routes.py", "server.accounts.views"),
-    # the admin passkey reset names its user as every admin user route does
-    ("server/auth/passkey_routes.py", "server.accounts.schemas"),
-    # the request the worker's upstream client sends is described by the relay's `UpstreamCall`
-    ("server/payments/checkout.py", "server.relay.providers"),
-})
-TOP_EXCEPTIONS = frozenset({
-    # the typed accessor of the request's services (`services_of`, for typing only)
+# (importing file, imported module): the deliberate exceptions.
+EXCEPTIONS = frozenset({
+    # the typed accessor of the request's services, `services_of(request) -> Services`: typing only
     ("server/web/state.py", "server.container"),
 })
 
@@ -76,17 +44,31 @@ def rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-def imported(path: Path) -> set[str]:
-    """Every module `path` imports, anywhere in the file; `from a import b` counts as `a` and `a.b`."""
+def _names_of(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if isinstance(node, ast.ImportFrom):
+        assert node.level == 0, "relative import"
+        assert node.module is not None
+        return {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return set()
+
+
+def imported(path: Path, *, executed_only: bool = False) -> set[str]:
+    """Every module `path` imports, anywhere in the file; `from a import b` counts as `a` and `a.b`.
+    `executed_only` leaves out the imports under `if TYPE_CHECKING:`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    skipped: set[int] = set()
+    if executed_only:
+        for node in ast.walk(tree):
+            typing_only = isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING"
+            if typing_only:
+                skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{rel(path)}: relative import"
-            assert node.module is not None
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    for node in ast.walk(tree):
+        if id(node) not in skipped:
+            names |= _names_of(node)
     return names
 
 
@@ -94,60 +76,86 @@ def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def domain_of(name: str) -> str | None:
-    """`server.keys.service` → `keys`; None for anything that is not a server domain module."""
-    parts = name.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "server" and parts[1] in DOMAINS else None
+def layer_of(module: str) -> str | None:
+    """The package a module belongs to in the layer graph: `core`, `models`, `quota`, `scripts`,
+    `server.top`, `server.<domain>`, `server.components`, `server.upstream`, `server.web` or
+    `server.shared`; None for anything outside the project."""
+    parts = module.split(".")
+    if parts[0] in ("core", "models", "quota", "scripts"):
+        return parts[0]
+    if parts[0] != "server":
+        return None
+    if len(parts) == 1:  # the package itself (`from server import __version__`)
+        return "server.shared"
+    if parts[1] in TOP_MODULES:
+        return "server.top"
+    if parts[1] in DOMAINS or parts[1] in COMPONENT_PACKAGES or parts[1] == "web":
+        return f"server.{parts[1]}"
+    return "server.shared"
 
 
 def module_of(name: str) -> str:
     """The module part of an imported name that may end in an attribute (`server.keys.service.KeyService`)."""
     parts = name.split(".")
-    return ".".join(parts[:3]) if parts[0] == "server" and len(parts) > 3 else name
+    packaged = parts[0] == "server" and len(parts) > 2 and parts[1] in (*DOMAINS, *COMPONENT_PACKAGES, "web")
+    depth = 3 if packaged else 2
+    return ".".join(parts[:depth])
 
 
-def server_modules() -> Iterator[tuple[str, set[str]]]:
-    for path in modules_under("server"):
-        if rel(path) not in TOP_FILES:
-            yield rel(path), imported(path)
-
-
-def test_nothing_below_the_top_imports_the_context_or_the_container() -> None:
-    found = {(file, top) for file, names in server_modules() for top in TOP
-             if any(within(n, top) for n in names)}
-    assert found - TOP_EXCEPTIONS == set(), "import the top (context/container/app/cli)"
-
-
-def test_a_domain_imports_only_the_published_components_of_its_siblings() -> None:
-    found: set[tuple[str, str]] = set()
-    for file, names in server_modules():
-        own = file.split("/")[1] if file.count("/") >= 2 else None
-        for name in names:
-            other = domain_of(name)
-            if other is not None and other != own:
-                module = module_of(name)
-                if module != f"server.{other}" and module not in COMPONENTS:
-                    found.add((file, module))
-    assert found - SIBLING_EXCEPTIONS == set(), "reach into a sibling domain's internals"
-
-
-def test_components_import_no_service_route_or_other_domain() -> None:
-    for component in COMPONENTS:
-        path = ROOT / (component.replace(".", "/") + ".py")
-        own = component.split(".")[1]
+def arrows(package: str) -> Iterator[tuple[str, str, str]]:
+    """(file, its layer, the imported module) for every import of a project module under `package`."""
+    for path in modules_under(package):
+        module = rel(path)[:-3].replace("/", ".").removesuffix(".__init__")
+        source = layer_of(module)
+        assert source is not None
         for name in imported(path):
-            other = domain_of(name)
-            if other is None:
-                continue
-            assert other == own, f"{component} imports {name}"
-            assert module_of(name).rsplit(".", 1)[-1] not in ("service", "routes", "guard"), \
-                f"{component} imports {name}"
+            if layer_of(name) is not None:
+                yield rel(path), source, name
 
 
-def test_web_and_shared_server_modules_import_no_domain() -> None:
-    for file, names in server_modules():
-        if file.count("/") == 1 or file.startswith("server/web/"):
-            assert not [n for n in names if domain_of(n)], f"{file} imports a domain"
+def refused(package: str, forbidden: set[str]) -> set[tuple[str, str]]:
+    """The imports under `package` whose target layer is in `forbidden`, less the allowed exceptions."""
+    found = {(file, module_of(name)) for file, _, name in arrows(package) if layer_of(name) in forbidden}
+    return found - EXCEPTIONS
+
+
+DOMAIN_LAYERS = {f"server.{d}" for d in DOMAINS}
+
+
+def test_nothing_below_the_top_imports_it() -> None:
+    below = {(f, m) for f, m in refused("server", {"server.top"})
+             if layer_of(f[:-3].replace("/", ".")) != "server.top"}
+    assert below == set(), "import the top (app, container, context, cli, supervise, quota_sync)"
+
+
+def test_a_domain_imports_no_other_domain() -> None:
+    found = {(file, module_of(name)) for file, source, name in arrows("server")
+             if source in DOMAIN_LAYERS and layer_of(name) in DOMAIN_LAYERS and layer_of(name) != source}
+    assert found - EXCEPTIONS == set(), "a domain reaches into another; share it through server/components/"
+
+
+def test_components_and_upstream_import_no_domain() -> None:
+    for package in ("server/components", "server/upstream"):
+        assert refused(package, DOMAIN_LAYERS) == set(), f"{package} imports a domain"
+
+
+def test_components_never_import_the_upstream_package() -> None:
+    """The upstream package may use components (the model catalog); components are below it."""
+    assert refused("server/components", {"server.upstream"}) == set()
+
+
+def test_web_and_shared_modules_import_no_domain_or_component() -> None:
+    for file, source, name in arrows("server"):
+        if source in ("server.web", "server.shared") and (file, module_of(name)) not in EXCEPTIONS:
+            assert layer_of(name) not in DOMAIN_LAYERS | {"server.components", "server.upstream"}, \
+                f"{file} imports {name}"
+
+
+def test_the_error_vocabulary_imports_no_framework() -> None:
+    """server/errors.py is words any layer may raise; turning them into HTTP is server/web/errors.py."""
+    names = imported(ROOT / "server" / "errors.py")
+    bad = sorted(n for n in names if n.split(".")[0] in ("sanic", "redis", "sqlalchemy", "server", "quota"))
+    assert bad == []
 
 
 def test_models_never_import_server_or_sanic() -> None:
@@ -170,13 +178,6 @@ def test_quota_imports_neither_server_models_sanic_nor_sqlalchemy() -> None:
         assert not bad, f"{rel(path)} imports {bad}"
 
 
-def test_every_allowed_exception_is_still_needed() -> None:
-    """An exception whose import is gone is removed from the list (and from docs/ARCHITECTURE.md)."""
-    every = {(file, module_of(n)) for file, names in server_modules() for n in names}
-    stale = {pair for pair in SIBLING_EXCEPTIONS | TOP_EXCEPTIONS if pair not in every}
-    assert stale == set()
-
-
 def test_production_code_never_imports_scripts() -> None:
     """`scripts/` holds runnable entry points (benchmarks, the sync's `python -m` form); what they run lives
     in the packages, so nothing in them imports `scripts`."""
@@ -184,3 +185,59 @@ def test_production_code_never_imports_scripts() -> None:
         for path in modules_under(package):
             bad = [n for n in imported(path) if within(n, "scripts")]
             assert not bad, f"{rel(path)} imports {bad}"
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Layer → the layers its modules import when they run (imports under TYPE_CHECKING left out)."""
+    graph: dict[str, set[str]] = {}
+    for package in ("core", "models", "quota", "scripts", "server"):
+        for path in modules_under(package):
+            module = rel(path)[:-3].replace("/", ".").removesuffix(".__init__")
+            source = layer_of(module)
+            assert source is not None
+            targets = graph.setdefault(source, set())
+            targets |= {t for n in imported(path, executed_only=True)
+                        if (t := layer_of(n)) is not None and t != source}
+    return graph
+
+
+def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` (its nodes in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt, path)) is not None:
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [])) is not None:
+            return found
+    return None
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    assert cycle_in(package_graph()) is None
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) in (["a", "b", "c", "a"],)
+    assert cycle_in({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_every_allowed_exception_is_still_needed() -> None:
+    """An exception whose import is gone is removed from the list (and from docs/ARCHITECTURE.md)."""
+    every = {(file, module_of(name)) for file, _, name in arrows("server")}
+    assert {pair for pair in EXCEPTIONS if pair not in every} == set()
+
+
+def test_the_typed_accessor_imports_the_container_for_typing_only() -> None:
+    assert "server.container" in imported(ROOT / "server" / "web" / "state.py")
+    assert "server.container" not in imported(ROOT / "server" / "web" / "state.py", executed_only=True)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from models.users import UserRepository
-from server.accounts.codes import ResetTokens
+from server.components.email_codes import ResetTokens
 from tests.fakes.smtp import TOKEN, FakeSmtp
 from tests.harness import Api, Running, add_user, fails, logged_in
 from tests.mail import PASSWORD, SERVER_ADDRESS, logged_text, request_reset

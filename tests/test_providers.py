@@ -1,7 +1,7 @@
-"""The providers (`server/relay/providers/`): each reads its callers' requests, builds its upstream requests,
-reads usage and errors, and writes our answers in its own wire format — tested on small byte fixtures,
-without a server. The administrative requests (upstream model list, channel test, balance), which routes
-of a later issue send, are also sent to the fake providers over a real socket here.
+"""The providers (`server/upstream/providers/`): each reads its callers' requests, builds its upstream
+requests, reads usage and errors, and writes our answers in its own wire format — tested on small byte
+fixtures, without a server. The administrative requests (upstream model list, channel test, balance),
+which routes of a later issue send, are also sent to the fake providers over a real socket here.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import pytest
 from core.enums import ChannelType
 from server.destinations import ANY_ADDRESS
 from server.errors import InvalidRequest, UnknownMethod
-from server.relay.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
-from server.relay.providers.balances import BALANCE_TYPES, balance_query
-from server.relay.providers.base import (
+from server.upstream.client import Upstream
+from server.upstream.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
+from server.upstream.providers.balances import BALANCE_TYPES, balance_query
+from server.upstream.providers.base import (
     SSE,
     Asked,
     ListedModel,
@@ -30,9 +31,8 @@ from server.relay.providers.base import (
     UpstreamCall,
     Usage,
 )
-from server.relay.providers.gemini import ARRAY, GEMINI
-from server.relay.providers.openai import OPENAI
-from server.relay.upstream import Upstream
+from server.upstream.providers.gemini import ARRAY, GEMINI
+from server.upstream.providers.openai import OPENAI
 from server.web.routing import Wire
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI

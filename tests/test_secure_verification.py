@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from core.identity import Principal, UserState
-from server.auth.verification import VERIFICATION_EXPIRED, VERIFICATION_REQUIRED, SessionVerifier
 from server.auth.verify import VerificationService
 from server.clock import Clock
+from server.components.verification import VERIFICATION_EXPIRED, VERIFICATION_REQUIRED, SessionVerifier
 from server.errors import BadRequest, Forbidden
 from tests.harness import Running, add_user, data_of, fails, logged_in
 from tests.test_channels import admin_of, create

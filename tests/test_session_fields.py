@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import delete, select
 
 from models.tables import SessionRow
-from server.auth.sessions import new_session_id
+from server.components.sessions import new_session_id
 from server.crypto import sha256_hex
 from tests.conftest import fresh_database
 from tests.harness import Running, add_user, logged_in, make_config, serve

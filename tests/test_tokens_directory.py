@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from models.keys import ApiKey
-from server.keys.directory import KeyState
+from server.components.keys import KeyState
 from server.keys.service import new_key
 from tests.harness import Api, Running, add_user, logged_in
 

@@ -1,5 +1,5 @@
-"""Both upstream transports raise httpx's error for what happened (`server/relay/transports.py`): a refused or
-dropped connection is a connect or read error, never a timeout; only a slow upstream is an
+"""Both upstream transports raise httpx's error for what happened (`server/upstream/transports.py`): a refused
+or dropped connection is a connect or read error, never a timeout; only a slow upstream is an
 `httpx.TimeoutException`. httpx-aiohttp alone calls every aiohttp connection error a `ConnectTimeout`;
 ours keeps the aiohttp error as the `__cause__`. So `faults.is_timeout` is a type check.
 """
@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from server.destinations import ANY_ADDRESS
-from server.relay.faults import describe, is_timeout
-from server.relay.providers.base import UpstreamCall
-from server.relay.upstream import Upstream
+from server.upstream.client import Upstream
+from server.upstream.faults import describe, is_timeout
+from server.upstream.providers.base import UpstreamCall
 from tests.fakes.openai import FakeOpenAI
 
 TRANSPORTS = ["aiohttp", "httpx"]

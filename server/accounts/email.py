@@ -4,7 +4,7 @@ The two routes that send mail (`GET /api/verification`, `GET /api/reset_password
 of the critical rate limit: 2 per 30 s per client IP and 5 per hour per address (GCRA, both charged or
 neither), counted for every well-formed request, whether a message goes out or not. A code or token is
 stored only once the mail server accepted the message carrying it, so a failed send leaves nothing
-usable behind. Storage and single use: `server/accounts/codes.py`.
+usable behind. Storage and single use: `server/components/email_codes.py`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from core.settings import Settings
 from models.db import Database
 from models.users import UserRepository
 from quota.backends.base import Backend, Limit
-from server.accounts.codes import CODE_TTL, INVALID_RESET, RESET_TTL, EmailCodes, ResetTokens
-from server.accounts.directory import UserDirectory
-from server.accounts.rules import check_email, check_password
 from server.accounts.service import AccountService
+from server.components.email_codes import CODE_TTL, INVALID_RESET, RESET_TTL, EmailCodes, ResetTokens
+from server.components.options import Options
+from server.components.user_rules import check_email, check_password
+from server.components.users import UserDirectory
 from server.crypto import sha256_hex
-from server.errors import BadRequest, Conflict, RateLimited
+from server.errors import BadRequest, Conflict, TooManyRequests
 from server.mailer import Mailer
-from server.system.options import Options
 
 SEND_LIMITS = ((2, 30.0), (5, 3600.0))  # (count, seconds): per client IP, per address
 EMAIL_USED = "email is already used"
@@ -64,7 +64,7 @@ class EmailService:
             Limit(f"email_send:address:{sha256_hex(address)}", address_count, address_period),
         ])
         if not result.allowed:
-            raise RateLimited("too many e-mails requested, please retry later",
+            raise TooManyRequests("too many e-mails requested, please retry later",
                               retry_after=result.retry_after)
 
     async def send_code(self, raw_address: str, client_ip: str) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from core.groups import AUTO_GROUP, usable_auto_groups, usable_groups
 from core.identity import Principal
-from server.channels.table import ChannelTable
-from server.system.options import Options
+from server.components.channel_table import ChannelTable
+from server.components.options import Options
 
 
 class GroupService:

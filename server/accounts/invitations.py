@@ -18,11 +18,11 @@ from core.enums import LogType
 from core.identity import Principal
 from models.db import Database
 from models.users import UserRepository
-from server.accounts.rules import fresh_aff_code
 from server.clock import Clock
+from server.components.options import Options
+from server.components.user_rules import fresh_aff_code
 from server.credits import Credit, CreditOutbox
 from server.errors import BadRequest, NotFound
-from server.system.options import Options
 
 CODE_ATTEMPTS = 3  # a fresh code that another user took at the same instant is drawn again
 

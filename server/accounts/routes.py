@@ -19,7 +19,6 @@ from server.accounts.schemas import (
     SettingUpdate,
     UserCreate,
     UserListQuery,
-    UserPath,
     UserSearchQuery,
     UserUpdate,
     UserView,
@@ -27,6 +26,7 @@ from server.accounts.schemas import (
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.pagination import Paged
+from server.web.schema import UserPath
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("accounts")

@@ -11,15 +11,14 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from core.identity import Role
-from server.accounts.rules import EMAIL_MAX
 from server.accounts.service import QUOTA_VALUE_MAX
+from server.components.user_rules import EMAIL_MAX
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
     Bool,
     Int64,
     IntRule,
-    PathId,
     QueryTextRule,
     Schema,
     Str,
@@ -125,10 +124,6 @@ class UserSearchQuery(UserListQuery):
     keyword: Annotated[str, QueryTextRule()] = Field(
         "", description="part of the id, username, display name or e-mail")
     group: Annotated[str, QueryTextRule(max_len=64)] = ""
-
-
-class UserPath(Schema):
-    user_id: PathId
 
 
 # ---- replies -----------------------------------------------------------------------------------------

@@ -22,21 +22,21 @@ from models.tables import User
 from models.users import UserRepository
 from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
-from server.accounts.directory import UserDirectory
-from server.accounts.rules import (
+from server.accounts.views import self_view, user_view
+from server.clock import Clock
+from server.components.options import Options
+from server.components.sessions import SessionStore, new_session_id
+from server.components.user_rules import (
     DISPLAY_NAME_MAX,
     check_password,
     check_username,
     fresh_aff_code,
     require_hierarchy,
 )
-from server.accounts.settings import merge_settings
-from server.accounts.views import self_view, settings_of, user_view
-from server.auth.sessions import SessionStore, new_session_id
-from server.clock import Clock
+from server.components.user_settings import merge_settings, settings_of
+from server.components.users import UserDirectory
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict, Forbidden, NotFound
-from server.system.options import Options
 from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from core.identity import Role
 from models.tables import User
-
-
-def settings_of(user: User) -> dict[str, Any]:
-    try:
-        value = json.loads(user.setting) if user.setting else {}
-    except ValueError:
-        value = {}
-    return value if isinstance(value, dict) else {}
+from server.components.user_settings import settings_of
 
 
 def user_view(user: User) -> dict[str, Any]:
@@ -42,8 +34,3 @@ def self_view(user: User) -> dict[str, Any]:
     view["sidebar_modules"] = settings_of(user).get("sidebar_modules", "")
     view["permissions"] = permissions_for(user.role)
     return view
-
-
-def login_view(user: User) -> dict[str, Any]:
-    return {"id": user.id, "username": user.username, "display_name": user.display_name,
-            "role": user.role, "status": user.status, "group": user.group}

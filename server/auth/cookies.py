@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sanic.response import BaseHTTPResponse
 
-from server.auth.sessions import COOKIE, SESSION_TTL
-from server.system.options import Options
+from server.components.options import Options
+from server.components.sessions import COOKIE, SESSION_TTL
 
 
 class SessionCookies:

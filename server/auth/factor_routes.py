@@ -12,13 +12,13 @@ from server.auth.factor_schemas import (
     TwoFactorSetup,
     TwoFactorStats,
     TwoFactorStatus,
-    UserPath,
     VerificationStatus,
     Verified,
     VerifyBody,
 )
 from server.web.access import Access, route
 from server.web.envelope import ok
+from server.web.schema import UserPath
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("two_factor")

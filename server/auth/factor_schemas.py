@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from server.web.schema import PathId, Schema, TextRule
+from server.web.schema import Schema, TextRule
 
 CODE_MAX = 32  # far above any code we issue (6 digits, `XXXX-XXXX`); refused before any lookup
 
@@ -16,10 +16,6 @@ Code = Annotated[str, TextRule(min_len=1, max_len=CODE_MAX)]
 class CodeBody(Schema):
     code: Code = Field(description="a 6-digit TOTP code, or a backup code (`ABCD-EFGH`; case, spaces and "
                                    "dashes do not matter) where the route accepts one")
-
-
-class UserPath(Schema):
-    user_id: PathId
 
 
 class VerifyBody(Schema):

@@ -28,9 +28,9 @@ from quota.backends.base import Backend, Limit
 from quota.versions import VersionTracker
 from server.auth.cookies import SessionCookies
 from server.auth.identity import Identity, check_user_header
-from server.auth.sessions import COOKIE
+from server.components.sessions import COOKIE
 from server.config import RateLimit
-from server.errors import Forbidden, RateLimited
+from server.errors import Forbidden, TooManyRequests
 from server.web.access import Access
 from server.web.client_ip import Network, client_ip
 from server.web.request_id import request_id_from
@@ -87,7 +87,7 @@ class Guard:
             return
         result = await self.backend.gcra_many(limits)  # both or neither are charged
         if not result.allowed:
-            raise RateLimited(retry_after=result.retry_after)
+            raise TooManyRequests(retry_after=result.retry_after)
 
     async def catch_up(self, request: Request) -> None:
         if request.path.startswith("/api"):

@@ -17,9 +17,9 @@ from sanic import Request
 
 from core.enums import UserStatus
 from core.identity import Principal
-from server.accounts.directory import UserDirectory
-from server.auth.sessions import COOKIE, SessionStore, new_session_id
 from server.clock import Clock
+from server.components.sessions import COOKIE, SessionStore, new_session_id
+from server.components.users import UserDirectory
 from server.crypto import SecretBox
 from server.errors import Forbidden, Unauthenticated
 

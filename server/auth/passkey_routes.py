@@ -6,8 +6,6 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.accounts.schemas import UserPath
-from server.accounts.views import login_view
 from server.auth.identity import session_cookie
 from server.auth.passkey_schemas import (
     AssertionCredential,
@@ -20,8 +18,10 @@ from server.auth.passkey_schemas import (
     RegistrationCredential,
 )
 from server.auth.schemas import LoginView
+from server.auth.views import login_view
 from server.web.access import Access, route
 from server.web.envelope import ok
+from server.web.schema import UserPath
 from server.web.site import request_site
 from server.web.state import principal_of, services_of
 

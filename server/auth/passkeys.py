@@ -31,14 +31,14 @@ from models.passkeys import CREDENTIAL_ID_MAX, PasskeyCredential, PasskeyReposit
 from models.tables import User
 from models.users import UserRepository
 from quota.backends.base import KeyValue
-from server.accounts.rules import require_hierarchy
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known
-from server.auth.sessions import SessionStore
-from server.auth.verification import PASSKEY_READY_MARK, AuthMethod, SecondFactor, SecureVerifier
 from server.clock import Clock
+from server.components.options import Options
+from server.components.sessions import SessionStore
+from server.components.user_rules import require_hierarchy
+from server.components.verification import PASSKEY_READY_MARK, AuthMethod, SecondFactor, SecureVerifier
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
-from server.system.options import Options
 
 log = logging.getLogger("tollway.passkeys")
 

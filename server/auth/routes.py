@@ -5,10 +5,10 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.accounts.views import login_view
 from server.auth.factor_schemas import CodeBody
 from server.auth.identity import session_cookie
 from server.auth.schemas import Login, LoginReply, LoginView, Register
+from server.auth.views import login_view
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of

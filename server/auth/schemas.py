@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from server.accounts.rules import EMAIL_MAX, PASSWORD_MAX, USERNAME_MAX
+from server.components.user_rules import EMAIL_MAX, PASSWORD_MAX, USERNAME_MAX
 from server.web.schema import Schema, Str, TextRule, Trimmed
 
 # Nothing longer can name an account or be its password: refused before any lookup, hash or counter.

@@ -30,7 +30,7 @@ from quota.backends.base import KeyValue
 from server.auth.totp import backup_digest_input, is_totp_code, matching_step
 from server.clock import Clock
 from server.crypto import SecretBox
-from server.errors import RateLimited
+from server.errors import TooManyRequests
 
 FAIL_LIMIT = 5
 LOCK_SECONDS = 300
@@ -70,7 +70,7 @@ class TotpFactor:
     async def _refuse_if_locked(self, user_id: int) -> None:
         left = await self.locked_for(user_id)
         if left > 0:
-            raise RateLimited(LOCKED_MESSAGE, retry_after=left)
+            raise TooManyRequests(LOCKED_MESSAGE, retry_after=left)
 
     async def _lock(self, user_id: int) -> None:
         await self.backend.set_text(lock_key(user_id), str(self.clock.now_s() + LOCK_SECONDS), LOCK_SECONDS)
@@ -84,16 +84,16 @@ class TotpFactor:
 
     async def check(self, user_id: int, code: str, *, backup: bool = True) -> bool:
         """Whether `code` is a valid TOTP code (or, when `backup`, an unspent backup code, then spent) of
-        the user's enabled 2FA. Counts toward the lock; raises `RateLimited` while locked."""
+        the user's enabled 2FA. Counts toward the lock; raises `TooManyRequests` while locked."""
         await self._refuse_if_locked(user_id)
         attempt = await self.backend.incr(fail_key(user_id), FAIL_MEMORY)
         left = await self.locked_for(user_id)
         if left > 0:  # a concurrent attempt locked it since the first look (and reset the count just
             await self.backend.delete(fail_key(user_id))  # before this one counted: undo that)
-            raise RateLimited(LOCKED_MESSAGE, retry_after=left)
+            raise TooManyRequests(LOCKED_MESSAGE, retry_after=left)
         if attempt > FAIL_LIMIT:  # more attempts at once than the lock allows: the lock starts now
             await self._lock(user_id)
-            raise RateLimited(LOCKED_MESSAGE, retry_after=LOCK_SECONDS)
+            raise TooManyRequests(LOCKED_MESSAGE, retry_after=LOCK_SECONDS)
         if is_totp_code(code):
             passed = await self._check_totp(user_id, code)
         else:

@@ -15,15 +15,21 @@ from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
 from quota.backends.base import KeyValue
-from server.accounts.codes import EmailCodes, Voucher
-from server.accounts.directory import UserDirectory
-from server.accounts.rules import AFF_CODE_MAX, check_email, check_password, check_username, fresh_aff_code
-from server.auth.sessions import SessionStore, new_session_id
-from server.auth.verification import AuthMethod, SecondFactor
 from server.clock import Clock
+from server.components.email_codes import EmailCodes, Voucher
+from server.components.options import Options
+from server.components.sessions import SessionStore, new_session_id
+from server.components.user_rules import (
+    AFF_CODE_MAX,
+    check_email,
+    check_password,
+    check_username,
+    fresh_aff_code,
+)
+from server.components.users import UserDirectory
+from server.components.verification import AuthMethod, SecondFactor
 from server.crypto import Passwords, SecretBox, sha256_hex
-from server.errors import BadRequest, Conflict, Forbidden, RateLimited, Unauthorized
-from server.system.options import Options
+from server.errors import BadRequest, Conflict, Forbidden, TooManyRequests, Unauthorized
 
 LOGIN_FAIL_TTL = 900
 LOGIN_FAIL_LIMIT = 10  # attempts per (account, client IP) and window that may reach the password check
@@ -71,7 +77,7 @@ class AuthService:
         # Counted before the password check, in one atomic step (INCR), so that however many attempts run
         # at once, at most LOGIN_FAIL_LIMIT of them reach `verify`; a correct password clears the count.
         if await self.backend.incr(fail_key, LOGIN_FAIL_TTL) > LOGIN_FAIL_LIMIT:
-            raise RateLimited("too many failed logins, try again later",
+            raise TooManyRequests("too many failed logins, try again later",
                               retry_after=await self.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
         valid = await self.passwords.verify(user.password if user else None, password)
         if user is None or not valid or user.status != UserStatus.ENABLED:

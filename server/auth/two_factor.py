@@ -20,10 +20,8 @@ from models.logs import LogRepository
 from models.tables import User
 from models.two_factor import TwoFactorRepository
 from models.users import UserRepository
-from server.accounts.rules import require_hierarchy
 from server.auth.second_factor import TotpFactor
 from server.auth.service import INVALID_LOGIN, AuthService
-from server.auth.sessions import SessionStore
 from server.auth.totp import (
     backup_digest_input,
     matching_step,
@@ -31,11 +29,13 @@ from server.auth.totp import (
     new_secret,
     provisioning_uri,
 )
-from server.auth.verification import AuthMethod
 from server.clock import Clock
+from server.components.options import Options
+from server.components.sessions import SessionStore
+from server.components.user_rules import require_hierarchy
+from server.components.verification import AuthMethod
 from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, NotFound, Unauthorized
-from server.system.options import Options
 
 LOGIN_EXPIRED = "login expired, please log in again"
 WRONG_CODE = "code: invalid 2FA code"

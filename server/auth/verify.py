@@ -2,8 +2,8 @@
 (docs/API.md#secure-verification).
 
 A verification is a mark in the session's record (`secure_verified_at`, `secure_verified_method`), read by
-`SessionVerifier` (server/auth/verification.py) for the actions that need one. With `2fa` it costs a TOTP
-or backup code, checked under the 2FA failure lock; with `passkey` it costs the mark a passkey assertion
+`SessionVerifier` (server/components/verification.py) for the actions that need one. With `2fa` it costs a
+TOTP or backup code, checked under the 2FA failure lock; with `passkey` it costs the mark a passkey assertion
 made for this session left in the record (`secure_passkey_ready_at`), which is taken (atomically: of any
 number of concurrent requests, one gets it) whether it is still fresh or not. The verification is merged
 into the record as stored at that moment, so nothing written to it meanwhile is lost.
@@ -15,8 +15,9 @@ from typing import Any
 
 from core.identity import Principal
 from server.auth.second_factor import TotpFactor
-from server.auth.sessions import SessionStore
-from server.auth.verification import (
+from server.clock import Clock
+from server.components.sessions import SessionStore
+from server.components.verification import (
     METHODS,
     PASSKEY_READY_MARK,
     PASSKEY_READY_SECONDS,
@@ -24,7 +25,6 @@ from server.auth.verification import (
     PasskeyPresence,
     verification_of,
 )
-from server.clock import Clock
 from server.errors import BadRequest, Unauthenticated
 
 

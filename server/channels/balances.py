@@ -3,7 +3,7 @@ its account balance and store it.
 
 - One channel (`GET /api/channel/update_balance/:id`): a single-key channel of a type that publishes a
   balance (OpenAI, Custom, OpenRouter, Moonshot, SiliconFlow, DeepSeek: the wire of each is in
-  `server/relay/providers/balances.py`); any other type, or a multi-key channel, is a 400. The balance
+  `server/upstream/providers/balances.py`); any other type, or a multi-key channel, is a 400. The balance
   is stored in USD (an amount in CNY is divided by the `USDExchangeRate` option) with
   `balance_updated_time`.
 - Every channel (`GET /api/channel/update_balance`): every enabled single-key channel of those types,
@@ -23,10 +23,10 @@ from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from quota.locks import Busy, exclusive
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
-from server.channels.catalog import type_name
 from server.channels.probe import lock_ttl
 from server.channels.runs import each
-from server.channels.table import RoutedChannel
+from server.components.catalog import type_name
+from server.components.channel_table import RoutedChannel
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
 
 log = logging.getLogger("tollway.channels")

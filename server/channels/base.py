@@ -30,15 +30,15 @@ from models.channels import Channel
 from models.db import Database
 from models.routing import dump_json, load_json
 from quota.backends.base import Backend
-from server.auth.verification import SecureVerifier
 from server.channels.destination import KeyDestinations
 from server.channels.rules import key_lines, key_text
-from server.channels.table import ChannelTable
 from server.clock import Clock
+from server.components.channel_table import ChannelTable
+from server.components.options import Options
+from server.components.verification import SecureVerifier
 from server.crypto import SecretBox
 from server.errors import Conflict
-from server.relay.admin import UpstreamAdmin
-from server.system.options import Options
+from server.upstream.admin import UpstreamAdmin
 
 ALL_KEYS_DISABLED = "all keys are disabled"
 KEYS_BACK = "keys available again"

@@ -35,12 +35,12 @@ from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
 from quota.locks import Busy, exclusive
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
-from server.channels.catalog import capabilities, type_name
 from server.channels.rules import clean_fields, key_lines
 from server.channels.runs import each, until_stopped
-from server.channels.table import RoutedChannel, choose_key, map_model
+from server.components.catalog import capabilities, type_name
+from server.components.channel_table import RoutedChannel, choose_key, map_model
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
-from server.relay.admin import Tested
+from server.upstream.admin import Tested
 
 log = logging.getLogger("tollway.channels")
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from core.enums import ChannelStatus
 from core.headers import header_refusal
-from server.channels.catalog import CHANNEL_TYPES
+from server.components.catalog import CHANNEL_TYPES
 from server.errors import BadRequest
 
 NAME_MAX = 100

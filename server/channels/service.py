@@ -23,7 +23,6 @@ from models.channels import Channel, ChannelFilter, ChannelRepository
 from models.routing import load_json
 from server.channels.balances import ChannelBalances
 from server.channels.base import ALL_KEYS_DISABLED, COLLIDING, KEYS_BACK, STATUS_REASONS, status_info
-from server.channels.catalog import capabilities, catalog_models
 from server.channels.destination import require_key_holder
 from server.channels.keyring import ChannelKeyring
 from server.channels.probe import ChannelProbe
@@ -37,6 +36,7 @@ from server.channels.rules import (
 from server.channels.tags import ChannelTags
 from server.channels.tools import ChannelTools
 from server.channels.views import channel_view
+from server.components.catalog import capabilities, catalog_models
 from server.errors import BadRequest, Conflict, NotFound
 from server.web.pagination import Page
 

@@ -24,11 +24,11 @@ from models.users import UserRepository
 from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown
 from server.clock import Clock
+from server.components.keys import KEY_LENGTH, KeyDirectory, bare_key
+from server.components.options import Options
 from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthenticated
-from server.keys.directory import KEY_LENGTH, KeyDirectory, bare_key
 from server.keys.views import key_view, reveal, usage_view
-from server.system.options import Options
 from server.web.body import has_control_chars
 from server.web.pagination import Page
 

@@ -9,8 +9,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 
 from models.keys import ApiKey
+from server.components.keys import KEY_PREFIX
 from server.crypto import SecretBox
-from server.keys.directory import KEY_PREFIX
 
 log = logging.getLogger("tollway.keys")
 MASK = "**********"

@@ -19,10 +19,10 @@ from core.identity import Principal
 from models.db import Database
 from models.logs import Log, LogFilter, LogQuery, LogRepository
 from quota.backends.base import Backend
-from server.accounts.directory import UserDirectory
 from server.clock import Clock
-from server.errors import Forbidden, RateLimited, Unauthenticated
-from server.keys.directory import KeyDirectory
+from server.components.keys import KeyDirectory
+from server.components.users import UserDirectory
+from server.errors import Forbidden, TooManyRequests, Unauthenticated
 from server.logs.views import admin_view, self_view
 from server.web.pagination import Page
 
@@ -72,7 +72,7 @@ class LogService:
         count, period = SELF_SEARCH_LIMIT
         result = await self.backend.gcra(f"rl:logsearch:{principal.id}", count, period)
         if not result.allowed:
-            raise RateLimited(retry_after=result.retry_after)
+            raise TooManyRequests(retry_after=result.retry_after)
         return await self._page(page, lambda q: q.keyword(keyword, user_id=principal.id,
                                                             names=("token_name", "model_name")), own=True)
 

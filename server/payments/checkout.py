@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 import httpx
 
 from server.redaction import redact
-from server.relay.providers.base import UpstreamCall
-from server.relay.upstream import Upstream
+from server.upstream.client import Upstream
+from server.upstream.providers.base import UpstreamCall
 
 log = logging.getLogger("tollway.payments")
 

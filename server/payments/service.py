@@ -30,6 +30,7 @@ from models.payments import EVENT_ID_MAX, PaymentEventRepository, remember_custo
 from models.topups import TopUp, TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
+from server.components.options import Options
 from server.credits import Credit, CreditOutbox
 from server.errors import (
     BadRequest,
@@ -41,7 +42,6 @@ from server.errors import (
 )
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
 from server.payments.signature import BadSignature, verify
-from server.system.options import Options
 
 log = logging.getLogger("tollway.payments")
 

@@ -13,19 +13,17 @@ stored, logged or passed on.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import httpx
 
-from core.option_values import status_in
 from core.settings import Settings
 from quota.backends.base import Backend
-from server.channels.table import ChannelTable, RoutedChannel, choose_key, map_model
+from server.components.channel_table import ChannelTable, RoutedChannel, choose_key, map_model
 from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout
 from server.redaction import redact
 from server.relay.call import Call
-from server.relay.faults import describe, is_timeout
-from server.relay.upstream import Upstream
+from server.upstream.client import Upstream
+from server.upstream.faults import describe, is_timeout, judge, keyword_disables
 
 log = logging.getLogger("tollway.relay")
 
@@ -38,27 +36,6 @@ def mapped_status(channel: RoutedChannel, status: int) -> int:
     except (TypeError, ValueError):
         return status
     return mapped if 100 <= mapped <= 599 else status
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    retry: bool  # try another channel
-    disable: bool  # take the channel (or key) out of routing
-
-
-def judge(settings: Settings, status: int, message: str) -> Verdict:
-    """What a failed upstream answer means; `status` is the one the provider counts it as."""
-    retry = status_in(status, settings.automatic_retry_status_codes)
-    keyword = retry and keyword_disables(settings, message)
-    disable = status_in(status, settings.automatic_disable_status_codes) or keyword
-    return Verdict(retry or disable, disable)
-
-
-def keyword_disables(settings: Settings, message: str) -> bool:
-    """The message holds one of the automatic-disable keywords (a connection-level failure disables
-    only by keyword)."""
-    lowered = message.lower()
-    return any(word in lowered for word in settings.automatic_disable_keywords)
 
 
 async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: Backend,

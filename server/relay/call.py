@@ -13,11 +13,11 @@ from typing import Protocol
 
 from quota.ratelimit import UserPolicy
 from quota.types import Reservation
-from server.channels.table import RoutedChannel
+from server.components.channel_table import RoutedChannel
 from server.relay.caller import Caller
 from server.relay.pricing import Price
-from server.relay.providers.base import Asked, Operation, Params, Provider
-from server.relay.upstream import UpstreamResponse
+from server.upstream.client import UpstreamResponse
+from server.upstream.providers.base import Asked, Operation, Params, Provider
 
 
 class Sink(Protocol):

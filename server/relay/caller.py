@@ -15,8 +15,10 @@ from core import groups
 from core.enums import KeyStatus
 from core.identity import UserState
 from core.settings import Settings
-from server.accounts.directory import UserDirectory
 from server.clock import Clock
+from server.components.keys import KeyDirectory, KeyState
+from server.components.options import Options
+from server.components.users import UserDirectory
 from server.errors import (
     GroupNotAllowed,
     InvalidApiKey,
@@ -26,8 +28,6 @@ from server.errors import (
     TokenExpired,
     UserDisabled,
 )
-from server.keys.directory import KeyDirectory, KeyState
-from server.system.options import Options
 
 AUTO_GROUP = "auto"
 

@@ -14,10 +14,11 @@ from typing import cast
 from sanic import Request
 from sanic.response import HTTPResponse, raw
 
-from server.errors import ErrorShape, TollwayError, UpstreamPassthrough
-from server.relay.providers import for_wire
-from server.relay.providers.base import Provider
+from server.errors import TollwayError, UpstreamPassthrough
 from server.relay.routes import FAMILIES
+from server.upstream.providers import for_wire
+from server.upstream.providers.base import Provider
+from server.web.errors import ErrorShape
 from server.web.routing import Wire
 
 DEFAULT_CODE = {400: "invalid_request", 401: "invalid_api_key", 403: "permission_denied", 404: "not_found",

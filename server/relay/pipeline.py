@@ -23,7 +23,7 @@ One reservation covers every attempt. A success settles the actual cost from the
 and queues exactly one consume log with the counters; a call that ends any other way releases its whole
 hold, in the one `finally` of `Relay.call`. With Redis configured nothing here touches SQL. Everything a
 provider's wire decides — where the key is, what the body holds, the upstream URL, the usage — is asked
-of the call's `Provider` (server/relay/providers/).
+of the call's `Provider` (server/upstream/providers/).
 """
 
 from __future__ import annotations
@@ -38,22 +38,23 @@ from core.enums import KeyStatus, LogType
 from quota.backends.base import Backend, Limit
 from quota.engine import QuotaEngine
 from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
-from quota.types import InsufficientQuota as ReserveRefused
-from quota.types import RateLimited as RateRefused
+from quota.types import InsufficientQuota, RateLimited
 from quota.versions import VersionTracker
-from server.accounts.directory import UserDirectory
-from server.channels.catalog import SPEECH_OUTPUT, capabilities
-from server.channels.table import ChannelTable
 from server.clock import Clock
+from server.components.catalog import SPEECH_OUTPUT, capabilities
+from server.components.channel_table import ChannelTable
+from server.components.keys import KeyDirectory
+from server.components.options import Options
+from server.components.users import UserDirectory
 from server.errors import (
     GatewayError,
     GroupNotAllowed,
-    InsufficientQuota,
     InvalidApiKey,
     IpNotAllowed,
     ModelNotAllowed,
     ModelNotFound,
     ModelPriceError,
+    NotEnoughQuota,
     RateLimitExceeded,
     TokenDisabled,
     TokenExhausted,
@@ -61,17 +62,15 @@ from server.errors import (
     UnsupportedModality,
     UserDisabled,
 )
-from server.keys.directory import KeyDirectory
 from server.relay import attempts
 from server.relay.call import Call, Incoming, Reply
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
 from server.relay.estimate import count_all
 from server.relay.pricing import price_of
-from server.relay.providers import owned_by
-from server.relay.providers.base import ListedModel, Provider, Usage
 from server.relay.streaming import Delivery, relay_stream
-from server.relay.upstream import Upstream, UpstreamResponse
-from server.system.options import Options
+from server.upstream.client import Upstream, UpstreamResponse
+from server.upstream.providers import owned_by
+from server.upstream.providers.base import ListedModel, Provider, Usage
 
 log = logging.getLogger("tollway.relay")
 
@@ -230,15 +229,15 @@ class Relay:
         try:
             call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited,
                                                  limits=limits)
-        except RateRefused as refused:
+        except RateLimited as refused:
             call.rate_due = False
             raise RateLimitExceeded(refused.retry_after) from None
-        except ReserveRefused as short:
+        except InsufficientQuota as short:
             call.rate_due = False
 
             if short.account == "key" and short.available <= 0:
                 raise await exhausted(self.keys, key) from None
-            raise InsufficientQuota() from None
+            raise NotEnoughQuota() from None
         call.rate_due = False
         if limited and amount == 0 and call.hold.key_balance <= 0:  # a free call on a key with nothing left
             raise await exhausted(self.keys, key)  # the hold goes back with the refusal

@@ -1,7 +1,7 @@
 """Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs.
 
 Lookup, first match wins: the admin's `ModelPrice`, the admin's `ModelRatio`, the built-in price, the
-built-in ratio (both in `server/channels/catalog.py`); none → `model_price_error`, unless
+built-in ratio (both in `server/components/catalog.py`); none → `model_price_error`, unless
 `SelfUseModeEnabled` lets unpriced models through at ratio 37.5 as new-api does. Arithmetic is decimal so
 that `ceil` never rounds a float's noise up a point.
 
@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from core.settings import Settings
-from server.channels.catalog import BUILTIN_RATIOS, FREE_PREFIXES
+from server.components.catalog import BUILTIN_RATIOS, FREE_PREFIXES
 
 UNSET_MODEL_RATIO = 37.5
 

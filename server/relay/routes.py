@@ -15,7 +15,6 @@ from sanic.response import HTTPResponse, json, raw
 
 from core.enums import ChannelType
 from server.relay.call import Incoming, Reply
-from server.relay.providers import SERVED_TYPES, provider
 from server.relay.schemas import (
     GeminiModelList,
     GenerateContentRequest,
@@ -26,6 +25,7 @@ from server.relay.schemas import (
     ModerationResponse,
     OpenAIModelList,
 )
+from server.upstream.providers import SERVED_TYPES, provider
 from server.web.access import Access, Wire, route
 from server.web.state import services_of
 

@@ -1,7 +1,8 @@
 """Schemas of the model-call routes, for the API document only.
 
 The gateway forwards the caller's bytes untouched and reads only a few fields from a parsed copy
-(`server.relay.bodies`); these models describe those fields and allow any other (`additionalProperties`).
+(`server.upstream.providers.bodies`); these models describe those fields and allow any other
+(`additionalProperties`).
 Nothing here is used to validate or re-serialise a body on the call path.
 """
 

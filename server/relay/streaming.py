@@ -17,8 +17,8 @@ import httpx
 
 from quota.engine import QuotaEngine
 from server.relay.call import Call, Sink
-from server.relay.faults import is_timeout
-from server.relay.providers.base import SseSplitter, StreamForm, Usage
+from server.upstream.faults import is_timeout
+from server.upstream.providers.base import SseSplitter, StreamForm, Usage
 
 RENEW_EVERY = 60.0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse, html, json
 
-from server.channels.catalog import models_by_channel_type
+from server.components.catalog import models_by_channel_type
 from server.system.schemas import (
     CustomOAuthProvider,
     OAuthBinding,

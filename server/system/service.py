@@ -16,11 +16,11 @@ from models.system import OptionRepository, SetupRepository
 from models.tables import User
 from models.users import UserRepository
 from server import __version__
-from server.accounts.rules import check_password, check_username, fresh_aff_code
 from server.clock import Clock
+from server.components.options import Options
+from server.components.user_rules import check_password, check_username, fresh_aff_code
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict
-from server.system.options import Options
 
 ROOT_INITIAL_QUOTA = 100_000_000
 

@@ -17,9 +17,9 @@ from models.db import Database
 from models.topups import TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
+from server.components.options import Options
 from server.credits import Credit, CreditOutbox
 from server.errors import BadRequest, Conflict, NotFound
-from server.system.options import Options
 from server.topups.views import topup_view
 from server.web.pagination import Page
 

@@ -48,7 +48,7 @@ class Wire(Enum):
     RAW = "raw"
     OPENAI = "openai"      # `reply` is the whole body; errors are that provider's error objects
     GOOGLE = "google"      # `reply` is the whole body; errors are that provider's error objects
-    # either of the two by the path (the provider that claims the path: server/relay/providers/)
+    # either of the two by the path (the provider that claims the path: server/upstream/providers/)
     GOOGLE_OR_OPENAI = "google-or-openai"
 
 

@@ -301,3 +301,9 @@ def message_of(error: ValidationError, bare: frozenset[str] = frozenset()) -> st
 def bad_request(error: ValidationError, model: type[BaseModel] | None = None) -> BadRequest:
     bare = model.bare_members if model is not None and issubclass(model, Schema) else frozenset()
     return BadRequest(message_of(error, bare))
+
+
+class UserPath(Schema):
+    """The path of a route about one user (`/api/user/<user_id>…`)."""
+
+    user_id: PathId

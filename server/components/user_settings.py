@@ -8,11 +8,13 @@ a call never reads SQL for them.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 from urllib.parse import urlsplit
 
-from server.accounts.rules import check_email
+from models.tables import User
+from server.components.user_rules import check_email
 from server.errors import BadRequest
 from server.web.body import has_control_chars
 
@@ -62,3 +64,12 @@ def merge_settings(current: dict[str, Any], changes: dict[str, Any]) -> dict[str
 def flag(settings: dict[str, Any], name: str) -> bool:
     """A boolean setting as the gateway reads it: only a JSON `true` counts."""
     return settings.get(name) is True
+
+
+def settings_of(user: User) -> dict[str, Any]:
+    """The user's settings object; {} when the stored text is empty or not a JSON object."""
+    try:
+        value = json.loads(user.setting) if user.setting else {}
+    except ValueError:
+        value = {}
+    return value if isinstance(value, dict) else {}

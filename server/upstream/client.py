@@ -1,6 +1,6 @@
 """The worker's upstream HTTP client: one pooled client, fed the providers' `UpstreamCall`s.
 
-A provider describes a request as plain data (`server/relay/providers/base.py` `UpstreamCall`); this is the
+A provider describes a request as plain data (`server/upstream/providers/base.py` `UpstreamCall`); this is the
 one place that sends it, so the HTTP client under it can change without touching a provider or the
 pipeline.
 
@@ -29,8 +29,8 @@ import httpx
 from yarl import URL
 
 from server.destinations import DestinationPolicy, Network
-from server.relay.providers.base import UpstreamCall
-from server.relay.transports import aiohttp_session, build_transport, fault
+from server.upstream.providers.base import UpstreamCall
+from server.upstream.transports import aiohttp_session, build_transport, fault
 
 
 class Headers(Protocol):
@@ -126,7 +126,7 @@ class Upstream:
     wire is the call's method, URL, headers and body, plus what HTTP/1.1 needs (`Host`, `Content-Length`)
     and the client's defaults (`Accept-Encoding`, `User-Agent`). Timeouts: connect at most 10 s, then
     `timeout` for each read, write and pool wait. Connections reach only the addresses `allow_private`
-    and the public internet allow (`server/relay/transports.py`). Only the channel's key and
+    and the public internet allow (`server/upstream/transports.py`). Only the channel's key and
     `header_override` (never replacing the key header, never a header that frames the request:
     `core/headers.py`) go upstream; the caller's credentials and query string never do."""
 

@@ -18,8 +18,8 @@ calls — the same pooled transport and the same destination policy, so a privat
 What an upstream said is redacted (`server.redaction.redact`) with the channel's keys before it goes
 anywhere, and a key that cannot travel in an HTTP header is refused (400) before anything is sent: a key
 never reaches a reply, a log line or an error message. The wire of each provider — URLs, headers, fields
-— is in `server/relay/providers/`; the automatic-disable rules a failed test is judged by are the
-gateway's own (`attempts.judge`).
+— is in `server/upstream/providers/`; the automatic-disable rules a failed test is judged by are the
+gateway's own (`faults.judge`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ from core.enums import ChannelType
 from core.settings import Settings
 from server.errors import BadRequest, UpstreamFailed
 from server.redaction import redact
-from server.relay.attempts import judge, keyword_disables
-from server.relay.faults import describe
-from server.relay.providers import default_base, lister
-from server.relay.providers.balances import BALANCE_TYPES, balance_query
-from server.relay.providers.base import Money, Provider, UnreadableReply, UpstreamCall
-from server.relay.upstream import Upstream
+from server.upstream.client import Upstream
+from server.upstream.faults import describe, judge, keyword_disables
+from server.upstream.providers import default_base, lister
+from server.upstream.providers.balances import BALANCE_TYPES, balance_query
+from server.upstream.providers.base import Money, Provider, UnreadableReply, UpstreamCall
 
 log = logging.getLogger("tollway.relay.admin")
 

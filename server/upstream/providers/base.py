@@ -4,7 +4,7 @@ that cross it.
 The pipeline (`server/relay/pipeline.py`) decides who may call what, where and at what price; a provider
 knows how its protocol spells things: where the caller's key is, what a body must hold, which URL and
 headers an upstream call takes, where the usage is, what its error bodies look like. Nothing outside
-`server/relay/providers/` knows a wire detail of a provider.
+`server/upstream/providers/` knows a wire detail of a provider.
 
 The request description (`UpstreamCall`) is plain data — method, URL, headers, body bytes, stream flag —
 so the HTTP transport under it can change without touching a provider.

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.enums import ChannelType
-from server.relay.providers.base import (
+from server.upstream.providers.base import (
     BalanceQuery,
     ChannelTarget,
     Money,
@@ -37,7 +37,7 @@ from server.relay.providers.base import (
     json_object,
     upstream_headers,
 )
-from server.relay.providers.openai import OPENAI
+from server.upstream.providers.openai import OPENAI
 
 DEFAULT_BASES: dict[int, str] = {
     ChannelType.OPENROUTER: "https://openrouter.ai/api",

@@ -7,10 +7,10 @@ list its upstream's models (OpenAI's way) and, for some types, query its balance
 
 from __future__ import annotations
 
-from server.relay.providers.balances import DEFAULT_BASES
-from server.relay.providers.base import Provider
-from server.relay.providers.gemini import GEMINI
-from server.relay.providers.openai import OPENAI
+from server.upstream.providers.balances import DEFAULT_BASES
+from server.upstream.providers.base import Provider
+from server.upstream.providers.gemini import GEMINI
+from server.upstream.providers.openai import OPENAI
 from server.web.routing import Wire
 
 PROVIDERS: dict[int, Provider] = {GEMINI.channel_type: GEMINI, OPENAI.channel_type: OPENAI}

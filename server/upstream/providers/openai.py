@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.enums import ChannelType
-from server.channels.catalog import MODERATION
+from server.components.catalog import MODERATION
 from server.errors import UnknownMethod
-from server.relay.bodies import check_model_name, invalid, parse_object
-from server.relay.providers.base import (
+from server.upstream.providers.base import (
     Asked,
     BalanceQuery,
     ChannelTarget,
@@ -43,6 +42,7 @@ from server.relay.providers.base import (
     passed,
     upstream_headers,
 )
+from server.upstream.providers.bodies import check_model_name, invalid, parse_object
 
 DEFAULT_BASE = "https://api.openai.com"
 DEFAULT_MODERATION_MODEL = "omni-moderation-latest"

@@ -2,7 +2,7 @@
 catalog — pure model metadata, no wire format.
 
 - `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400). The
-  ones the gateway calls are those with a provider (`server/relay/providers/`); channels of the other
+  ones the gateway calls are those with a provider (`server/upstream/providers/`); channels of the other
   types are stored and listed but never selected (docs/API.md#channel-fields).
 - `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities
   (docs/API.md#gemini-generatecontent-g1): `speech_output` for the speech models (and inferred for any

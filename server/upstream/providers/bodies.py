@@ -5,7 +5,7 @@ A string anywhere in the body that is not Unicode text (a lone surrogate escape 
 refused once, here, before anything reads it; NUL and other control characters are refused only in the
 model name (it is stored in the logs and echoed in messages; prompt text is the caller's business and is
 forwarded as sent). What each provider's body must hold is checked by the provider
-(`server/relay/providers/`). Every refusal is a 400 whose message names the field.
+(`server/upstream/providers/`). Every refusal is a 400 whose message names the field.
 """
 
 from __future__ import annotations

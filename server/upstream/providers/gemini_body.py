@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from server.relay.bodies import invalid, parse_object
+from server.upstream.providers.bodies import invalid, parse_object
 
 
 def _snake(name: str) -> str:

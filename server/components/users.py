@@ -13,8 +13,7 @@ from models.users import UserRepository
 from quota.backends.base import Backend
 from quota.broadcasts import Broadcasts
 from quota.records import RecordCache
-from server.accounts.settings import flag
-from server.accounts.views import settings_of
+from server.components.user_settings import flag, settings_of
 
 
 def _decode(data: dict[str, Any]) -> UserState:

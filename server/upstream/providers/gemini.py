@@ -21,10 +21,9 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from core.enums import ChannelType
-from server.channels.catalog import SPEECH_OUTPUT
+from server.components.catalog import SPEECH_OUTPUT
 from server.errors import UnknownMethod
-from server.relay.bodies import check_model_name, invalid
-from server.relay.providers.base import (
+from server.upstream.providers.base import (
     SSE,
     Asked,
     BalanceQuery,
@@ -47,7 +46,8 @@ from server.relay.providers.base import (
     passed,
     upstream_headers,
 )
-from server.relay.providers.gemini_body import parse_generate
+from server.upstream.providers.bodies import check_model_name, invalid
+from server.upstream.providers.gemini_body import parse_generate
 
 DEFAULT_BASE = "https://generativelanguage.googleapis.com"
 GENERATE, STREAM = "generateContent", "streamGenerateContent"

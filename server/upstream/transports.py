@@ -1,4 +1,4 @@
-"""The pooled HTTP clients under the upstream client (`server/relay/upstream.py`), each refusing forbidden
+"""The pooled HTTP clients under the upstream client (`server/upstream/client.py`), each refusing forbidden
 destinations at connect time (`server/destinations.py`).
 
 - aiohttp (the default): one `aiohttp.ClientSession` per worker (`aiohttp_session`), called directly on
