@@ -18,6 +18,8 @@ Services raise these; handlers never build error responses themselves.
      ├── DeliveryFailed        500  a message could not be handed to the mail server (nothing was kept)
      ├── PaymentProviderError  500  the payment provider refused or failed to open a checkout
      ├── PaymentNotRecorded    500  a payment webhook event could not be committed (the provider redelivers)
+     ├── PaymentsNotReady      503  online top-up is off: a payment event cannot be taken now (the provider
+     │                              redelivers)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
           ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
@@ -49,7 +51,8 @@ error object of their provider's wire, for every error of the tree (`register`'s
 With the option `NewApiCompatibleErrors` on, an envelope error answers the status `new_api_status` gives
 (docs/API.md#envelope-and-status-codes): 200 for a refusal, as new-api does, except where new-api keeps a
 status too (`keeps_status`: no valid credential 401, rate limits 429, a missing secure verification 403,
-a request no route took). The provider wires never change.
+a request no route took). The provider wires never change, and neither does a route declared with
+`real_statuses` (the payment webhook: its provider reads the status, and takes any 2xx as delivered).
 """
 
 from __future__ import annotations
@@ -182,6 +185,14 @@ class PaymentProviderError(TollwayError):
 class PaymentNotRecorded(TollwayError):
     status = 500
     default_message = "the payment event could not be recorded; deliver it again"
+
+
+class PaymentsNotReady(TollwayError):
+    """A payment event arrived while online top-up is not configured: a refusal that may pass later, so a
+    5xx, which the provider retries (a 2xx would drop the event for good, a 4xx reads as final)."""
+
+    status = 503
+    default_message = "online top-up is not enabled; deliver the event again later"
 
 
 class GatewayError(TollwayError):
