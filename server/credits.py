@@ -177,10 +177,11 @@ class CreditOutbox:
         async with self.db.transaction() as tx:
             await PendingCreditRepository(tx).remove(ref)
 
-    async def replay(self) -> int:
+    async def replay(self, stop: asyncio.Event | None = None) -> int:
         """One pass over every pending credit, oldest first, `batch` rows per SQL read: forget those
         already in SQL, credit the others again (applied at most once), settle those refused for good
-        as failed. Stops early when the quota store is unreachable. Returns how many were forgotten."""
+        as failed. Stops early when the quota store is unreachable, or between two reads once `stop` is
+        set (rule 14). Returns how many were forgotten."""
         forgotten = 0
         failing: list[str] = []
         first: BaseException | None = None
@@ -204,7 +205,7 @@ class CreditOutbox:
                     if isinstance(exc, BackendUnavailable):
                         unreachable = True  # every other credit would wait for the same store
                         break
-            if unreachable or len(rows) < self.batch:
+            if unreachable or len(rows) < self.batch or (stop is not None and stop.is_set()):
                 break
             after = rows[-1].id
         if failing:
@@ -220,7 +221,7 @@ class CreditOutbox:
         """Replay at start-up, then every `interval` seconds until `stop` is set (rule 14)."""
         while not stop.is_set():
             try:
-                await self.replay()
+                await self.replay(stop)
             except Exception as exc:
                 self._pass_streak.failed("credit replay failed (%s: %s); retrying every %g s",
                                          type(exc).__name__, exc, self.interval, first_traceback=exc)

@@ -10,6 +10,8 @@ Services raise these; handlers never build error responses themselves.
      ├── NotFound              404
      ├── MethodNotAllowed      405
      ├── Conflict              409
+     │    └── PaymentsNotReady 409  online top-up is off: a payment event cannot be taken now (the provider
+     │                              delivers it again)
      ├── PayloadTooLarge       413
      ├── RateLimited           429  `retry_after` seconds → `Retry-After`
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
@@ -18,8 +20,6 @@ Services raise these; handlers never build error responses themselves.
      ├── DeliveryFailed        500  a message could not be handed to the mail server (nothing was kept)
      ├── PaymentProviderError  500  the payment provider refused or failed to open a checkout
      ├── PaymentNotRecorded    500  a payment webhook event could not be committed (the provider redelivers)
-     ├── PaymentsNotReady      503  online top-up is off: a payment event cannot be taken now (the provider
-     │                              redelivers)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
           ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
@@ -132,6 +132,14 @@ class Conflict(TollwayError):
     default_message = "conflict"
 
 
+class PaymentsNotReady(Conflict):
+    """A payment event arrived while online top-up is not configured: a refusal that may pass later. The
+    provider delivers again after any non-2xx (a 2xx would drop the payment for good); a 409 says "not in
+    this state", not a fault of the server (which a 5xx would claim)."""
+
+    default_message = "online top-up is not enabled; deliver the event again later"
+
+
 class PayloadTooLarge(TollwayError):
     status = 413
     default_message = "request body too large"
@@ -185,14 +193,6 @@ class PaymentProviderError(TollwayError):
 class PaymentNotRecorded(TollwayError):
     status = 500
     default_message = "the payment event could not be recorded; deliver it again"
-
-
-class PaymentsNotReady(TollwayError):
-    """A payment event arrived while online top-up is not configured: a refusal that may pass later, so a
-    5xx, which the provider retries (a 2xx would drop the event for good, a 4xx reads as final)."""
-
-    status = 503
-    default_message = "online top-up is not enabled; deliver the event again later"
 
 
 class GatewayError(TollwayError):

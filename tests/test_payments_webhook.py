@@ -2,14 +2,14 @@
 (docs/API.md#payments, docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
 
 Proved here:
-- 503 while online top-up is not configured (the provider delivers again); a missing, garbage or wrongly
+- 409 while online top-up is not configured (the provider delivers again); a missing, garbage or wrongly
   keyed `Stripe-Signature`, a tampered body, a `t` 301 s old (against the service's clock), a signed body
   that is not JSON or not an event, and an oversized delivery are 4xx that change nothing — and nothing
   is logged at error level, and no log line quotes the body; a fresh signature of the stale delivery,
   and a header with two `v1` of which one is valid, are accepted; a `t` 299 s old is accepted;
 - with `NewApiCompatibleErrors` on (every other `/api` refusal answers 200), the webhook keeps its real
   statuses, which the provider retries: another key's signature 400, a stale one 400, top-up switched
-  off 503 with the order still pending; switched on again, the redelivery credits once;
+  off 409 with the order still pending; switched on again, the redelivery credits once;
 - on two nodes (one SQL database, one Redis; MariaDB and PostgreSQL), the same paid event delivered ten
   times at once across both nodes credits once, and five distinct paid events for one order credit
   once; the user, who could not afford a model call before, makes one on the other node right after,
@@ -63,7 +63,7 @@ async def test_only_fresh_genuine_deliveries_get_in(embedded_app: Running, strip
     uid = await add_user(app.state, "payer")
     payer = await logged_in(app, "payer")
     early = session_event("ref_" + "1" * 32, amount_total=800, customer=MARKER)
-    fails(await deliver(http, early, now()), 503)  # not configured: nothing read, delivered again later
+    fails(await deliver(http, early, now()), 409)  # not configured: nothing read, delivered again later
 
     await configure(app.state, stripe_fake)
     order = await open_order(payer, app.state, 2)
@@ -126,7 +126,7 @@ async def test_refusals_keep_their_status_with_new_api_errors_and_a_redelivery_c
     fails(await deliver(http, paid, t), 400, "Stripe-Signature:")  # signed 301 s ago
     await app.state.options.put("StripePriceId", "")  # online top-up switched off
     off = await deliver(http, paid, now())
-    fails(off, 503, "online top-up is not enabled")
+    fails(off, 409, "online top-up is not enabled")
     assert (await stored(app.state, order.trade_no)).status == TopUpStatus.PENDING
     assert await live_quota(payer) == 0
 

@@ -175,7 +175,7 @@ class PaymentService:
     # ---- the webhook ------------------------------------------------------------------------------------
 
     async def receive(self, signature_header: str, body: bytes) -> Outcome:
-        """One delivery, as received: 503 while online top-up is off (a refusal that may pass later: the
+        """One delivery, as received: 409 while online top-up is off (a refusal that may pass later: the
         provider delivers the event again), 413 over `WEBHOOK_MAX_BODY`, 400 unless genuinely signed within
         the tolerance and an event; then `handle`."""
         if not self.enabled:
