@@ -1,9 +1,10 @@
 """Every status and type number of the domain, as enums.
 
-They are `IntEnum`s (top-up statuses, which are words, a `StrEnum`) so that the database columns and the
-JSON replies keep the plain integers new-api clients know: a member compares equal to its number and
-serialises as it (`json.dumps(KeyStatus.DISABLED)` is `2`). Code compares and writes members, never bare
-numbers; a value read back from SQL or a cache is a plain `int`, which compares equal all the same.
+They are `IntEnum`s (top-up and credit statuses, which are words, `StrEnum`s) so that the database
+columns and the JSON replies keep the plain integers new-api clients know: a member compares equal to its
+number and serialises as it (`json.dumps(KeyStatus.DISABLED)` is `2`). Code compares and writes members,
+never bare numbers; a value read back from SQL or a cache is a plain `int`, which compares equal all the
+same.
 """
 
 from __future__ import annotations
@@ -76,3 +77,10 @@ class TopUpStatus(StrEnum):
     FAILED = "failed"
     EXPIRED = "expired"
     REVIEW = "review"
+
+
+class CreditStatus(StrEnum):
+    """A credit decided in SQL (`pending_credits`, server/credits.py); stored as the word."""
+
+    PENDING = "pending"  # the replay delivers it until SQL has it
+    FAILED = "failed"  # the quota engine refuses it for good: kept, with its reason, for an admin

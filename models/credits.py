@@ -6,6 +6,10 @@ through the quota engine with the row's `ref` as the idempotency key. The row st
 log row — which the quota sync writes with the balance change, under the same `ref` — is in SQL; until
 then every worker replays it (server/credits.py), and the engine's `ref` makes a replay apply at most
 once (docs/ARCHITECTURE.md#credits-decided-in-sql).
+
+A credit the engine refuses for good (the balance would leave the range it computes exactly, the user is
+gone) is settled as `failed`: the row stays, with its reason and time, for an admin to see, and the
+replay reads only `pending` rows.
 """
 
 from __future__ import annotations
@@ -14,19 +18,21 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Text, delete, func, select
+from sqlalchemy import BigInteger, Index, String, Text, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from core.enums import CreditStatus
 from models.base import Base, Id, KeyString, never_reuse_ids
 from models.logs import Log
 
 REF_MAX = 64  # the width of `logs.ref`, where the credit's log row records the same key
+REASON_MAX = 255
 
 
 class PendingCredit(Base):
     __tablename__ = "pending_credits"
-    __table_args__ = never_reuse_ids()
+    __table_args__ = (Index("ix_pending_credits_status", "status", "id"), never_reuse_ids())
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     ref: Mapped[str] = mapped_column(KeyString(REF_MAX), unique=True)  # the engine's idempotency key
@@ -34,6 +40,10 @@ class PendingCredit(Base):
     amount: Mapped[int] = mapped_column(BigInteger)
     log: Mapped[str] = mapped_column(Text)  # the log row (JSON) that travels with the credit
     created_at: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16), default=CreditStatus.PENDING,
+                                        server_default=CreditStatus.PENDING.value)
+    reason: Mapped[str] = mapped_column(String(REASON_MAX), default="", server_default="")  # why it failed
+    failed_at: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     def log_row(self) -> dict[str, Any]:
         value = json.loads(self.log) if self.log else {}
@@ -51,8 +61,12 @@ class PendingCreditRepository:
                                  log=json.dumps(log, separators=(",", ":"), ensure_ascii=False)))
         await self.s.flush()
 
-    async def oldest(self, limit: int) -> Sequence[PendingCredit]:
-        return (await self.s.scalars(select(PendingCredit).order_by(PendingCredit.id).limit(limit))).all()
+    async def pending(self, limit: int, *, after: int = 0) -> Sequence[PendingCredit]:
+        """The oldest `limit` pending credits whose id is above `after` (the replay pages with it)."""
+        query = (select(PendingCredit)
+                 .where(PendingCredit.status == CreditStatus.PENDING, PendingCredit.id > after)
+                 .order_by(PendingCredit.id).limit(limit))
+        return (await self.s.scalars(query)).all()
 
     async def synced(self, refs: Sequence[str]) -> set[str]:
         """The refs whose log row the quota sync has already written: those credits are in SQL for good."""
@@ -64,5 +78,18 @@ class PendingCreditRepository:
     async def remove(self, ref: str) -> None:
         await self.s.execute(delete(PendingCredit).where(PendingCredit.ref == ref))
 
-    async def count(self) -> int:
-        return int(await self.s.scalar(select(func.count()).select_from(PendingCredit)) or 0)
+    async def fail(self, ref: str, reason: str, at: int) -> bool:
+        """Settle a pending credit as failed; False when it was not pending (another worker settled it,
+        or the sync forgot it): so one caller only reports it."""
+        result = await self.s.execute(
+            update(PendingCredit)
+            .where(PendingCredit.ref == ref, PendingCredit.status == CreditStatus.PENDING)
+            .values(status=CreditStatus.FAILED, reason=reason[:REASON_MAX], failed_at=at))
+        return bool(getattr(result, "rowcount", 0) == 1)
+
+    async def count(self, status: CreditStatus | None = None) -> int:
+        """How many rows (of `status`, when given)."""
+        query = select(func.count()).select_from(PendingCredit)
+        if status is not None:
+            query = query.where(PendingCredit.status == status)
+        return int(await self.s.scalar(query) or 0)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from quota.backends.base import Limit, active_limits
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore
 from quota.types import (
+    BALANCE_MAX,
     Account,
     Adjustment,
     AdjustMode,
@@ -212,6 +213,12 @@ class QuotaEngine:
         if value < 0:
             raise ValueError("value must be ≥ 0")
         return await self._adjust(account, account_id, "set", value, ref, log)
+
+    async def can_credit(self, account: Account, account_id: int, amount: int) -> bool:
+        """Whether `credit(amount)` would be taken now: the live balance plus `amount` stays within
+        `BALANCE_MAX` (loading the account on first use; BalanceUnknown when it does not exist). Only a
+        check: a credit that lands in between may still fill the room first."""
+        return await self.balance(account, account_id) + amount <= BALANCE_MAX
 
     async def balance(self, account: Account, account_id: int) -> int:
         """The live balance, loading it from SQL on first use."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Account = Literal["user", "key"]
+
+BALANCE_MAX = 2**53 - 1  # the largest balance the stores compute exactly (Lua numbers are doubles)
 AdjustMode = Literal["add", "sub", "set"]
 
 
@@ -38,7 +40,7 @@ class SubtractTooLarge(QuotaError):
 
 class BalanceOutOfRange(QuotaError):
     def __init__(self, available: int) -> None:
-        super().__init__("the balance would exceed the largest supported amount (2^53 - 1)")
+        super().__init__(f"the balance would exceed the largest supported amount ({BALANCE_MAX})")
         self.available = available
 
 

@@ -67,7 +67,10 @@ def without_middleware(app: Sanic[Any, Any], blueprint_name: str) -> int:
 
 def new_api_errors(request: Request) -> bool:
     """Whether `/api` refusals answer as new-api's do now: the option `NewApiCompatibleErrors`, read from
-    the worker's in-memory option snapshot (no SQL per error)."""
+    the worker's in-memory option snapshot (no SQL per error) — never on a route declared with
+    `real_statuses` (the payment webhook: its provider takes any 2xx as delivered and never retries)."""
+    if getattr(getattr(request.route, "ctx", None), "real_statuses", False):
+        return False
     state: State | None = getattr(request.app.ctx, "state", None)
     return state is not None and state.options.settings.new_api_compatible_errors
 

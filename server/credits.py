@@ -16,7 +16,17 @@ The engine applies a `ref` once (it keeps the result 7 days), so step 3 changes 
 that step 2 applied and only completes what a process that died between 1 and 2 left undone. A row is
 forgotten only once its credit is durable in SQL, so a credit applied to a store that then lost it
 before the sync (an embedded process killed, a Redis without persistence restarted) is applied again
-rather than lost. Details and the failure table: docs/ARCHITECTURE.md#credits-decided-in-sql.
+rather than lost.
+
+A credit the engine refuses for good (the balance would leave the range it computes exactly, the user
+is gone, an amount that is not positive) is settled as `failed` by whichever of steps 2 and 3 meets the
+refusal: the row stays, with its reason, for an admin; one error line names it once (the conditional
+UPDATE lets one worker settle it); the replay never takes it again. A pass of the replay pages through
+every pending row (no head of refused rows can hide the ones behind it) and stops at the first
+"store unreachable"; its warnings are one line per streak of failing passes, repeated at most every
+`WARN_EVERY` seconds. Before spending a fact, a service asks `refusal` whether the credit would fit, so
+a refusal is a 409 with the fact untouched rather than a spent fact and a failed credit.
+Details and the failure table: docs/ARCHITECTURE.md#credits-decided-in-sql.
 """
 
 from __future__ import annotations
@@ -31,16 +41,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from models.credits import PendingCreditRepository
+from models.credits import PendingCredit, PendingCreditRepository
 from models.db import Database
+from quota.backends.base import BackendUnavailable
 from quota.engine import QuotaEngine
-from quota.types import BalanceUnknown
+from quota.types import BALANCE_MAX, BalanceOutOfRange, BalanceUnknown
 from server.clock import Clock
 
 log = logging.getLogger("tollway.credits")
 
 REPLAY_INTERVAL = 5.0
 REPLAY_BATCH = 100
+WARN_EVERY = 300  # seconds between two warnings of the same streak of failing replay passes
+OUT_OF_RANGE = f"the balance would exceed the largest supported amount ({BALANCE_MAX})"
 
 
 def kill_self() -> None:
@@ -57,10 +70,39 @@ class Credit:
     amount: int
     log: dict[str, Any]
 
+    @classmethod
+    def of(cls, row: PendingCredit) -> Credit:
+        return cls(ref=row.ref, user_id=row.user_id, amount=row.amount, log=row.log_row())
+
+
+class _Streak:
+    """Warnings of a failure that repeats every pass: the first of a streak, then at most one every
+    `WARN_EVERY` seconds (with how many passes failed meanwhile); a pass without the failure ends it."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.since: int | None = None  # when the last warning was written
+        self.quiet = 0  # failing passes not reported since
+
+    def failed(self, message: str, *args: Any, first_traceback: BaseException | None = None) -> None:
+        now = self.clock.now_s()
+        if self.since is not None and now - self.since < WARN_EVERY:
+            self.quiet += 1
+            return
+        exc_info = first_traceback if self.since is None else None
+        suffix = f" ({self.quiet} more failing passes since the last warning)" if self.quiet else ""
+        log.warning(message + suffix, *args, exc_info=exc_info)
+        self.since, self.quiet = now, 0
+
+    def ended(self) -> None:
+        if self.since is not None:
+            log.info("credit replay works again")
+        self.since, self.quiet = None, 0
+
 
 class CreditOutbox:
     """Record a credit with the SQL fact that grants it; deliver it after the commit; replay until SQL
-    has it.
+    has it; settle it as failed when the engine refuses it for good.
 
     `kill_after_commit` is a fault-injection hook for the crash test (configuration
     `TEST_KILL_AFTER_CREDIT_COMMIT`, off by default): the process SIGKILLs itself right after the commit,
@@ -74,6 +116,19 @@ class CreditOutbox:
         self.kill_after_commit = kill_after_commit
         self.interval = interval
         self.batch = batch
+        self._credit_streak = _Streak(clock)  # credits the engine could not apply now
+        self._pass_streak = _Streak(clock)  # passes that failed as a whole (SQL unreachable)
+
+    async def refusal(self, user_id: int, amount: int) -> str | None:
+        """Before the fact is spent: why the engine would refuse to credit `amount` to `user_id` now, or
+        None. A store that cannot answer is no refusal (the outbox delivers the credit later). Only a
+        check: a credit landing in between may still fill the room, and the outbox then settles this
+        one as failed."""
+        try:
+            fits = await self.quota.can_credit("user", user_id, amount)
+        except (BalanceUnknown, BackendUnavailable):  # no user: the outbox settles it; no store: later
+            return None
+        return None if fits else OUT_OF_RANGE
 
     async def record(self, tx: AsyncSession, credit: Credit) -> None:
         """Inside the transaction that commits the fact granting the credit."""
@@ -82,55 +137,95 @@ class CreditOutbox:
 
     async def deliver(self, credit: Credit) -> bool:
         """After the commit: raise the live balance now. True when the engine has applied it; False when
-        only the replay will (the quota store is unreachable, or the balance would leave the supported
-        range) — the credit is durable either way."""
+        only the replay will (the quota store is unreachable) or never will (refused for good: the
+        credit is settled as failed) — it is durable either way."""
         if self.kill_after_commit:
             kill_self()
         try:
-            await self._credit(credit)
+            return await self._apply(credit)
+        except BackendUnavailable as exc:
+            log.warning("credit %s left to the replay: %s", credit.ref, exc)
         except Exception:
             log.warning("credit %s left to the replay: the quota engine could not apply it now", credit.ref,
                         exc_info=True)
-            return False
-        return True
+        return False
 
-    async def _credit(self, credit: Credit) -> None:
-        try:
-            await self.quota.credit("user", credit.user_id, credit.amount, ref=credit.ref, log=credit.log)
-        except BalanceUnknown:  # the user row is gone: there is no balance to credit, ever
-            log.error("credit %s dropped: user %d does not exist", credit.ref, credit.user_id)
-            await self._forget(credit.ref)
+    async def _apply(self, credit: Credit) -> bool:
+        """Credit it; True when applied (now or before). A refusal for good settles it as failed (False);
+        anything else raises (the replay tries again)."""
+        if credit.amount <= 0:
+            reason = f"the amount {credit.amount} is not positive"
+        else:
+            try:
+                await self.quota.credit("user", credit.user_id, credit.amount, ref=credit.ref, log=credit.log)
+                return True
+            except BalanceOutOfRange:
+                reason = OUT_OF_RANGE
+            except BalanceUnknown:
+                reason = f"user {credit.user_id} does not exist"
+        await self._fail(credit, reason)
+        return False
+
+    async def _fail(self, credit: Credit, reason: str) -> None:
+        async with self.db.transaction() as tx:
+            settled = await PendingCreditRepository(tx).fail(credit.ref, reason, self.clock.now_s())
+        if settled:  # one worker wins the conditional UPDATE: the credit is named once
+            log.error("credit %s of %d quota to user %d failed for good: %s (kept in pending_credits with "
+                      "status failed)", credit.ref, credit.amount, credit.user_id, reason)
 
     async def _forget(self, ref: str) -> None:
         async with self.db.transaction() as tx:
             await PendingCreditRepository(tx).remove(ref)
 
-    async def replay(self) -> int:
-        """One pass over the recorded credits (oldest first, up to `batch`): forget those already in SQL,
-        credit the others again (applied at most once). Returns how many were forgotten."""
-        async with self.db.transaction() as tx:
-            repo = PendingCreditRepository(tx)
-            rows = await repo.oldest(self.batch)
-            synced = await repo.synced([row.ref for row in rows])
+    async def replay(self, stop: asyncio.Event | None = None) -> int:
+        """One pass over every pending credit, oldest first, `batch` rows per SQL read: forget those
+        already in SQL, credit the others again (applied at most once), settle those refused for good
+        as failed. Stops early when the quota store is unreachable, or between two reads once `stop` is
+        set (rule 14). Returns how many were forgotten."""
         forgotten = 0
-        for row in rows:
-            try:
-                if row.ref in synced:
-                    await self._forget(row.ref)
-                    forgotten += 1
-                else:
-                    await self._credit(Credit(ref=row.ref, user_id=row.user_id, amount=row.amount,
-                                              log=row.log_row()))
-            except Exception:
-                log.warning("replaying credit %s failed; trying again later", row.ref, exc_info=True)
+        failing: list[str] = []
+        first: BaseException | None = None
+        after = 0
+        while True:
+            async with self.db.transaction() as tx:
+                repo = PendingCreditRepository(tx)
+                rows = await repo.pending(self.batch, after=after)
+                synced = await repo.synced([row.ref for row in rows])
+            unreachable = False
+            for row in rows:
+                try:
+                    if row.ref in synced:
+                        await self._forget(row.ref)
+                        forgotten += 1
+                    else:
+                        await self._apply(Credit.of(row))
+                except Exception as exc:
+                    failing.append(row.ref)
+                    first = first or exc
+                    if isinstance(exc, BackendUnavailable):
+                        unreachable = True  # every other credit would wait for the same store
+                        break
+            if unreachable or len(rows) < self.batch or (stop is not None and stop.is_set()):
+                break
+            after = rows[-1].id
+        if failing:
+            self._credit_streak.failed(
+                "credit replay: %d credit(s) not applied yet (%s first: %s: %s); trying again every %g s",
+                len(failing), failing[0], type(first).__name__, first, self.interval,
+                first_traceback=None if isinstance(first, BackendUnavailable) else first)
+        else:
+            self._credit_streak.ended()
         return forgotten
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Replay at start-up, then every `interval` seconds until `stop` is set (rule 14)."""
         while not stop.is_set():
             try:
-                await self.replay()
-            except Exception:
-                log.exception("credit replay failed; retrying later")
+                await self.replay(stop)
+            except Exception as exc:
+                self._pass_streak.failed("credit replay failed (%s: %s); retrying every %g s",
+                                         type(exc).__name__, exc, self.interval, first_traceback=exc)
+            else:
+                self._pass_streak.ended()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)

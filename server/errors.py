@@ -11,6 +11,8 @@ Services raise these; handlers never build error responses themselves.
      ├── NotFound              404
      ├── MethodNotAllowed      405
      ├── Conflict              409
+     │    └── PaymentsNotReady 409  online top-up is off: a payment event cannot be taken now (the provider
+     │                              delivers it again)
      ├── PayloadTooLarge       413
      ├── TooManyRequests           429  `retry_after` seconds → `Retry-After`
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
@@ -117,6 +119,14 @@ class MethodNotAllowed(TollwayError):
 class Conflict(TollwayError):
     status = 409
     default_message = "conflict"
+
+
+class PaymentsNotReady(Conflict):
+    """A payment event arrived while online top-up is not configured: a refusal that may pass later. The
+    provider delivers again after any non-2xx (a 2xx would drop the payment for good); a 409 says "not in
+    this state", not a fault of the server (which a 5xx would claim)."""
+
+    default_message = "online top-up is not enabled; deliver the event again later"
 
 
 class PayloadTooLarge(TollwayError):

@@ -10,23 +10,31 @@ Proved here, with the worker's own `CreditOutbox`:
 - a recorded credit whose log row the sync already wrote is only deleted, never handed to the engine;
 - when the quota store cannot take the credit during the request, the request still succeeds (the code is
   used, the credit is durable) and the replay applies it once the store answers again;
+- credits the engine refuses for good (the balance would pass 2^53 − 1, the user is gone), 101 of them
+  ahead of a normal one: one replay pass settles each as failed — kept, with its reason — and applies the
+  normal one; later passes leave them alone; each is named in one error line, with no traceback; a
+  delivery that meets such a refusal settles its credit at once;
+- while the store is unreachable, a pass stops at the first refusal, and the passes of one streak write
+  one warning (another after `WARN_EVERY` seconds, counting the quiet passes), without a traceback;
 - every worker runs the replay in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from core.enums import LogType
+from core.enums import CreditStatus, LogType
 from models.credits import PendingCredit
 from models.logs import Log
 from models.users import UserRepository
 from quota.backends.base import BackendUnavailable
-from server.credits import Credit, CreditOutbox
+from quota.types import BALANCE_MAX
+from server.credits import WARN_EVERY, Credit, CreditOutbox
 from tests.harness import Running, add_user, data_of, logged_in
 
 
@@ -131,9 +139,13 @@ async def test_a_credit_already_in_sql_is_only_forgotten(quiet: Running) -> None
 
 
 class Unreachable:
-    """The quota store is down: every credit fails as the engine fails then."""
+    """The quota store is down: every credit, and the check before the code is used, fails as the engine
+    fails then."""
 
     async def credit(self, *args: Any, **kwargs: Any) -> Any:
+        raise BackendUnavailable("redis is down")
+
+    async def can_credit(self, *args: Any, **kwargs: Any) -> Any:
         raise BackendUnavailable("redis is down")
 
 
@@ -159,6 +171,83 @@ async def test_a_store_outage_during_a_redeem_is_caught_up_by_the_replay(quiet: 
     await settle(app)
     assert await pending(app) == []
     assert await books(app, uid) == (61, 61, [60])
+
+
+async def rows(app: Running) -> dict[str, PendingCredit]:
+    async with app.state.db.transaction() as tx:
+        return {row.ref: row for row in (await tx.scalars(select(PendingCredit))).all()}
+
+
+def lines_naming(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "tollway.credits" and text in r.getMessage()]
+
+
+async def test_credits_refused_for_good_are_settled_as_failed_and_never_block_the_others(
+        quiet: Running, caplog: pytest.LogCaptureFixture) -> None:
+    app = quiet
+    caplog.set_level(logging.INFO, logger="tollway.credits")
+    full = await add_user(app.state, "full", quota=BALANCE_MAX - 50)
+    gone = 10**9  # no such user
+    refused = [credit_for(full, f"test:full:{n}", 100) for n in range(100)]
+    refused.append(credit_for(gone, "test:gone", 5))
+    for credit in refused:
+        await recorded(app, credit)
+    uid = await add_user(app.state, "normal", quota=10)
+    await recorded(app, credit_for(uid, "test:normal", 70))  # its process died before delivering it
+
+    await app.state.credits.replay()  # one pass
+    assert await app.state.quota.balance("user", uid) == 80
+    assert await app.state.quota.balance("user", full) == BALANCE_MAX - 50
+    kept = await rows(app)
+    assert {ref: row.status for ref, row in kept.items() if ref != "test:normal"} == {
+        c.ref: CreditStatus.FAILED for c in refused}
+    assert all("largest supported amount" in kept[c.ref].reason for c in refused[:100])
+    assert kept["test:gone"].reason == f"user {gone} does not exist"
+    assert all(row.failed_at >= row.created_at > 0 for ref, row in kept.items() if ref != "test:normal")
+
+    await settle(app)  # the normal one is in SQL now: forgotten; the failed ones stay for an admin
+    await app.state.credits.replay()
+    assert set(await rows(app)) == {c.ref for c in refused}
+    assert await books(app, uid) == (80, 80, [70])
+    for credit in refused:
+        assert len(lines_naming(caplog, credit.ref + " ")) == 1, credit.ref  # named once, in 3 passes
+    assert all(r.levelno == logging.ERROR and r.exc_info is None
+               for c in refused for r in lines_naming(caplog, c.ref + " "))
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+    late = credit_for(full, "test:full:late", 100)  # a delivery meeting the refusal settles it at once
+    await recorded(app, late)
+    assert await app.state.credits.deliver(late) is False
+    assert (await rows(app))[late.ref].status == CreditStatus.FAILED
+    assert len(lines_naming(caplog, late.ref + " ")) == 1
+
+
+async def test_an_unreachable_store_is_one_warning_per_streak(quiet: Running,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    app = quiet
+    caplog.set_level(logging.INFO, logger="tollway.credits")
+    uid = await add_user(app.state, "waiting", quota=0)
+    for n in range(5):
+        await recorded(app, credit_for(uid, f"test:wait:{n}", 10))
+    outbox = app.state.credits
+    engine = outbox.quota
+    outbox.quota = Unreachable()  # type: ignore[assignment]
+    try:
+        for _ in range(3):
+            await outbox.replay()
+        app.clock.shift(WARN_EVERY)
+        await outbox.replay()
+    finally:
+        outbox.quota = engine
+    warnings = [r for r in caplog.records if r.name == "tollway.credits" and r.levelno == logging.WARNING]
+    assert len(warnings) == 2, caplog.text
+    assert "2 more failing passes" in warnings[1].getMessage()
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert all(row.status == CreditStatus.PENDING for row in (await rows(app)).values())
+    await outbox.replay()  # the store answers again: all of them, once
+    assert await app.state.quota.balance("user", uid) == 50
+    await settle(app)
+    assert await rows(app) == {}
 
 
 async def test_every_worker_runs_the_replay(app: Running) -> None:

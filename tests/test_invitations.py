@@ -9,7 +9,9 @@ Proved here:
   QuotaForInviter goes to `aff_quota` and `aff_history_quota`, never to the balance;
 - `POST /api/user/aff_transfer` moves rewards to the live balance at once and to SQL after the sync,
   with one log each; 400 for a missing or non-integer amount, one below QuotaPerUnit, or more than
-  `aff_quota` holds — and then nothing moves; concurrent transfers never move more than was held.
+  `aff_quota` holds — and then nothing moves; concurrent transfers never move more than was held; a
+  transfer the balance cannot take (it would pass 2^53 − 1) is a 409 that moves nothing and records no
+  credit, and one that fits exactly moves.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import re
 from sqlalchemy import select
 
 from core.enums import LogType
+from models.credits import PendingCredit
 from models.logs import Log
 from models.tables import User
 from models.users import UserRepository
+from quota.types import BALANCE_MAX
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 PASSWORD = "password123"
@@ -134,3 +138,19 @@ async def test_concurrent_transfers_never_move_more_than_was_held(app: Running) 
     stored = await row(app, uid)
     assert (stored.quota, stored.aff_quota) == (900, 100)
     assert sum(x.quota for x in await logs_of(app, uid)) == 900
+
+
+async def test_a_transfer_the_balance_cannot_take_moves_nothing(app: Running) -> None:
+    await app.state.options.put("QuotaPerUnit", "100")
+    near_max = BALANCE_MAX - 100
+    uid, api = await with_rewards(app, "brim", 1000, quota=near_max)
+    fails(await api.post("/api/user/aff_transfer", json={"quota": 300}), 409,
+          "the balance would exceed the largest supported amount")
+    stored = await row(app, uid)
+    assert (stored.quota, stored.aff_quota) == (near_max, 1000)
+    async with app.state.db.transaction() as tx:
+        assert (await tx.scalars(select(PendingCredit))).all() == []
+    assert await logs_of(app, uid) == []
+    data_of(await api.post("/api/user/aff_transfer", json={"quota": 100}))  # fits exactly
+    stored = await row(app, uid)
+    assert (stored.quota, stored.aff_quota) == (BALANCE_MAX, 900)

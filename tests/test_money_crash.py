@@ -9,6 +9,11 @@ credit, and (with Redis) the engine has never seen the credit's key. Then a proc
 starts: its start-up replay applies the three credits, each exactly once — the balance, live and in SQL,
 is the three amounts, with one log each; redeeming the code again is a 409, completing the order again
 adds nothing, and yet another restart replays nothing twice.
+
+And a queue led by credits the engine refuses for good: 101 credits that would take a balance past
+2^53 − 1 recorded ahead of a code's credit whose process was killed before delivering it. The next process
+settles the 101 as failed (kept, each with its reason) and applies the code's credit in its start-up
+replay; its log names each refused credit once and holds no traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import redis
 from sqlalchemy import select
 
 from core.enums import LogType, RedemptionStatus, TopUpStatus
-from models.credits import PendingCredit
+from models.credits import PendingCredit, PendingCreditRepository
 from models.db import Database
 from models.logs import Log
 from models.redemptions import Redemption
@@ -204,3 +209,81 @@ def test_kill_9_after_the_commit_loses_no_credit_in_embedded_mode(tmp_path: Path
     with contextlib.suppress(FileExistsError):
         data.mkdir(mode=0o700)
     scenario(tmp_path, env, db_url, "sqlite", None)
+
+
+REFUSED = 101
+FULL = 9 * 10**15  # nine add_quota of 10^15, the most one may add: 7.2 * 10^12 below 2^53 - 1
+TOO_MUCH = 10**13  # what each refused credit would add
+
+
+async def _queue_behind_refused(db_url: str, full_id: int) -> str:
+    """Record REFUSED credits for `full_id` ahead of the one pending credit (the code's): that one is
+    recorded again behind them, unchanged. Its ref."""
+    db = Database(db_url, pool_size=1)
+    try:
+        async with db.transaction() as tx:
+            [waiting] = (await tx.scalars(select(PendingCredit))).all()
+            await tx.delete(waiting)
+            await tx.flush()
+            credits = PendingCreditRepository(tx)
+            for n in range(REFUSED):
+                await credits.add(ref=f"test:refused:{n}", user_id=full_id, amount=TOO_MUCH, created_at=1,
+                                  log={"type": LogType.TOPUP, "username": "full", "quota": TOO_MUCH,
+                                       "content": "a credit the balance cannot take"})
+            await credits.add(ref=waiting.ref, user_id=waiting.user_id, amount=waiting.amount,
+                              log=waiting.log_row(), created_at=waiting.created_at)
+            return waiting.ref
+    finally:
+        await db.dispose()
+
+
+async def _outbox(db_url: str) -> list[PendingCredit]:
+    db = Database(db_url, pool_size=1)
+    try:
+        async with db.transaction() as tx:
+            return list((await tx.scalars(select(PendingCredit).order_by(PendingCredit.id))).all())
+    finally:
+        await db.dispose()
+
+
+def test_credits_refused_for_good_never_block_a_killed_credit(tmp_path: Path) -> None:
+    with mariadb_redis_env(tmp_path, "refused", QUOTA_SYNC_INTERVAL="0.2") as (env, db_url, _):
+        with process(tmp_path, env) as url:
+            setup_root(url, "mysql")
+            root = client(url, "root", ROOT_PASSWORD)
+            ids = {name: root.post("/api/user/", json={"username": name, "password": PASSWORD}
+                                   ).json()["data"]["id"] for name in ("vic", "full")}
+            for mode in ["override"] + ["add"] * 8:
+                reply = root.post("/api/user/manage", json={"id": ids["full"], "action": "add_quota",
+                                                             "mode": mode, "value": 10**15})
+                assert reply.status_code == 200, reply.text
+            assert reply.json()["data"]["quota"] == FULL
+            made = root.post("/api/redemption/", json={"name": "c", "quota": CODE_QUOTA, "count": 1})
+            [key] = made.json()["data"]
+
+        killed_by(tmp_path, env, lambda url: client(url, "vic").post("/api/user/topup", json={"key": key}))
+        code_ref = run_blocking(_queue_behind_refused(db_url, ids["full"]))
+
+        proc = start(tmp_path, env, "serve")
+        try:
+            url = f"http://{env['HOST']}:{env['PORT']}"
+            wait_until_serving(proc, url)
+            vic = client(url, "vic")
+            deadline = time.monotonic() + START_DEADLINE  # bounds a hang: the start-up replay applies it
+            while vic.get("/api/user/self").json()["data"]["quota"] != CODE_QUOTA:
+                assert time.monotonic() < deadline, "the killed credit was never applied"
+                time.sleep(0.2)
+            while code_ref in [row.ref for row in run_blocking(_outbox(db_url))]:  # forgotten after the sync
+                assert time.monotonic() < deadline, "the applied credit was never forgotten"
+                time.sleep(0.2)
+            full = client(url, "full")
+            assert full.get("/api/user/self").json()["data"]["quota"] == FULL
+        finally:
+            stop(proc)
+        kept = run_blocking(_outbox(db_url))
+        assert [row.ref for row in kept] == [f"test:refused:{n}" for n in range(REFUSED)]
+        assert all(row.status == "failed" and "largest supported amount" in row.reason for row in kept)
+        output = proc.output()
+        for n in range(REFUSED):
+            assert output.count(f"test:refused:{n} ") == 1, n
+        assert "Traceback" not in output, output[-4000:]

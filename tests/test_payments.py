@@ -12,7 +12,10 @@ Proved here:
   four more distinct events for the same order, change nothing;
 - an unpaid completion is ignored and a later `async_payment_succeeded` credits; `async_payment_failed`
   and `expired` move pending orders; an amount or currency mismatch holds the order for review with no
-  credit; an unknown order and other event types are 200 with nothing changed.
+  credit; an unknown order and other event types are 200 with nothing changed;
+- a paid order whose credit the owner's balance cannot take (it would pass 2^53 − 1) is held for review,
+  the event recorded and nothing credited or left to fail; the admin's completion is a 409 until the
+  balance has room, then credits it once.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from collections.abc import AsyncIterator
 from urllib.parse import parse_qsl
 
 import pytest
+from sqlalchemy import func, select
 
 from core.enums import TopUpStatus
+from models.credits import PendingCredit
+from quota.types import BALANCE_MAX
 from tests.fakes.payment import UNIT_AMOUNT, FakeStripe, session_event
 from tests.harness import Running, add_user, data_of, fails, logged_in
 from tests.payments import (
@@ -181,3 +187,36 @@ async def test_other_events_move_or_hold_orders_without_credit(app: Running, str
     final = await books(app, uid, unpaid.trade_no)
     assert (final.quota, final.topups, final.events) == (2 * PER_UNIT, [2 * PER_UNIT], 1)
     assert (await books(app, uid, short.trade_no)).events == 1  # the review was recorded with its event
+
+
+async def test_a_paid_order_the_balance_cannot_take_is_held_for_review(app: Running,
+                                                                      stripe_fake: FakeStripe) -> None:
+    await configure(app.state, stripe_fake)
+    near_max = BALANCE_MAX - PER_UNIT  # room for one unit, not for two
+    uid = await add_user(app.state, "payer", quota=near_max)
+    payer = await logged_in(app, "payer")
+    order = await open_order(payer, app.state, 2)
+    paid = session_event(order.trade_no, amount_total=2 * UNIT_AMOUNT, customer="cus_full")
+    http = app.client()
+    assert data_of(await deliver(http, paid, app.clock.now_s())) is None  # the payment is recorded
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.REVIEW
+    assert await live_quota(payer) == near_max
+    async with app.state.db.transaction() as tx:
+        assert await tx.scalar(select(func.count()).select_from(PendingCredit)) == 0
+    held = await books(app, uid, order.trade_no)
+    assert (held.quota, held.topups, held.events) == (near_max, [], 1)
+    data_of(await deliver(http, paid, app.clock.now_s()))  # a redelivery changes nothing
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.REVIEW
+
+    await add_user(app.state, "root", role=100)
+    root = await logged_in(app, "root")
+    fails(await root.post("/api/user/topup/complete", json={"trade_no": order.trade_no}), 409,
+          "the balance would exceed the largest supported amount")
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.REVIEW
+    data_of(await root.post("/api/user/manage", json={"id": uid, "action": "add_quota", "mode": "subtract",
+                                                      "value": 3 * PER_UNIT}))
+    data_of(await root.post("/api/user/topup/complete", json={"trade_no": order.trade_no}))
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.SUCCESS
+    assert await live_quota(payer) == near_max - PER_UNIT
+    final = await books(app, uid, order.trade_no)
+    assert (final.quota, final.topups) == (near_max - PER_UNIT, [2 * PER_UNIT])

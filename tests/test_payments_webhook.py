@@ -2,11 +2,14 @@
 (docs/API.md#payments, docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
 
 Proved here:
-- 403 while online top-up is not configured; a missing, garbage or wrongly keyed `Stripe-Signature`, a
-  tampered body, a `t` 301 s old (against the service's clock), a signed body that is not JSON or not an
-  event, and an oversized delivery are 4xx that change nothing — and nothing is logged at error level,
-  and no log line quotes the body; a fresh signature of the stale delivery, and a header with two `v1`
-  of which one is valid, are accepted; a `t` 299 s old is accepted;
+- 409 while online top-up is not configured (the provider delivers again); a missing, garbage or wrongly
+  keyed `Stripe-Signature`, a tampered body, a `t` 301 s old (against the service's clock), a signed body
+  that is not JSON or not an event, and an oversized delivery are 4xx that change nothing — and nothing
+  is logged at error level, and no log line quotes the body; a fresh signature of the stale delivery,
+  and a header with two `v1` of which one is valid, are accepted; a `t` 299 s old is accepted;
+- with `NewApiCompatibleErrors` on (every other `/api` refusal answers 200), the webhook keeps its real
+  statuses, which the provider retries: another key's signature 400, a stale one 400, top-up switched
+  off 409 with the order still pending; switched on again, the redelivery credits once;
 - on two nodes (one SQL database, one Redis; MariaDB and PostgreSQL), the same paid event delivered ten
   times at once across both nodes credits once, and five distinct paid events for one order credit
   once; the user, who could not afford a model call before, makes one on the other node right after,
@@ -26,7 +29,7 @@ from core.enums import TopUpStatus
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.payment import UNIT_AMOUNT, FakeStripe, session_event, signature, signed
 from tests.gateway import seed_channel, seed_key
-from tests.harness import Running, add_user, data_of, fails, logged_in
+from tests.harness import Running, add_user, data_of, fails, logged_in, set_error_mode
 from tests.payments import (
     API_KEY,
     PER_UNIT,
@@ -60,7 +63,7 @@ async def test_only_fresh_genuine_deliveries_get_in(embedded_app: Running, strip
     uid = await add_user(app.state, "payer")
     payer = await logged_in(app, "payer")
     early = session_event("ref_" + "1" * 32, amount_total=800, customer=MARKER)
-    fails(await deliver(http, early, now()), 403)  # not configured: nothing read
+    fails(await deliver(http, early, now()), 409)  # not configured: nothing read, delivered again later
 
     await configure(app.state, stripe_fake)
     order = await open_order(payer, app.state, 2)
@@ -102,6 +105,38 @@ async def test_only_fresh_genuine_deliveries_get_in(embedded_app: Running, strip
                                                                           MARKER)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert MARKER not in caplog.text and "BODYMARKER" not in caplog.text
+
+
+async def test_refusals_keep_their_status_with_new_api_errors_and_a_redelivery_credits_once(
+        embedded_app: Running, stripe_fake: FakeStripe) -> None:
+    app = embedded_app
+    http = app.client()
+    now = app.clock.now_s
+    uid = await add_user(app.state, "payer")
+    payer = await logged_in(app, "payer")
+    await configure(app.state, stripe_fake)
+    await set_error_mode(app, "new-api")
+    fails(await payer.post("/api/user/stripe/amount", json={"amount": 0}), 200, "amount:")  # the mode is on
+    order = await open_order(payer, app.state, 2)
+    paid = session_event(order.trade_no, amount_total=2 * UNIT_AMOUNT)
+
+    t = now()
+    fails(await deliver(http, paid, t, header=signed("whsec_rotated", paid, t)), 400, "Stripe-Signature:")
+    app.clock.shift(301)
+    fails(await deliver(http, paid, t), 400, "Stripe-Signature:")  # signed 301 s ago
+    await app.state.options.put("StripePriceId", "")  # online top-up switched off
+    off = await deliver(http, paid, now())
+    fails(off, 409, "online top-up is not enabled")
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.PENDING
+    assert await live_quota(payer) == 0
+
+    await app.state.options.put("StripePriceId", PRICE)  # on again: the provider's next attempt
+    for _ in range(2):
+        assert data_of(await deliver(http, paid, now())) is None
+    assert (await stored(app.state, order.trade_no)).status == TopUpStatus.SUCCESS
+    assert await live_quota(payer) == 2 * PER_UNIT
+    final = await books(app, uid, order.trade_no)
+    assert (final.quota, final.topups, final.events) == (2 * PER_UNIT, [2 * PER_UNIT], 1)
 
 
 async def test_concurrent_and_repeated_events_credit_once_on_two_nodes(

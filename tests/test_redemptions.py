@@ -11,7 +11,9 @@ Proved here:
 - redeeming: the quota is on the live balance at once and in SQL after the sync with exactly one topup
   log naming the code; the four refusals (not found or deleted, used, disabled, expired) with their
   statuses and messages; an expiry is checked on the injected clock; concurrent redeems of one code
-  credit it once.
+  credit it once; a code whose credit the balance cannot take (it would pass 2^53 − 1) is refused with
+  409 before it is used — the code stays unused, nothing is recorded, the balance is unchanged — and
+  redeems once the balance has room.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from models.credits import PendingCredit
 from models.logs import Log
 from models.redemptions import Redemption
 from models.users import UserRepository
+from quota.types import BALANCE_MAX
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 VIEW_FIELDS = {"id", "user_id", "key", "status", "name", "quota", "created_time", "redeemed_time",
@@ -273,4 +276,29 @@ async def test_concurrent_redeems_of_one_code_credit_it_once(app: Running) -> No
     assert {uid: (q, len(logs)) for uid, (q, logs) in totals.items()} == {
         uid: (777, 1) if uid == winner else (0, 0) for uid in users}
     assert [await live_quota(api) for api in apis] == [777 if uid == winner else 0 for uid in users]
+    assert (await code_by_key(app, key)).status == RedemptionStatus.USED
+
+
+async def test_a_credit_the_balance_cannot_take_is_refused_before_the_code_is_used(app: Running) -> None:
+    admin = await admin_api(app)
+    near_max = BALANCE_MAX - 100
+    uid = await add_user(app.state, "full", quota=near_max)
+    full = await logged_in(app, "full")
+    [key] = await create(admin, quota=500)
+    message = fails(await full.post("/api/user/topup", json={"key": key}), 409,
+                    "the balance would exceed the largest supported amount")
+    assert message.startswith("redemption code not used")
+    code = await code_by_key(app, key)
+    assert (code.status, code.used_user_id, code.redeemed_time) == (RedemptionStatus.ENABLED, 0, 0)
+    async with app.state.db.transaction() as tx:
+        assert (await tx.scalars(select(PendingCredit))).all() == []  # nothing recorded, nothing to fail
+    assert await live_quota(full) == near_max
+    assert await books(app, uid) == (near_max, [])
+
+    data_of(await admin.post("/api/user/manage", json={"id": uid, "action": "add_quota", "mode": "subtract",
+                                                       "value": 1000}))  # room for the code now
+    assert data_of(await full.post("/api/user/topup", json={"key": key})) == 500
+    assert await live_quota(full) == near_max - 1000 + 500
+    quota, logs = await books(app, uid)
+    assert (quota, [x.quota for x in logs]) == (near_max - 500, [500])
     assert (await code_by_key(app, key)).status == RedemptionStatus.USED

@@ -7,7 +7,9 @@ Proved here:
 - completing an order: pending or review → success with `complete_time`, the order's quota
   (units × QuotaPerUnit) on the owner's live balance at once and in SQL after the sync, with exactly one
   topup log naming the admin; a second completion answers 200 and adds nothing; 400 empty, 404 unknown,
-  409 failed or expired (and nothing changes); ten concurrent completions credit it once.
+  409 failed or expired (and nothing changes); ten concurrent completions credit it once;
+- an order whose credit the owner's balance cannot take (it would pass 2^53 − 1) is a 409 and stays
+  pending, with nothing recorded; once the balance has room it completes and credits once.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import json
 from sqlalchemy import select
 
 from core.enums import LogType, TopUpStatus
+from models.credits import PendingCredit
 from models.logs import Log
 from models.topups import TopUp, TopUpRepository
 from models.users import UserRepository
+from quota.types import BALANCE_MAX
 from server.context import State
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
@@ -148,3 +152,24 @@ async def test_concurrent_completions_credit_once(app: Running) -> None:
     assert [r.status_code for r in replies] == [200] * 10, [r.text for r in replies]
     quota, logs = await books(app, uid)
     assert (quota, len(logs)) == (3 * 500_000, 1)
+
+
+async def test_an_order_the_balance_cannot_take_is_refused_before_it_moves(app: Running) -> None:
+    _, admin = await admin_api(app)
+    await app.state.options.put("QuotaPerUnit", "1000")
+    near_max = BALANCE_MAX - 1000
+    uid = await add_user(app.state, "full", quota=near_max)
+    await order(app.state, uid, "ref_full", amount=2)
+    fails(await admin.post("/api/user/topup/complete", json={"trade_no": "ref_full"}), 409,
+          "the balance would exceed the largest supported amount")
+    held = await stored(app.state, "ref_full")
+    assert (held.status, held.complete_time) == (TopUpStatus.PENDING, 0)
+    async with app.state.db.transaction() as tx:
+        assert (await tx.scalars(select(PendingCredit))).all() == []
+    assert await books(app, uid) == (near_max, [])
+    data_of(await admin.post("/api/user/manage", json={"id": uid, "action": "add_quota", "mode": "subtract",
+                                                       "value": 5000}))
+    data_of(await admin.post("/api/user/topup/complete", json={"trade_no": "ref_full"}))
+    assert (await stored(app.state, "ref_full")).status == TopUpStatus.SUCCESS
+    quota, logs = await books(app, uid)
+    assert (quota, [x.quota for x in logs]) == (near_max - 5000 + 2000, [2000])

@@ -33,7 +33,7 @@ import ujson
 from quota.backends.base import Limit
 from quota.backends.memory import MemoryBackend
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
-from quota.types import ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
+from quota.types import BALANCE_MAX, ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
 from quota.versions import UNKNOWN, Versions
 
 READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (~1 ms)
@@ -41,7 +41,7 @@ READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (~1 ms)
 MARKER_TTL_MS = 600_000  # the default lease (QUOTA_HOLD_TIMEOUT); see the module docstring
 CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
 IDEMPOTENCY_TTL_MS = 7 * 86_400_000
-MAX_EXACT = 2**53 - 1  # the same bound as the Lua scripts, whose numbers are doubles
+MAX_EXACT = BALANCE_MAX  # the same bound as the Lua scripts, whose numbers are doubles
 
 
 @dataclass

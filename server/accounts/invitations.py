@@ -5,7 +5,9 @@ The move is one SQL transaction — ONE conditional update that takes the amount
 if it is there (`WHERE aff_quota >= :amount`), and the credit recorded beside it — followed by the credit
 through the quota engine with a key of its own, so the amount reaches the live balance exactly once, even
 when the process dies between the two (server/credits.py). Concurrent transfers can never move more
-than the rewards held. The rewards themselves are paid at registration (server/auth/service.py).
+than the rewards held. A credit the balance cannot take (the quota engine's exact range) is refused
+before anything moves: 409, the rewards untouched. The rewards themselves are paid at registration
+(server/auth/service.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from server.clock import Clock
 from server.components.options import Options
 from server.components.user_rules import fresh_aff_code
 from server.credits import Credit, CreditOutbox
-from server.errors import BadRequest, NotFound
+from server.errors import BadRequest, Conflict, NotFound
 
 CODE_ATTEMPTS = 3  # a fresh code that another user took at the same instant is drawn again
 
@@ -66,6 +68,9 @@ class InvitationService:
         per_unit = self.options.settings.quota_per_unit
         if amount < max(per_unit, 1):
             raise BadRequest(f"quota: must be at least {_amount(per_unit)} (QuotaPerUnit)")
+        reason = await self.credits.refusal(principal.id, amount)
+        if reason is not None:
+            raise Conflict(f"invitation rewards not moved: {reason}")
         async with self.db.transaction() as tx:
             if not await UserRepository(tx).take_aff_quota(principal.id, amount):
                 raise BadRequest("quota: is more than your invitation rewards (aff_quota)")

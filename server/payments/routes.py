@@ -55,13 +55,14 @@ async def stripe_pay(request: Request, body: StripePay) -> HTTPResponse:
 
 
 @route(bp, "POST", "/api/stripe/webhook", access=Access.PUBLIC, body=WebhookEvent, passthrough=True,
-       reply=None)
+       reply=None, real_statuses=True)
 async def stripe_webhook(request: Request) -> HTTPResponse:
     """The payment provider's event delivery.
     Signed with `Stripe-Signature` (HMAC-SHA256 with the webhook secret over `t.body`, at most 300 s old);
-    a paid checkout completes its pending order and credits its quota exactly once. 403 while online
-    top-up is off; 400 unsigned, badly signed, stale or not an event; 200 once the event is recorded or
-    ignored; 500 when it could not be recorded (the provider delivers it again)."""
+    a paid checkout completes its pending order and credits its quota exactly once. Real statuses in every
+    error mode (the provider takes any 2xx as delivered): 409 while online top-up is off; 400 unsigned,
+    badly signed, stale or not an event; 200 once the event is recorded or ignored; 500 when it could not
+    be recorded (the provider delivers it again after every non-2xx)."""
     await services_of(request).payments.receive(request.headers.get("stripe-signature", ""),
                                                 request.body or b"")
     return ok()

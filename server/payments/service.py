@@ -7,7 +7,9 @@ and the event id in `payment_events` — and only after its commit the credit is
 balance through the quota engine, keyed by the order (`topup:<trade_no>`), retried by the outbox until
 SQL has it (server/credits.py). A delivery is acknowledged (2xx) only once its transaction has
 committed; one that could not commit is a 500, and the provider delivers it again
-(docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
+(docs/ARCHITECTURE.md#payment-webhooks-exactly-once). A paid order whose credit the owner's balance
+cannot take (the quota engine's exact range, checked before the transaction) is held for `review`
+instead of completed: the payment is recorded, nothing is credited, an admin completes it later.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from server.errors import (
     PayloadTooLarge,
     PaymentNotRecorded,
     PaymentProviderError,
+    PaymentsNotReady,
 )
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
 from server.payments.signature import BadSignature, verify
@@ -180,10 +183,11 @@ class PaymentService:
     # ---- the webhook ------------------------------------------------------------------------------------
 
     async def receive(self, signature_header: str, body: bytes) -> Outcome:
-        """One delivery, as received: 403 while online top-up is off, 413 over `WEBHOOK_MAX_BODY`, 400
-        unless genuinely signed within the tolerance and an event; then `handle`."""
+        """One delivery, as received: 409 while online top-up is off (a refusal that may pass later: the
+        provider delivers the event again), 413 over `WEBHOOK_MAX_BODY`, 400 unless genuinely signed within
+        the tolerance and an event; then `handle`."""
         if not self.enabled:
-            raise Forbidden("online top-up is not enabled")
+            raise PaymentsNotReady()
         if len(body) > WEBHOOK_MAX_BODY:
             raise PayloadTooLarge(f"a webhook delivery is at most {WEBHOOK_MAX_BODY // 1024} KB")
         try:
@@ -210,11 +214,23 @@ class PaymentService:
                  event.text("client_reference_id")[:64], outcome)
         return outcome
 
+    async def _room(self, event: Event, per_unit: float) -> str | None:
+        """Before the order moves: why its owner's balance cannot take its credit now, or None."""
+        if event.type not in (COMPLETED, ASYNC_SUCCEEDED):
+            return None
+        async with self.db.transaction() as tx:
+            order = await TopUpRepository(tx).by_trade_no(event.text("client_reference_id"))
+        if order is None or order.status != TopUpStatus.PENDING:
+            return None
+        return await self.credits.refusal(order.user_id, order.quota(per_unit))
+
     async def _apply(self, event: Event) -> Outcome:
         credit: Credit | None = None
+        per_unit = self.options.settings.quota_per_unit
         try:
+            refused = await self._room(event, per_unit)
             async with self.db.transaction() as tx:
-                outcome, credit = await self._in_transaction(tx, event)
+                outcome, credit = await self._in_transaction(tx, event, refused, per_unit)
         except IntegrityError:  # the same event, committed by a concurrent delivery meanwhile
             async with self.db.transaction() as tx:
                 if await PaymentEventRepository(tx).seen(PROVIDER, event.id):
@@ -228,7 +244,8 @@ class PaymentService:
             await self.credits.deliver(credit)  # committed: the outbox retries it until applied
         return outcome
 
-    async def _in_transaction(self, tx: AsyncSession, event: Event) -> tuple[Outcome, Credit | None]:
+    async def _in_transaction(self, tx: AsyncSession, event: Event, refused: str | None, per_unit: float
+                              ) -> tuple[Outcome, Credit | None]:
         events = PaymentEventRepository(tx)
         if await events.seen(PROVIDER, event.id):
             return Outcome.REPLAYED, None
@@ -257,13 +274,17 @@ class PaymentService:
             log.warning("payment event %s: order %s paid %r %r, expected %d usd; held for review",
                         event.id, trade_no, total, currency[:8], round(order.money * 100))
             return await move(TopUpStatus.REVIEW, Outcome.REVIEW)
+        if refused is not None:  # paid, but the balance cannot take the credit: an admin completes it later
+            log.warning("payment event %s: order %s paid, but its credit is refused (%s); held for review",
+                        event.id, trade_no, refused)
+            return await move(TopUpStatus.REVIEW, Outcome.REVIEW)
         outcome, _ = await move(TopUpStatus.SUCCESS, Outcome.CREDITED, complete_time=now)
         if outcome is not Outcome.CREDITED:
             return outcome, None
         customer = event.text("customer")
         if customer:
             await remember_customer(tx, order.user_id, customer)
-        quota = order.quota(self.options.settings.quota_per_unit)
+        quota = order.quota(per_unit)
         if quota <= 0:
             return outcome, None
         owner = await UserRepository(tx).get(order.user_id, include_deleted=True)

@@ -4,7 +4,9 @@
 Redeeming is one SQL transaction — the code's single conditional UPDATE (enabled, live, not expired →
 used by the caller) and, only if it changed the row, the credit recorded beside it — followed by the
 credit through the quota engine, keyed by the code (`redeem:<id>`), so the quota is added exactly once
-even when the process dies between the two (server/credits.py).
+even when the process dies between the two (server/credits.py). Before that transaction the credit is
+checked against the caller's live balance: one the quota engine would refuse (the balance would pass
+its exact range) is a 409 and the code stays unused.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ COUNT_MAX = 100
 EDITABLE = ("name", "quota", "expired_time")
 
 
-def refusal(code: Redemption | None, now: int) -> TollwayError:
-    """Why a code could not be redeemed (it was read again after the conditional update changed nothing)."""
+def unusable(code: Redemption | None, now: int) -> TollwayError | None:
+    """Why the code cannot be redeemed now, or None when it can (what the conditional UPDATE requires)."""
     if code is None or code.deleted_at is not None:
         return BadRequest("redemption code not found")
     if code.status == RedemptionStatus.USED:
@@ -37,7 +39,12 @@ def refusal(code: Redemption | None, now: int) -> TollwayError:
         return BadRequest("redemption code is disabled")
     if code.expired_time and code.expired_time < now:
         return BadRequest("redemption code has expired")
-    return Conflict("redemption code already used")  # (changed by someone else meanwhile)
+    return None
+
+
+def refusal(code: Redemption | None, now: int) -> TollwayError:
+    """Why a code could not be redeemed (it was read again after the conditional update changed nothing)."""
+    return unusable(code, now) or Conflict("redemption code already used")  # (changed meanwhile)
 
 
 class RedemptionService:
@@ -119,16 +126,25 @@ class RedemptionService:
     # ---- redeeming ----------------------------------------------------------------------------------
 
     async def redeem(self, principal: Principal, key: str) -> int:
-        """Use the code for the caller; the quota it adds (live at once on every worker and node)."""
+        """Use the code for the caller; the quota it adds (live at once on every worker and node). A credit
+        the caller's balance cannot take is refused before the code is used (409, the code unchanged)."""
         now = self.clock.now_s()
+        if len(key) > KEY_LENGTH:  # no code has a longer key: nothing to look up
+            raise refusal(None, now)
+        async with self.db.transaction() as tx:
+            seen = await RedemptionRepository(tx).by_key(key)
+        if seen is not None and unusable(seen, now) is None:  # else the UPDATE below refuses it
+            reason = await self.credits.refusal(principal.id, seen.quota)
+            if reason is not None:
+                raise Conflict(f"redemption code not used: {reason}")
         async with self.db.transaction() as tx:
             codes = RedemptionRepository(tx)
-            if len(key) > KEY_LENGTH:  # no code has a longer key: nothing to look up
-                raise refusal(None, now)
             if not await codes.redeem(key, principal.id, now):
                 raise refusal(await codes.by_key(key), now)
             code = await codes.by_key(key)
             assert code is not None  # this transaction has just changed it
+            if seen is None or code.quota != seen.quota:  # edited since it was checked: roll back
+                raise Conflict("redemption code was changed meanwhile; redeem it again")
             credit = Credit(ref=f"redeem:{code.id}", user_id=principal.id, amount=code.quota, log={
                 "type": LogType.TOPUP, "username": principal.user.username, "quota": code.quota,
                 "content": f"redeemed code #{code.id} ({code.name}): +{code.quota} quota", "created_at": now})

@@ -4,7 +4,8 @@ Completing is one SQL transaction — the order's conditional move from `pending
 `success` and, only if it moved, the credit recorded beside it — followed by the credit through the quota
 engine, keyed by the order (`topup:<trade_no>`), so the order's quota is added exactly once, whoever
 completes it and even when the process dies between the two (server/credits.py). The payment webhook
-completes orders the same way.
+completes orders the same way. A credit the owner's balance cannot take (the quota engine's exact range)
+is refused before the order moves: 409, the order still completable.
 """
 
 from __future__ import annotations
@@ -42,10 +43,18 @@ class TopUpService:
 
     async def complete(self, actor: Principal, trade_no: str) -> None:
         """Mark a pending (or held for review) order paid and credit its quota once; an order already
-        completed is left as it is."""
+        completed is left as it is. A credit the owner's balance cannot take is refused before the order
+        moves (409, the order unchanged)."""
         if not trade_no:
             raise BadRequest("trade_no: is required")
         now = self.clock.now_s()
+        per_unit = self.options.settings.quota_per_unit
+        async with self.db.transaction() as tx:
+            seen = await TopUpRepository(tx).by_trade_no(trade_no)
+        if seen is not None and seen.status in COMPLETABLE:  # else the UPDATE below refuses it
+            reason = await self.credits.refusal(seen.user_id, seen.quota(per_unit))
+            if reason is not None:
+                raise Conflict(f"the top-up order is not completed: {reason}")
         async with self.db.transaction() as tx:
             orders = TopUpRepository(tx)
             if not await orders.transition(trade_no, COMPLETABLE, TopUpStatus.SUCCESS, complete_time=now):
@@ -57,7 +66,7 @@ class TopUpService:
                 raise Conflict(f"the top-up order is {order.status}, it cannot be completed")
             order = await orders.by_trade_no(trade_no)
             assert order is not None  # this transaction has just moved it
-            quota = order.quota(self.options.settings.quota_per_unit)
+            quota = order.quota(per_unit)  # the units and the owner never change: the amount checked
             if quota <= 0:
                 return
             owner = await UserRepository(tx).get(order.user_id, include_deleted=True)

@@ -190,6 +190,8 @@ def document(app: Sanic[Any, Any]) -> dict[str, Any]:
             description += " Rate-limited per client address like the other sensitive routes."
         if ctx.session_only:
             description += " Needs a login session (an access token is not enough)."
+        if ctx.real_statuses:
+            description += " Its errors keep their HTTP status in both error modes (NewApiCompatibleErrors)."
         operation: dict[str, Any] = {
             "operationId": key, "summary": ctx.summary, "description": description,
             "tags": [_tag(ctx.path_template)],
