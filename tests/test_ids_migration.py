@@ -19,6 +19,7 @@ from sqlalchemy import (
     Boolean,
     Float,
     Integer,
+    MetaData,
     String,
     Table,
     delete,
@@ -127,29 +128,41 @@ async def highest(conn: AsyncConnection, table: Table) -> int:
     return int(await conn.scalar(select(func.max(table.c.id))) or 0)
 
 
+async def reflected(db: Database) -> MetaData:
+    """The tables as the database holds them now (an older revision has fewer columns than the models)."""
+    found = MetaData()
+    async with db.engine.connect() as conn:
+        await conn.run_sync(lambda sync: found.reflect(sync))
+    return found
+
+
 async def test_an_upgrade_from_0011_keeps_every_row_and_gives_no_id_again(tmp_path: Path) -> None:
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}", pool_size=1)
-    t = metadata.tables
     try:
         await upgrade(db.engine, "0011")
+        old = await reflected(db)
+        t = old.tables
+        tables = [t[name] for name in sorted(t) if name != "alembic_version"]
         async with db.engine.begin() as conn:
             for table in GENERATED:
                 if table.name == "logs":  # a log of the deleted user, channel and key, and of code 3's credit
-                    await fill(conn, table, user_id=3, channel=3, token_id=3, ref="redeem:3")
+                    await fill(conn, t["logs"], user_id=3, channel=3, token_id=3, ref="redeem:3")
                 else:
-                    await fill(conn, table)
+                    await fill(conn, t[table.name])
             for name in NAMED_ELSEWHERE:
                 await conn.execute(delete(t[name]).where(t[name].c.id == 3))
-            before = await everything(conn, metadata.sorted_tables)
-            shape_before = await shape(conn, metadata.sorted_tables)
+            before = await everything(conn, tables)
+            shape_before = await shape(conn, tables)
+
+        await upgrade(db.engine, "0012")  # the migration that rebuilds the tables; later ones add columns
+        async with db.engine.begin() as conn:
+            assert await everything(conn, tables) == before
+            assert await shape(conn, tables) == shape_before
 
         await upgrade(db.engine)
-
         assert await current(db.engine) == HEAD
         assert await schema_differences(db) == []
         async with db.engine.begin() as conn:
-            assert await everything(conn, metadata.sorted_tables) == before
-            assert await shape(conn, metadata.sorted_tables) == shape_before
             for table in GENERATED:
                 made = await add_one(conn, table, 4)
                 assert made > 3, f"{table.name}: id {made} given again"
