@@ -9,6 +9,7 @@ Services raise these; handlers never build error responses themselves.
      ├── Forbidden             403  optional `code` (e.g. VERIFICATION_REQUIRED)
      ├── NotFound              404
      ├── MethodNotAllowed      405
+     ├── RequestTimedOut       408  the request's head or body did not arrive in time
      ├── Conflict              409
      ├── PayloadTooLarge       413
      ├── RateLimited           429  `retry_after` seconds → `Retry-After`
@@ -127,6 +128,11 @@ class MethodNotAllowed(TollwayError):
 class Conflict(TollwayError):
     status = 409
     default_message = "conflict"
+
+
+class RequestTimedOut(TollwayError):
+    status = 408
+    default_message = "the request did not arrive in time"
 
 
 class PayloadTooLarge(TollwayError):
@@ -305,7 +311,6 @@ _SANIC_MAP: tuple[tuple[type[Exception], type[TollwayError], str | None], ...] =
     (sanic_exc.MethodNotAllowed, MethodNotAllowed, None),
     (sanic_exc.PayloadTooLarge, PayloadTooLarge, None),
     (sanic_exc.BadRequest, BadRequest, "malformed request"),
-    (sanic_exc.RequestTimeout, BadRequest, "request timed out"),
 )
 
 
@@ -337,6 +342,8 @@ def _from_sanic(exc: sanic_exc.SanicException) -> TollwayError | None:
         return _NotAllowed(str((exc.headers or {}).get("Allow", "")))
     if isinstance(exc, sanic_exc.PayloadTooLarge) and "header" in str(exc).lower():
         return PayloadTooLarge("request line or headers too large")
+    if isinstance(exc, sanic_exc.RequestTimeout):  # which part, and the limit (server/web/connections.py)
+        return RequestTimedOut(str(exc) or None)
     for sanic_type, ours, message in _SANIC_MAP:
         if isinstance(exc, sanic_type):
             return ours(message)
