@@ -10,7 +10,9 @@ cut a model call whose upstream took longer than 60 s. `Connection` replaces tho
   connection opened (its first request) or after the first byte of the request (later requests on a
   kept-alive connection); past it the client gets a 408 and the connection is closed;
 - the body must be complete `REQUEST_BODY_TIMEOUT` seconds after the head, however it trickles in, also
-  when nobody reads it (a refused request whose body is still arriving); past it: 408 and close;
+  when nobody reads it (a refused request whose body is still arriving); past it: 408 and close (after an
+  error answer Sanic would go on reading the rest of the body, with no deadline: the connection is closed
+  as soon as the 408 is written, or `CUT_LINGER` seconds after the deadline);
 - between requests a connection may stay idle `KEEP_ALIVE_TIMEOUT` seconds (`server/app.py`);
 - while the handler works (the whole request received, nothing answered yet) the connection sets no
   deadline: the work has its own (`UPSTREAM_TIMEOUT`, `REDIS_TIMEOUT`, …), and a slow client cannot
@@ -54,6 +56,10 @@ SEND_IDLE_MARGIN = 15.0
 """A response may stall this much longer than `STREAM_IDLE_TIMEOUT` (after which the relay itself ends a
 silent stream with an error event) before the connection is closed."""
 
+CUT_LINGER = 5.0
+"""Seconds a request ended at a deadline may take to write its answer (the 408) before the connection is
+closed anyway."""
+
 END_MARGIN = 5.0
 """Seconds after the shutdown grace for the requests ended then to write their last bytes and settle,
 before Sanic aborts what is left (its `GRACEFUL_SHUTDOWN_TIMEOUT` is the grace plus this)."""
@@ -89,7 +95,7 @@ class ConnectionLimits:
 class Connection(HttpProtocol):
     """Sanic's HTTP/1.1 protocol with whole-request deadlines and a bounded, clean shutdown."""
 
-    __slots__ = ("_body_since", "_grace_end", "_head_since", "_limits")
+    __slots__ = ("_body_since", "_cut_at", "_grace_end", "_head_since", "_limits")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -98,6 +104,7 @@ class Connection(HttpProtocol):
         self._head_since: float | None = monotonic()
         self._body_since: float | None = None  # when the head of the request in progress was complete
         self._grace_end: asyncio.TimerHandle | None = None
+        self._cut_at: float | None = None  # when a deadline ended the request in progress
         self.request_handler = self._handle
 
     async def _handle(self, request: Request) -> None:
@@ -142,14 +149,23 @@ class Connection(HttpProtocol):
         wait = self._limits.tick
         try:
             now = monotonic()
-            deadline, error, expired = self._verdict(now)
-            if expired:
-                if error is not None and http.stage is not Stage.IDLE:
-                    http.exception = error  # answered by Sanic's handler of the cancellation below
-                task.cancel("tollway: a connection deadline passed")
-                return
-            if deadline is not None:
-                wait = min(wait, max(deadline - now, 0.01))
+            if self._cut_at is not None:
+                # Once the 408 is written, Sanic would go on reading the rest of a body, with no deadline:
+                # the connection ends here instead.
+                if http.stage is Stage.IDLE or now - self._cut_at >= CUT_LINGER:
+                    self.close()
+                    return
+                wait = 0.05
+            else:
+                deadline, error, expired = self._verdict(now)
+                if expired:
+                    if error is not None and http.stage is not Stage.IDLE:
+                        http.exception = error  # answered by Sanic's handler of the cancellation below
+                    task.cancel("tollway: a connection deadline passed")
+                    self._cut_at = now
+                    wait = 0.05
+                elif deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.01))
         except Exception:
             error_logger.exception("connection deadline check failed")
         self._callback_check_timeouts = self.loop.call_later(wait, self.check_timeouts)
