@@ -29,6 +29,7 @@ from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
 from server.topups.routes import bp as topups_bp
 from server.web import errors
+from server.web.connections import END_MARGIN, ConnectionLimits
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
@@ -81,7 +82,13 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.ACCESS_LOG = False
     app.config.NOISY_EXCEPTIONS = False
-    app.config.KEEP_ALIVE_TIMEOUT = 75
+    # The connection deadlines are kept by `Connection` (server/web/connections.py), the protocol every
+    # server of this app is given; these are Sanic's names for the same limits, set to agree with it.
+    limits = ConnectionLimits.of(config)
+    app.config.KEEP_ALIVE_TIMEOUT = limits.keep_alive
+    app.config.REQUEST_TIMEOUT = limits.head
+    app.config.RESPONSE_TIMEOUT = limits.send_idle
+    app.config.GRACEFUL_SHUTDOWN_TIMEOUT = limits.grace + END_MARGIN
     app.ctx.config = config
 
     for bp in BLUEPRINTS:

@@ -1,7 +1,9 @@
 """The `tollway` command: `serve`, `migrate`, `setup`.
 
-Start-up problems (bad configuration, database or Redis unreachable) end the process with one readable
-line on stderr and a non-zero status, never a traceback.
+Start-up problems (bad configuration, database or Redis unreachable, the port taken) end the process with
+one readable line on stderr and a non-zero status, never a traceback. `serve` binds its port before it
+does anything else (a port in use is that one line, nothing before it), and hands that socket to Sanic, so
+"listening on" is printed only once it is true.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import ipaddress
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -81,6 +85,27 @@ async def _prepare(config: Config) -> bool:
     return await _setup_pending(config)
 
 
+LISTEN_BACKLOG = 100  # Sanic's default
+
+
+def _bind(config: Config) -> socket.socket:
+    """The socket of `tollway serve`, bound (not yet listening) before anything else is done or printed,
+    with the options Sanic's own `bind_socket` sets."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(config.host).version == 6 else socket.AF_INET
+    except ValueError:  # a host name
+        family = socket.AF_INET
+    sock = socket.socket(family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)  # the workers serve on it
+    return sock
+
+
 def _settle_heap() -> None:
     """Once a worker has started: collect, then freeze what start-up left (modules, the app, the routing
     table, caches) out of the collector's sight. Without it every full collection walked that whole
@@ -91,10 +116,12 @@ def _settle_heap() -> None:
 
 def _serving_app(config: Config) -> Sanic[Any, Any]:
     """`create_app` for `tollway serve` (built in each worker process): plus `_settle_heap` once the
-    worker serves."""
+    worker serves, and the first stop signal only (`server/supervise.py` `stop_once`)."""
     from server.app import create_app
+    from server.supervise import stop_once
 
     app = create_app(config)
+    stop_once(app)
 
     @app.after_server_start
     async def settle_heap(app: Sanic[Any, Any]) -> None:
@@ -107,11 +134,18 @@ def _serve(config: Config) -> None:
     from sanic import Sanic
     from sanic.worker.loader import AppLoader
 
-    from server.supervise import Helper, install
+    from server.supervise import Helper, install, protect_state_manager
+    from server.web.connections import Connection
 
-    pending = asyncio.run(_prepare(config))
+    listener = _bind(config)
+    try:
+        pending = asyncio.run(_prepare(config))
+    except BaseException:
+        listener.close()
+        raise
+    listener.listen(LISTEN_BACKLOG)
     mode = "embedded (SQLite, in-process engine)" if config.embedded else "Redis + " + config.database_kind
-    url = f"http://{config.host}:{config.port}"
+    url = f"http://{config.host}:{listener.getsockname()[1]}"  # the port bound (PORT=0: a free one)
     print(f"Tollway listening on {url} — {mode}, {config.workers} worker(s)")
     print("Setup pending: open the URL or POST /api/setup to create the root user." if pending
           else "Setup complete.")
@@ -124,7 +158,7 @@ def _serve(config: Config) -> None:
     loader = AppLoader(factory=partial(_serving_app, config))
     app = loader.load()
     single = config.workers == 1
-    app.prepare(host=config.host, port=config.port, workers=config.workers, single_process=single,
+    app.prepare(sock=listener, workers=config.workers, single_process=single, protocol=Connection,
                 motd=False, access_log=False)
     if sync is not None:
         app.main_process_stop(lambda app: sync.stop())  # before Sanic's own exit on a killed server
@@ -134,6 +168,7 @@ def _serve(config: Config) -> None:
             Sanic.serve_single(primary=app)
         else:
             install(app)  # a worker that dies is restarted (Sanic's manager would leave it dead)
+            protect_state_manager()  # a SIGTERM to the whole process group must not kill it
             Sanic.serve(primary=app, app_loader=loader)
     finally:
         if sync is not None:

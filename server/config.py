@@ -24,6 +24,27 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Seconds:
+    """A duration setting, declared once: its variable, its default and the range it must lie in."""
+
+    name: str
+    default: float
+    lo: float
+    hi: float
+
+    def read(self, env: Mapping[str, str]) -> float:
+        return _float(env, self.name, self.default, self.lo, self.hi)
+
+
+# How long a client may take to send a request (server/web/connections.py). Sanic's own timers restart on
+# every byte, so a client trickling its head or body kept a connection forever; these are whole deadlines.
+REQUEST_HEAD_TIMEOUT = Seconds("REQUEST_HEAD_TIMEOUT", 20.0, 1.0, 600.0)
+REQUEST_BODY_TIMEOUT = Seconds("REQUEST_BODY_TIMEOUT", 120.0, 1.0, 3600.0)
+# How long requests in flight get to finish when the server is asked to stop (SIGTERM, SIGINT).
+SHUTDOWN_GRACE = Seconds("SHUTDOWN_GRACE", 30.0, 0.0, 3600.0)
+
+
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """`count` requests per `period` seconds; `count == 0` disables the limit."""
 
@@ -66,6 +87,9 @@ class Config:
     upstream_transport: str = "aiohttp"
     upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     admin_upstream_timeout: float = 15.0  # channel tests, balances, model lists: the whole call
+    request_head_timeout: float = REQUEST_HEAD_TIMEOUT.default
+    request_body_timeout: float = REQUEST_BODY_TIMEOUT.default
+    shutdown_grace: float = SHUTDOWN_GRACE.default
     # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
     kill_after_credit_commit: bool = False
     # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
@@ -287,6 +311,9 @@ def from_env(env: Mapping[str, str]) -> Config:
         upstream_transport=transport,
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
         admin_upstream_timeout=_float(env, "ADMIN_UPSTREAM_TIMEOUT", 15.0, 1.0, 300.0),
+        request_head_timeout=REQUEST_HEAD_TIMEOUT.read(env),
+        request_body_timeout=REQUEST_BODY_TIMEOUT.read(env),
+        shutdown_grace=SHUTDOWN_GRACE.read(env),
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
         kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
     )

@@ -46,11 +46,13 @@ log = logging.getLogger("tollway")
 
 class Tasks:
     """Named background tasks owned by the worker. `drain` first asks the tasks that have a graceful
-    `stop` to finish their current step (up to `grace` seconds), then cancels and awaits the rest."""
+    `stop` to finish their current step, and lets the adopted ones (settlements) end, for up to `grace`
+    seconds; then it cancels and awaits the rest."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stoppers: dict[str, Callable[[], None]] = {}
+        self._adopted: set[str] = set()
 
     def start(self, name: str, coro: Coroutine[Any, Any, Any], *, stop: Callable[[], None] | None = None
               ) -> None:
@@ -63,13 +65,16 @@ class Tasks:
     def _done(self, name: str, task: asyncio.Task[Any]) -> None:
         self._tasks.pop(name, None)
         self._stoppers.pop(name, None)
+        self._adopted.discard(name)
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s failed", name, exc_info=task.exception())
 
     def adopt(self, task: asyncio.Task[Any]) -> None:
-        """Own a short task started elsewhere (e.g. a settlement that must outlive its request)."""
+        """Own a short task started elsewhere that must run to its end (e.g. a settlement that must
+        outlive its request): `drain` waits for it before cancelling anything."""
         name = f"{task.get_name()}#{id(task)}"
         self._tasks[name] = task
+        self._adopted.add(name)
         task.add_done_callback(lambda t: self._done(name, t))
 
     @property
@@ -77,11 +82,11 @@ class Tasks:
         return sorted(self._tasks)
 
     async def drain(self, grace: float = 10.0) -> None:
-        graceful = [self._tasks[n] for n in self._stoppers if n in self._tasks]
+        waited = [self._tasks[n] for n in (*self._stoppers, *self._adopted) if n in self._tasks]
         for stop in self._stoppers.values():
             stop()
-        if graceful:
-            await asyncio.wait(graceful, timeout=grace)
+        if waited:
+            await asyncio.wait(waited, timeout=grace)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

@@ -10,6 +10,7 @@ Services raise these; handlers never build error responses themselves.
      │    └── NotOffered       403  a feature of new-api Tollway does not have; the message is also `data`
      ├── NotFound              404
      ├── MethodNotAllowed      405
+     ├── RequestTimedOut       408  the request's head or body did not arrive in time
      ├── Conflict              409
      │    └── PaymentsNotReady 409  online top-up is off: a payment event cannot be taken now (the provider
      │                              delivers it again)
@@ -127,6 +128,11 @@ class PaymentsNotReady(Conflict):
     this state", not a fault of the server (which a 5xx would claim)."""
 
     default_message = "online top-up is not enabled; deliver the event again later"
+
+
+class RequestTimedOut(TollwayError):
+    status = 408
+    default_message = "the request did not arrive in time"
 
 
 class PayloadTooLarge(TollwayError):

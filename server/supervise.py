@@ -17,6 +17,18 @@ on with one worker fewer, silently. `install(app)` runs a small supervisor threa
 Nothing is supervised with one worker (`--workers 1` serves in a single process; run it under systemd,
 Docker's restart policy or similar).
 
+A stop is one signal's work, wherever it lands. A terminal's Ctrl-C, and systemd's default stop, signal
+every process of the server at once, not only the main one:
+
+- `protect_state_manager()`: Sanic keeps its workers' states in a `multiprocessing` manager process; a
+  SIGTERM sent to the whole group killed it, and the main process then failed on its next state update
+  (tracebacks, exit status 1). Its process now ignores SIGINT and SIGTERM; Sanic ends it after the workers;
+- `stop_once(app)`, in every worker: the first SIGINT or SIGTERM starts the graceful stop, later ones are
+  ignored. A worker got the group's signal and, a moment later, the main process's own SIGTERM; Sanic had
+  by then put the default handlers back, so the second signal killed the worker in the middle of its
+  grace (a SIGINT: a KeyboardInterrupt inside the shutdown, and aiosqlite's "Event loop is closed"). A
+  second signal to the main process still kills the workers at once (Sanic's "Shutdown interrupted").
+
 `Helper` supervises a helper process that `tollway serve` starts beside its workers, with one worker or
 many: the quota sync in Redis mode (`tollway quota-sync`, so that its SQL work never runs on a serving
 event loop). It is started in its own session (a terminal's Ctrl-C goes to the server, which stops it),
@@ -26,7 +38,9 @@ first), and it exits by itself when the server's main process is gone (`TOLLWAY_
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -34,6 +48,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from multiprocessing.managers import SyncManager
 from types import FrameType
 from typing import Any
 
@@ -185,6 +201,46 @@ def install(app: Sanic[Any, Any]) -> None:
     def stop(app: Sanic[Any, Any]) -> None:
         while running:
             running.pop().stop()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore_stop_signals() -> None:
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _state_manager() -> SyncManager:
+    """`multiprocessing.Manager()`, whose process ignores SIGINT and SIGTERM."""
+    manager = SyncManager(ctx=multiprocessing.get_context())
+    manager.start(_ignore_stop_signals)
+    return manager
+
+
+def protect_state_manager() -> None:
+    """Have Sanic's multi-process server keep its workers' states in `_state_manager()` (main process,
+    before `Sanic.serve`)."""
+    import sanic.mixins.startup
+
+    sanic.mixins.startup.Manager = _state_manager  # type: ignore[attr-defined]
+
+
+def _stop_now(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
+    for signum in STOP_SIGNALS:
+        loop.remove_signal_handler(signum)  # (Sanic's later removal then finds nothing to reset)
+        signal.signal(signum, signal.SIG_IGN)
+    app.stop(terminate=False)
+
+
+def stop_once(app: Sanic[Any, Any]) -> None:
+    """In each worker of `app`: the first SIGINT or SIGTERM stops it gracefully, later ones are ignored."""
+
+    @app.after_server_start
+    async def own_stop_signals(app: Sanic[Any, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, partial(_stop_now, app, loop))  # replaces Sanic's handler
 
 
 PARENT_ENV = "TOLLWAY_PARENT_PID"

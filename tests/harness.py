@@ -25,6 +25,7 @@ from server.components.user_rules import fresh_aff_code
 from server.config import Config, RateLimit
 from server.context import State
 from server.destinations import ANY_ADDRESS
+from server.web.connections import Connection
 
 Sanic.test_mode = True
 
@@ -109,7 +110,8 @@ async def serve(config: Config, *, clock: Clock | None = None) -> AsyncIterator[
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = await app.create_server(sock=sock, return_asyncio_server=True, access_log=False)
+    server = await app.create_server(sock=sock, return_asyncio_server=True, access_log=False,
+                                     protocol=Connection)  # the connection deadlines, as `tollway serve`
     assert server is not None
     await server.startup()
     await server.before_start()

@@ -43,6 +43,7 @@ def test_defaults_are_embedded_on_localhost_3000_with_sqlite_in_data_dir(tmp_pat
     assert config.public_url == "" and not config.secure_cookies
     assert config.kill_after_credit_commit is False  # the crash test's hook is inert unless asked for
     assert config.kill_after_log_commit is False and config.separate_logs_url is None
+    assert (config.request_head_timeout, config.request_body_timeout, config.shutdown_grace) == (20, 120, 30)
 
 
 def test_the_crash_hook_is_read_only_when_set(tmp_path: Path) -> None:
@@ -74,6 +75,7 @@ def test_values_are_read(tmp_path: Path) -> None:
         TRUSTED_PROXIES="10.0.0.0/8; 192.168.1.1",
         GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="5", CRITICAL_RATE_LIMIT_DURATION="60",
         PUBLIC_URL="https://gw.example.com/", REDIS_KEY_PREFIX="tw:", REDIS_TIMEOUT="0.5",
+        REQUEST_HEAD_TIMEOUT="5", REQUEST_BODY_TIMEOUT="600", SHUTDOWN_GRACE="0",
     ))
     assert (config.host, config.port, config.workers) == (ANY_HOST, 8080, 4)
     assert not config.embedded and config.redis_url == "redis://cache:6379/2"
@@ -86,6 +88,7 @@ def test_values_are_read(tmp_path: Path) -> None:
     assert config.critical_rate_limit == RateLimit(5, 60) and config.critical_rate_limit.enabled
     assert config.public_url == "https://gw.example.com" and config.secure_cookies
     assert config.redis_prefix == "tw:" and config.redis_timeout == 0.5
+    assert (config.request_head_timeout, config.request_body_timeout, config.shutdown_grace) == (5, 600, 0)
 
 
 # ---- the embedded secret -----------------------------------------------------------------------------
@@ -199,6 +202,10 @@ def test_database_urls_get_the_async_driver(tmp_path: Path, raw: str, normalized
     ("USER_CACHE_SECONDS", "soon", {}),
     ("REDIS_TIMEOUT", "0", {}),
     ("REDIS_TIMEOUT", "forever", {}),
+    ("REQUEST_HEAD_TIMEOUT", "0", {}),
+    ("REQUEST_HEAD_TIMEOUT", "soon", {}),
+    ("REQUEST_BODY_TIMEOUT", "86400", {}),
+    ("SHUTDOWN_GRACE", "-1", {}),
 ])
 def test_an_invalid_value_is_a_config_error_naming_the_variable(tmp_path: Path, name: str, value: str,
                                                                 extra: dict[str, str]) -> None:

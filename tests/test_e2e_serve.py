@@ -52,7 +52,7 @@ CONFIG_VARS = (
     "PUBLIC_URL", "HOST", "PORT", "WORKERS", "MAX_BODY_SIZE", "TRUSTED_PROXIES", "GLOBAL_API_RATE_LIMIT",
     "GLOBAL_API_RATE_LIMIT_DURATION", "CRITICAL_RATE_LIMIT", "CRITICAL_RATE_LIMIT_DURATION",
     "USER_CACHE_SECONDS", "LOG_LEVEL", "UPSTREAM_ALLOW_PRIVATE", "TEST_KILL_AFTER_CREDIT_COMMIT",
-    "TEST_KILL_AFTER_LOG_COMMIT",
+    "TEST_KILL_AFTER_LOG_COMMIT", "REQUEST_HEAD_TIMEOUT", "REQUEST_BODY_TIMEOUT", "SHUTDOWN_GRACE",
 )
 START_DEADLINE = 90.0  # seconds to wait for /api/status (a bound on a hang, not a performance check)
 STOP_GRACE = 20.0
@@ -80,29 +80,42 @@ def clean_env(**settings: str) -> dict[str, str]:
 
 
 @contextmanager
-def mariadb_redis_env(tmp_path: Path, label: str, *, redis_url: str = REDIS_URL, prefix: str | None = None,
-                      **settings: str) -> Iterator[tuple[dict[str, str], str, str]]:
-    """A fresh MariaDB database and Redis key prefix, and the environment of a `tollway serve` on them (its
-    own data directory and free port, no per-IP rate limits, `settings` on top); yields (env, database URL,
+def redis_env(tmp_path: Path, label: str, *, database: str = "mariadb", redis_url: str = REDIS_URL,
+              prefix: str | None = None, **settings: str) -> Iterator[tuple[dict[str, str], str, str]]:
+    """A fresh Redis key prefix and database — `database` "mariadb" (a new MariaDB database) or "sqlite"
+    (the default file in the data directory) — and the environment of a `tollway serve` on them (its own
+    data directory and free port, no per-IP rate limits, `settings` on top); yields (env, database URL,
     prefix) and removes both afterwards. Without MariaDB or Redis: skipped, or failed when CI=true.
     `redis_url` picks another Redis database; `prefix` a given (fresh) prefix, e.g. one two deployments share
     in two databases — its keys are removed from `redis_url`'s database only."""
+    data_dir = tmp_path / "data"
     try:
         run_blocking(redis_ping(redis_url))
-        db_url = create_database("mariadb")
+        db_url = (create_database("mariadb") if database == "mariadb"
+                  else f"sqlite+aiosqlite:///{(data_dir / 'tollway.db').resolve()}")
     except Exception as exc:
-        unavailable("mariadb+redis", exc)
+        unavailable(f"{database}+redis", exc)
         raise
     prefix = prefix or f"twtest:{label}:{secrets.token_hex(4)}:"
-    env = clean_env(**{"DATABASE_URL": db_url, "REDIS_URL": redis_url, "REDIS_KEY_PREFIX": prefix,
-                       "SECRET_KEY": secrets.token_hex(32), "DATA_DIR": str(tmp_path / "data"),
+    own_db = {"DATABASE_URL": db_url} if database == "mariadb" else {}
+    env = clean_env(**{**own_db, "REDIS_URL": redis_url, "REDIS_KEY_PREFIX": prefix,
+                       "SECRET_KEY": secrets.token_hex(32), "DATA_DIR": str(data_dir),
                        "HOST": "127.0.0.1", "PORT": str(free_port()), "GLOBAL_API_RATE_LIMIT": "0",
                        "CRITICAL_RATE_LIMIT": "0", **settings})
     try:
         yield env, db_url, prefix
     finally:
         run_blocking(redis_purge(prefix, redis_url))
-        drop_database("mariadb", db_url)
+        if database == "mariadb":
+            drop_database("mariadb", db_url)
+
+
+@contextmanager
+def mariadb_redis_env(tmp_path: Path, label: str, **settings: str
+                      ) -> Iterator[tuple[dict[str, str], str, str]]:
+    """`redis_env` on a fresh MariaDB database (`redis_url=`, `prefix=` pass through)."""
+    with redis_env(tmp_path, label, database="mariadb", **settings) as made:
+        yield made
 
 
 @dataclass

@@ -5,7 +5,8 @@ or answer a JSON error). In the SSE form the upstream's bytes are written unchan
 event's data is written between the form's head, separators and tail. The usage of the last event that
 reports one is what the call is charged on. A failure after the first byte (a drop, a timeout, or no byte
 for `idle` seconds) ends the stream with the provider's error object; the hold is renewed every minute
-while the stream runs.
+while the stream runs. So does the end of the shutdown grace (`server/web/connections.py`): a stream still
+running when the server stops is ended with a 503 error object, not cut, and settled on what it delivered.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from quota.engine import QuotaEngine
 from server.relay.call import Call, Sink
 from server.upstream.faults import is_timeout
 from server.upstream.providers.base import SseSplitter, StreamForm, Usage
+from server.web.connections import is_shutdown
 
 RENEW_EVERY = 60.0
 
@@ -56,6 +58,14 @@ async def relay_stream(call: Call, response: Sink, form: StreamForm, quota: Quot
         except httpx.TransportError as exc:
             failure = ((504, "the upstream stream timed out") if is_timeout(exc)
                        else (503, "the upstream stream was interrupted"))
+            break
+        except asyncio.CancelledError as exc:
+            if not is_shutdown(exc):
+                raise  # the client went away: nothing more to write
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            failure = (503, "the server is stopping")
             break
         if not chunk:  # the end
             break

@@ -36,6 +36,7 @@ from server.errors import (
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    RequestTimedOut,
     ServiceUnavailable,
     TollwayError,
     UpstreamFailed,
@@ -50,7 +51,6 @@ _SANIC_MAP: tuple[tuple[type[Exception], type[TollwayError], str | None], ...] =
     (sanic_exc.MethodNotAllowed, MethodNotAllowed, None),
     (sanic_exc.PayloadTooLarge, PayloadTooLarge, None),
     (sanic_exc.BadRequest, BadRequest, "malformed request"),
-    (sanic_exc.RequestTimeout, BadRequest, "request timed out"),
 )
 
 
@@ -82,6 +82,8 @@ def _from_sanic(exc: sanic_exc.SanicException) -> TollwayError | None:
         return _NotAllowed(str((exc.headers or {}).get("Allow", "")))
     if isinstance(exc, sanic_exc.PayloadTooLarge) and "header" in str(exc).lower():
         return PayloadTooLarge("request line or headers too large")
+    if isinstance(exc, sanic_exc.RequestTimeout):  # which part, and the limit (server/web/connections.py)
+        return RequestTimedOut(str(exc) or None)
     for sanic_type, ours, message in _SANIC_MAP:
         if isinstance(exc, sanic_type):
             return ours(message)

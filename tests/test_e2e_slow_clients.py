@@ -1,0 +1,139 @@
+"""End to end: clients that send their request slowly are cut at the request deadlines of the real
+`tollway serve` (embedded, and MariaDB + Redis with two workers), and long answers are not.
+
+    trickled head     a request line, then one header line every half second: 408 once
+                      REQUEST_HEAD_TIMEOUT has passed since the connection opened
+    trickled body     a whole head, then the body one byte every half second (an `/api` route and a model
+                      call): 408 once REQUEST_BODY_TIMEOUT has passed since the head
+                      (either way the client goes on sending: the connection is closed all the same)
+    silent            a connection that sends nothing is closed
+    meanwhile         a normal request is answered, during the trickles and after them
+    long answers      a streamed model call that lasts longer than both deadlines together completes; a
+                      model call whose upstream answers after 100 s, and a stream whose upstream pauses 100 s,
+                      are answered in full (Sanic's own 60 s timer cut both)
+
+Each trickle could go on for 30 s (60 pieces), fifteen times the deadlines set here (2 s): it passes when
+the server ends it before it is over, so nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.gemini import FakeGemini
+from tests.test_e2e_serve import start, stop, wait_until_serving
+from tests.test_e2e_stop import FAKES_NETWORK, SPEECH, TTS, open_gateway, stack_env, stream_speech
+
+pytestmark = pytest.mark.slow
+
+DEADLINE = "2"  # seconds, for the head and for the body
+PIECES = 60
+EVERY = 0.5  # seconds between two pieces: a trickle lasts PIECES * EVERY = 30 s unless the server ends it
+
+
+async def trickle(port: int, head: bytes, pieces: list[bytes]) -> tuple[str, bool]:
+    """Send `head`, then `pieces` one every EVERY seconds, whatever the server answers meanwhile (as a
+    client that ignores a 408 would). Returns (the status the server answered, "none" without an answer;
+    whether the server closed the connection before every piece was sent)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = "none"
+    try:
+        writer.write(head)
+        await writer.drain()
+        for piece in pieces:
+            try:
+                received = await asyncio.wait_for(reader.read(4096), EVERY)
+            except TimeoutError:
+                writer.write(piece)
+                await writer.drain()
+                continue
+            if not received:
+                return answer, True
+            if answer == "none":
+                answer = received.split(b" ", 2)[1].decode()
+        return answer, False
+    except ConnectionError:
+        return answer, True
+    finally:
+        writer.close()
+
+
+def slow_head(path: str) -> tuple[bytes, list[bytes]]:
+    return (f"GET {path} HTTP/1.1\r\nHost: t\r\n".encode(),
+            [f"X-Slow-{i}: {i}\r\n".encode() for i in range(PIECES)])
+
+
+def slow_body(path: str, headers: str = "") -> tuple[bytes, list[bytes]]:
+    head = (f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n{headers}"
+            f"Content-Length: {PIECES}\r\n\r\n")
+    return head.encode(), [b" "] * PIECES
+
+
+@pytest.mark.parametrize("stack", ["embedded", "mariadb+redis"])
+async def test_trickled_requests_are_cut_at_their_deadlines_and_long_answers_are_not(tmp_path: Path,
+                                                                                     stack: str) -> None:
+    async with FakeGemini(stream_chunks=6, chunk_delay=1.0) as gemini:  # 5 s: longer than both deadlines
+        with stack_env(tmp_path, stack, UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK, REQUEST_HEAD_TIMEOUT=DEADLINE,
+                       REQUEST_BODY_TIMEOUT=DEADLINE) as (env, _, args):
+            proc = start(tmp_path, env, "serve", *args)
+            try:
+                port = int(env["PORT"])
+                base_url = f"http://127.0.0.1:{port}"
+                await asyncio.to_thread(wait_until_serving, proc, base_url)
+                gateway = await open_gateway(base_url, "mysql" if stack == "mariadb+redis" else "sqlite",
+                                             gemini)
+                slow = {
+                    "head": [slow_head("/api/status") for _ in range(20)],
+                    "api body": [slow_body("/api/user/login") for _ in range(20)],
+                    "model body": [slow_body(f"/v1beta/models/{TTS}:generateContent",
+                                             "x-goog-api-key: sk-nothing\r\n") for _ in range(5)],
+                    "silent": [(b"", [b""] * PIECES) for _ in range(10)],
+                }
+                trickles = {kind: [asyncio.ensure_future(trickle(port, *job)) for job in jobs]
+                            for kind, jobs in slow.items()}
+                async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+                    assert (await client.get("/api/status")).status_code == 200  # while they trickle
+                    ended = {kind: await asyncio.gather(*tasks) for kind, tasks in trickles.items()}
+                    assert (await client.get("/api/status")).status_code == 200
+                cut = ("408", True)  # answered 408, and the connection closed although the client went on
+                assert ended == {"head": [cut] * 20, "api body": [cut] * 20, "model body": [cut] * 5,
+                                 "silent": [("none", True)] * 10}
+
+                _, events = await stream_speech(gateway)
+                assert len(events) == 6 and events[-1]["candidates"][0]["finishReason"] == "STOP"
+            finally:
+                await asyncio.to_thread(stop, proc)
+    assert "Traceback" not in proc.stderr, proc.output()
+
+
+async def test_model_calls_longer_than_a_minute_are_answered_in_full(tmp_path: Path) -> None:
+    """Sanic's RESPONSE_TIMEOUT (60 s since the last byte) answered a slow model call with a 503 and cut a
+    stream whose upstream paused: the handler's own deadlines (UPSTREAM_TIMEOUT, STREAM_IDLE_TIMEOUT) are
+    the ones that apply."""
+    pause = 100.0  # Sanic checked its 60 s every 30 s: past 90 s the cut was certain
+    async with FakeGemini(stream_chunks=2, chunk_delay=pause, slow_seconds=pause) as gemini:
+        with stack_env(tmp_path, "embedded", UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK) as (env, _, args):
+            proc = start(tmp_path, env, "serve", *args)
+            try:
+                base_url = f"http://127.0.0.1:{env['PORT']}"
+                await asyncio.to_thread(wait_until_serving, proc, base_url)
+                gateway = await open_gateway(base_url, "sqlite", gemini)
+                gemini.fail("slow", times=1)  # the plain call below: answered after `pause` seconds
+                async with httpx.AsyncClient(base_url=base_url, timeout=3 * pause) as client:
+                    plain = asyncio.ensure_future(client.post(f"/v1beta/models/{TTS}:generateContent",
+                                                              json=SPEECH,
+                                                              headers={"x-goog-api-key": gateway.key}))
+                    while not gemini.requests_to(":generateContent"):  # it took the slow answer
+                        await asyncio.sleep(0.05)
+                    _, events = await stream_speech(gateway, timeout=3 * pause)  # 2nd event: after `pause` s
+                    answered = await plain
+                assert answered.status_code == 200, answered.text
+                assert answered.json()["candidates"][0]["finishReason"] == "STOP"
+                assert len(events) == 2 and events[-1]["candidates"][0]["finishReason"] == "STOP"
+            finally:
+                await asyncio.to_thread(stop, proc)
+    assert "Traceback" not in proc.stderr, proc.output()
