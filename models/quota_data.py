@@ -118,20 +118,18 @@ class QuotaDataRepository:
 
     async def summed(self, start: int, end: int) -> list[dict[str, Any]]:
         """Every user's buckets in [start, end] summed per (model, hour), oldest first."""
-        query = (select(QuotaData.model_name, QuotaData.created_at, func.sum(QuotaData.token_used),
-                        func.sum(QuotaData.count), func.sum(QuotaData.quota))
-                 .where(QuotaData.created_at >= start, QuotaData.created_at <= end)
-                 .group_by(QuotaData.model_name, QuotaData.created_at)
-                 .order_by(QuotaData.created_at, QuotaData.model_name))
-        return [{"model_name": m, "created_at": int(h), "token_used": int(t or 0), "count": int(c or 0),
-                 "quota": int(q or 0)} for m, h, t, c, q in (await self.s.execute(query)).all()]
+        return await self._summed_per(QuotaData.model_name, "model_name", start, end)
 
     async def summed_by_user(self, start: int, end: int) -> list[dict[str, Any]]:
         """Every user's buckets in [start, end] summed per (username, hour), oldest first."""
-        query = (select(QuotaData.username, QuotaData.created_at, func.sum(QuotaData.token_used),
+        return await self._summed_per(QuotaData.username, "username", start, end)
+
+    async def _summed_per(self, column: Any, name: str, start: int, end: int) -> list[dict[str, Any]]:
+        """The buckets in [start, end] summed per (`column`, hour), oldest first; `name` is its reply key."""
+        query = (select(column, QuotaData.created_at, func.sum(QuotaData.token_used),
                         func.sum(QuotaData.count), func.sum(QuotaData.quota))
                  .where(QuotaData.created_at >= start, QuotaData.created_at <= end)
-                 .group_by(QuotaData.username, QuotaData.created_at)
-                 .order_by(QuotaData.created_at, QuotaData.username))
-        return [{"username": u, "created_at": int(h), "token_used": int(t or 0), "count": int(c or 0),
-                 "quota": int(q or 0)} for u, h, t, c, q in (await self.s.execute(query)).all()]
+                 .group_by(column, QuotaData.created_at)
+                 .order_by(QuotaData.created_at, column))
+        return [{name: k, "created_at": int(h), "token_used": int(t or 0), "count": int(c or 0),
+                 "quota": int(q or 0)} for k, h, t, c, q in (await self.s.execute(query)).all()]

@@ -13,12 +13,11 @@ import getpass
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.redis_server import START_DEADLINE, _free_port
+from tests.redis_server import _free_port, reap, wait_ready
 from tests.services import unavailable
 
 
@@ -59,11 +58,7 @@ class OwnMariaDB:
              f"--pid-file={d / 'mariadb.pid'}", f"--log-error={d / 'error.log'}", "--skip-log-bin",
              "--innodb-buffer-pool-size=16M", "--character-set-server=utf8mb4"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_DEADLINE
-        while not _greets(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mariadbd on port {self.port} did not start")
-            time.sleep(0.1)
+        wait_ready(self.proc, lambda: _greets(self.port), f"mariadbd on port {self.port}")
 
     def stop(self, *, kill: bool = False) -> None:
         if self.proc is None:
@@ -72,11 +67,7 @@ class OwnMariaDB:
             self.proc.kill()
         else:
             self.proc.terminate()
-        try:
-            self.proc.wait(timeout=START_DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        reap(self.proc)
         self.proc = None
 
     def restart(self, *, kill: bool = False) -> None:

@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +27,24 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def wait_ready(proc: subprocess.Popen[bytes], ready: Callable[[], bool], what: str) -> None:
+    """Poll `ready` until it holds; the process exiting, or START_DEADLINE passing, is a RuntimeError."""
+    deadline = time.monotonic() + START_DEADLINE
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.05)
+
+
+def reap(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a server told to stop; one that does not stop within START_DEADLINE is killed."""
+    try:
+        proc.wait(timeout=START_DEADLINE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _accepts(port: int) -> bool:
@@ -58,11 +76,7 @@ class OwnRedis:
             args += ["--appendonly", "no"]
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_DEADLINE
-        while not _accepts(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
+        wait_ready(self.proc, lambda: _accepts(self.port), f"redis-server on port {self.port}")
 
     def stop(self) -> None:
         """SHUTDOWN NOSAVE (clients see their connections closed), then wait for the process."""
@@ -72,11 +86,7 @@ class OwnRedis:
             s.sendall(b"SHUTDOWN NOSAVE\r\n")
             with contextlib.suppress(OSError):
                 s.recv(64)
-        try:
-            self.proc.wait(timeout=START_DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        reap(self.proc)
         self.proc = None
 
     def restart(self) -> None:
