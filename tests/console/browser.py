@@ -49,9 +49,9 @@ class Server:
         assert self.root is not None, "the server is not set up"
         return self.root
 
-    def add_user(self, quota: int = 0) -> tuple[str, int]:
-        """A new common user (name, id) with `quota` added by root."""
-        name = f"u{secrets.token_hex(4)}"
+    def add_user(self, quota: int = 0, name: str = "") -> tuple[str, int]:
+        """A new common user (name, id; a fresh name unless given) with `quota` added by root."""
+        name = name or f"u{secrets.token_hex(4)}"
         made = self.admin().post("/api/user/", json={"username": name, "password": PASSWORD})
         assert made.status_code == 200, made.text
         user_id = int(made.json()["data"]["id"])

@@ -1,4 +1,4 @@
-"""Fixtures of the console's browser tests: one Chromium per test session, a fresh browser context (no
+"""Fixtures of the console's browser tests: one Chromium per test module, a fresh browser context (no
 cookies, no storage) per test, and a screenshot of the page of a failed test under `test-artifacts/console/`
 (git-ignored), named after the test and listed in its report."""
 
@@ -18,8 +18,10 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 TIMEZONE = "Asia/Kolkata"  # +05:30, not the machine's: the console must show times in the browser's zone
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Per module, not per session: Playwright's synchronous API holds an event loop running while it is
+    open, and the async tests of other modules in the same process need none to be."""
     with sync_playwright() as playwright:
         chromium = launch(playwright)
         try:

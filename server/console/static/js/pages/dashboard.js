@@ -31,8 +31,8 @@ export async function render({ main, api, session, site }) {
     h("section", { "aria-labelledby": `${periodId}-heading` },
       h("h2", { id: `${periodId}-heading` }, "Usage by model"),
       h("div", { class: "controls" },
-        h("label", { for: periodId }, "Period"), period,
-        h("label", { for: metricId }, "Show"), metric),
+        h("div", { class: "control" }, h("label", { for: periodId }, "Period"), period),
+        h("div", { class: "control" }, h("label", { for: metricId }, "Show"), metric)),
       area));
 
   /** @type {{buckets: import("../types.js").UsageBucket[], slots: import("../widgets/usage-chart.js").Slot[]}} */
@@ -43,7 +43,7 @@ export async function render({ main, api, session, site }) {
     const format = chosen === "quota" ? (/** @type {number} */ v) => site.quota(v)
       : (/** @type {number} */ v) => Math.round(v).toLocaleString();
     replace(area, usageChart({ buckets: data.buckets, slots: data.slots, metric: chosen, periodLabel: spec.label,
-      format, width: Math.max(300, Math.min(960, area.clientWidth || main.clientWidth || 640)) }));
+      format, width: Math.max(280, Math.min(1200, (area.clientWidth || main.clientWidth || 640) - 34)) }));
   };
   const load = async () => {
     const span = slotsOf(/** @type {import("../widgets/usage-chart.js").Period} */ (period.value), new Date());

@@ -1,7 +1,8 @@
 /**
  * `<tw-paged-table>`: a list the server pages and searches (`p`, `page_size`, `keyword`), with a search
  * box, a pager, and the loading, empty and refused states. The page asks for rows with `fetch`; the
- * table only draws them.
+ * table only draws them. On a narrow screen each row is drawn as a small card of "label value" lines
+ * (each cell carries its column's label in `data-label`).
  *
  *     const table = new PagedTable();
  *     table.configure({caption: "Your API keys", columns, fetch, empty: "No API keys yet."});
@@ -49,7 +50,7 @@ export class PagedTable extends HTMLElement {
     this.caption = h("caption", { id: captionId });
     this.head = h("thead");
     this.body = h("tbody");
-    this.table = h("table", {}, this.caption, this.head, this.body);
+    this.table = h("table", { class: "stacking" }, this.caption, this.head, this.body);
     this.wrap = h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": captionId },
       this.table);
     this.summary = h("p", { class: "table-summary", role: "status" });
@@ -131,8 +132,9 @@ export class PagedTable extends HTMLElement {
         const text = this.query.keyword ? `Nothing matches “${this.query.keyword}”.` : options.empty;
         replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, text)));
       } else {
-        replace(this.body, page.items.map((row) => h("tr", {},
-          options.columns.map((c, i) => (i === 0 ? h("th", { scope: "row" }, c.cell(row)) : h("td", {}, c.cell(row)))))));
+        replace(this.body, page.items.map((row) => h("tr", {}, options.columns.map((c, i) => (i === 0
+          ? h("th", { scope: "row", "data-label": c.label }, c.cell(row))
+          : h("td", { "data-label": c.label }, c.cell(row)))))));
       }
       const first = (this.query.p - 1) * this.query.page_size + 1;
       this.summary.textContent = page.total === 0 ? ""
