@@ -53,6 +53,7 @@ def test_first_run_creates_root_then_signs_in(page: Page, tmp_path: Path) -> Non
         page.goto(f"{fresh.url}/")
         expect(page).to_have_url(f"{fresh.url}/setup")
         expect(page.get_by_role("heading", level=1, name="Set up Tollway")).to_be_visible()
+        expect(page.get_by_role("navigation", name="Main").get_by_role("link")).to_have_count(0)
         check_accessibility(page, "first run")
 
         page.get_by_label("Username").fill("chief")

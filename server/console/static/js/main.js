@@ -55,7 +55,7 @@ async function boot() {
       await router.go(redirect, { replace: true });
       return;
     }
-    shell.setNav(session.user, page.path);
+    shell.setNav(session.user, page.path, site.status.setup);
     document.title = `${page.title} · ${site.name}`;
     shell.startPage();
     const main = h("div", { class: "page" });  // a page still loading draws into its own, detached, element

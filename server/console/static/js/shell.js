@@ -41,11 +41,13 @@ export class Shell extends HTMLElement {
   }
 
   /**
-   * Draw the navigation for `user` (null: signed out) with `currentPath` marked.
+   * Draw the navigation for `user` (null: signed out) with `currentPath` marked; none before the
+   * first-run setup (`setUp` false), when there is nothing to sign in to.
    * @param {import("./types.js").SelfUser | null} user
    * @param {string} currentPath
+   * @param {boolean} setUp
    */
-  setNav(user, currentPath) {
+  setNav(user, currentPath, setUp) {
     /** @param {string} path @param {string} label */
     const entry = (path, label) => h("li", {},
       h("a", { href: path, "aria-current": path === currentPath ? "page" : false }, label));
@@ -56,6 +58,9 @@ export class Shell extends HTMLElement {
       replace(this.account,
         h("span", { class: "who" }, user.display_name || user.username),
         h("button", { type: "button", class: "secondary", onclick: () => this.onSignOut() }, "Sign out"));
+    } else if (!setUp) {
+      replace(this.list);
+      replace(this.account);
     } else {
       replace(this.list, entry("/login", "Sign in"), entry("/register", "Create an account"));
       replace(this.account);
