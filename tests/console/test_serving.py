@@ -13,8 +13,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from server.console.assets import Bundle
 from server.console.routes import CSP, PAGES
 from tests.harness import Running
@@ -132,7 +130,9 @@ async def test_the_file_route_reaches_nothing_but_the_console_files(embedded_app
 
 
 async def test_the_api_and_model_routes_answer_as_before(embedded_app: Running) -> None:
+    """Beside the console (which answers `/`), `/api`, `/v1` and `/v1beta` answer as they always did."""
     http = embedded_app.client().http
+    assert (await http.get("/")).headers["content-type"] == "text/html; charset=utf-8"
     unknown = await http.get("/api/no/such/route")
     assert unknown.status_code == 404
     assert unknown.json() == {"success": False, "message": "no such route"}
@@ -168,12 +168,12 @@ def test_the_router_knows_the_pages_the_server_answers() -> None:
     assert listed == set(PAGES)
 
 
-@pytest.mark.parametrize("path", ["/api/docs", "/api/openapi.json"])
-async def test_the_api_document_lists_the_console_routes(embedded_app: Running, path: str) -> None:
-    response = await embedded_app.client().http.get(path)
+async def test_the_api_document_lists_the_console_routes(embedded_app: Running) -> None:
+    response = await embedded_app.client().http.get("/api/openapi.json")
     assert response.status_code == 200
-    if path.endswith(".json"):
-        doc = response.json()
-        assert {"/", "/keys", "/user/reset", "/console/{version}/{name}"} <= set(doc["paths"])
-        file_route = doc["paths"]["/console/{version}/{name}"]["get"]
-        assert file_route["tags"] == ["console"] and "304" in file_route["responses"]
+    doc = response.json()
+    assert {"/", "/keys", "/user/reset", "/console/{version}/{name}"} <= set(doc["paths"])
+    file_route = doc["paths"]["/console/{version}/{name}"]["get"]
+    assert file_route["tags"] == ["console"] and "304" in file_route["responses"]
+    assert doc["paths"]["/"]["get"]["x-access"] == "public"
+    assert "text/html" in doc["paths"]["/"]["get"]["responses"]["200"]["content"]
