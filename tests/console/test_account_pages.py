@@ -1,6 +1,7 @@
 """The console's account pages in Chromium against a real `tollway serve` (embedded): first run, sign in
-and out, a refused password, the 2FA step, registration with the mailed code, and the forgotten-password
-link. Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
+and out, a session ended elsewhere, a refused password, the 2FA step, registration with the mailed code,
+and the forgotten-password link. Each result is checked through the API too; each page passes axe-core
+at 1280 and 360 px."""
 
 from __future__ import annotations
 
@@ -108,6 +109,21 @@ def test_sign_in_then_sign_out(page: Page, server: Server) -> None:
     assert httpx.get(f"{server.url}/api/user/self", **as_page).status_code == 401  # type: ignore[arg-type]
     page.goto(f"{server.url}/")
     expect(page).to_have_url(f"{server.url}/login")
+
+
+def test_a_session_ended_elsewhere_leads_back_to_sign_in(page: Page, server: Server) -> None:
+    name, _ = server.add_user()
+    sign_in(page, server, name)
+    cookie = {c["name"]: c["value"] for c in page.context.cookies()}["session"]
+    assert httpx.get(f"{server.url}/api/user/logout", cookies={"session": cookie}).status_code == 200
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="API keys").click()
+    expect(page).to_have_url(f"{server.url}/login?next=%2Fkeys")
+    ended = page.get_by_role("status").filter(has_text="Your session has ended. Sign in again.")
+    expect(ended).to_be_visible()
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", level=1, name="API keys")).to_be_visible()
 
 
 def test_a_wrong_password_shows_the_servers_message(page: Page, server: Server) -> None:
