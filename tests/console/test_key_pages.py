@@ -2,7 +2,8 @@
 a channel pointing at the fake OpenAI upstream: the balance as the site displays it, a key created,
 revealed and copied in the page that works with the official openai SDK until it is disabled in the page,
 a key with every limit (stored as typed, in the browser's time zone), a refusal at its field, delete after
-a confirmation, the usage chart, and how many `/api` calls each page makes. Each page and dialog passes
+a confirmation, the list paged and searched on the server, the usage chart, and how many `/api` calls each
+page makes. Each page and dialog passes
 axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
@@ -208,6 +209,40 @@ def test_a_key_with_every_limit_then_deleted(page: Page, server: Server, upstrea
     expect(page.get_by_text("No API keys yet. Create one to call models.")).to_be_visible()
     with user_client(server, name) as user:
         assert user.get("/api/token/").json()["data"]["total"] == 0
+
+
+def test_the_key_list_is_paged_and_searched_on_the_server(page: Page, server: Server) -> None:
+    name, _ = server.add_user()
+    with user_client(server, name) as user:
+        for n in range(12):
+            assert user.post("/api/token/", json={"name": f"key {n:02}"}).status_code == 200
+        whole = user.post("/api/token/", json={"name": "found by key"}).json()["data"]["key"]
+    asked: list[httpx.URL] = []
+    page.on("request", lambda r: asked.append(httpx.URL(r.url)) if "/api/token/" in r.url else None)
+    sign_in(page, server, name)
+    page.goto(f"{server.url}/keys")
+    expect(page.get_by_text("Showing 1–10 of 13.")).to_be_visible()
+    expect(page.locator("tbody tr")).to_have_count(10)
+    page.get_by_role("navigation", name="Pages").get_by_role("button", name="Next").click()
+    expect(page.get_by_text("Showing 11–13 of 13.")).to_be_visible()
+    expect(page.get_by_text("Page 2 of 2")).to_be_visible()
+    last = asked[-1]
+    assert (last.path, last.params["p"], last.params["page_size"]) == ("/api/token/", "2", "10")
+    page.get_by_label("Rows per page").select_option("20")
+    expect(page.locator("tbody tr")).to_have_count(13)
+    search = page.get_by_role("search", name="Search by name or whole key")
+    search.get_by_label("Search by name or whole key").fill("key 07")
+    search.get_by_role("button", name="Search").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(page.locator("tbody tr")).to_contain_text("key 07")
+    assert (asked[-1].path, asked[-1].params["keyword"]) == ("/api/token/search", "key 07")
+    search.get_by_label("Search by name or whole key").fill(whole)
+    search.get_by_role("button", name="Search").click()
+    expect(page.locator("tbody tr")).to_contain_text("found by key")
+    assert asked[-1].params["token"] == whole
+    search.get_by_label("Search by name or whole key").fill("nothing like it")
+    search.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("Nothing matches “nothing like it”.")).to_be_visible()
 
 
 def api_calls(page: Page) -> list[str]:
