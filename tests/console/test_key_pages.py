@@ -3,8 +3,7 @@ a channel pointing at the fake OpenAI upstream: the balance as the site displays
 revealed and copied in the page that works with the official openai SDK until it is disabled in the page,
 a key with every limit (stored as typed, in the browser's time zone), a refusal at its field, delete after
 a confirmation, the list paged and searched on the server, the usage chart, and how many `/api` calls each
-page makes. Each page and dialog passes
-axe-core at 1280 and 360 px."""
+page makes. Each page and dialog passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
