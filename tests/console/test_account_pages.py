@@ -111,6 +111,19 @@ def test_sign_in_then_sign_out(page: Page, server: Server) -> None:
     expect(page).to_have_url(f"{server.url}/login")
 
 
+@pytest.mark.parametrize("next_page", ["%2Flogin", "%2Fsetup", "https%3A%2F%2Fexample.com%2F",
+                                       "%2F%2Fexample.com", "%2F%5Cexample.com"])
+def test_after_sign_in_only_a_console_page_is_next(page: Page, server: Server, next_page: str) -> None:
+    """`?next=` never leads to another site, nor back to a sign-in page (which would loop)."""
+    name, _ = server.add_user()
+    page.goto(f"{server.url}/login?next={next_page}")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
+    expect(page).to_have_url(f"{server.url}/")
+
+
 def test_a_session_ended_elsewhere_leads_back_to_sign_in(page: Page, server: Server) -> None:
     name, _ = server.add_user()
     sign_in(page, server, name)

@@ -50,12 +50,14 @@ export function pageAt(pathname) {
 }
 
 /**
- * Where to go after signing in: the `next` of the address when it is a console page, else the dashboard.
+ * Where to go after signing in: the `next` of the address when it is a console page a signed-in user
+ * opens (not another address, not a sign-in or first-run page), else the dashboard.
  * @param {URL} url
  */
 export function nextOf(url) {
   const next = url.searchParams.get("next") ?? "";
   if (!next.startsWith("/") || next.startsWith("//")) return "/";
   const target = new URL(next, window.location.origin);
-  return pageAt(target.pathname) ? target.pathname + target.search : "/";
+  const page = pageAt(target.pathname);
+  return page && page.access !== "guest" && page.access !== "setup" ? target.pathname + target.search : "/";
 }
