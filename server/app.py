@@ -18,6 +18,7 @@ from server.auth.routes import bp as auth_bp
 from server.channels.routes import bp as channels_bp
 from server.clock import Clock
 from server.config import Config
+from server.console.routes import bp as console_bp
 from server.container import build_services
 from server.context import State
 from server.keys.routes import bp as keys_bp
@@ -33,7 +34,7 @@ from server.web.connections import END_MARGIN, ConnectionLimits
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
-              keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp)
+              keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, console_bp)
 APP_NAME = "tollway"
 
 

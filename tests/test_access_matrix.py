@@ -7,7 +7,8 @@ It runs in both error modes (`tests.harness.ERROR_MODES`): with `NewApiCompatibl
 refusal of a logged-in caller is 200 + `success: false` + "permission denied" (new-api's classic
 middleware/auth.go authHelper answers an insufficient role so), no login stays 401 (authHelper answers 401
 too), and no route answers any other 4xx but the 403 asking for a secure verification (new-api's
-middleware/secure_verification.go keeps it): no route escapes the switch.
+middleware/secure_verification.go keeps it) and the 404 of an address nothing serves (the console's file
+route asked for a file it does not have answers as an unknown route): no route escapes the switch.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ def access_denied(response: httpx.Response, mode: str = "statuses") -> bool:
 
 def kept_by_new_api(response: httpx.Response) -> bool:
     """A 4xx new-api answers with its status too: no login (401), a missing secure verification (403 with
-    a VERIFICATION_* code)."""
+    a VERIFICATION_* code), an address nothing serves (404 `no such route`, new-api's NoRoute: here the
+    console's file route given a name that is no file of the console)."""
     if response.status_code == 401:
+        return True
+    if response.status_code == 404 and body_of(response).get("message") == "no such route":
         return True
     return response.status_code == 403 and str(body_of(response).get("code", "")).startswith("VERIFICATION_")
 

@@ -133,7 +133,9 @@ def _parameters(model: Any, where: str) -> list[dict[str, Any]]:
 
 def _tag(path: str) -> str:
     parts = path.strip("/").split("/")
-    return parts[1] if parts[0] == "api" and len(parts) > 1 else "models"
+    if parts[0] == "api" and len(parts) > 1:
+        return parts[1]
+    return "models" if parts[0] in ("v1", "v1beta") else "console"
 
 
 def _envelope(data: dict[str, Any]) -> dict[str, Any]:
@@ -151,6 +153,8 @@ def _responses(ctx: Any, reply: dict[str, Any], takes_input: bool) -> dict[str, 
     error = _ERROR_OF[ctx.wire]
     body = _envelope(reply) if ctx.wire is Wire.ENVELOPE else reply
     out: dict[str, Any] = {"200": {"description": "Success.", "content": {ctx.media_type: {"schema": body}}}}
+    if getattr(ctx, "conditional", False):
+        out["304"] = {"description": "Not modified: `If-None-Match` named the current `ETag` (no body)."}
     if takes_input:
         out["400"] = _error("A field or parameter is invalid (the message names it).", error)
     if ctx.access is not Access.PUBLIC:

@@ -22,7 +22,8 @@ def _cell(text: str) -> str:
 
 
 def markdown(document: dict[str, Any]) -> str:
-    """The table: `| Route | Access | What it does |`, one row per method and path, grouped by tag."""
+    """The table: `| Route | Access | What it does |`, one row per method and path, grouped by tag (the
+    model calls and the console's pages after the `/api` routes)."""
     rows: list[tuple[str, str, str, str]] = []
     for path, operations in document["paths"].items():
         for method, op in operations.items():
@@ -34,7 +35,8 @@ def markdown(document: dict[str, Any]) -> str:
             tag = op["tags"][0] if op.get("tags") else ""
             rows.append((tag, path, method.upper(), f"| `{method.upper()} {path}` | {access} | "
                                                     f"{_cell(op.get('summary', ''))} |"))
-    rows.sort(key=lambda r: (r[0] == "models", r[0], r[1], r[2]))
+    last = {"models": 1, "console": 2}  # the `/api` tags first, then the model calls, then the web console
+    rows.sort(key=lambda r: (last.get(r[0], 0), r[0], r[1], r[2]))
     lines = ["| Route | Access | What it does |", "|---|---|---|"]
     lines += [row for *_, row in rows]
     return "\n".join(lines) + "\n"

@@ -76,7 +76,7 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
           path_params: type[BaseModel] | None = None, passthrough: bool = False,
           wire: Wire = Wire.ENVELOPE, media_type: str = "application/json", critical: bool = False,
           session_only: bool = False, calls_upstream: bool = False, cors: bool = False,
-          real_statuses: bool = False) -> Callable[[Handler], Handler]:
+          real_statuses: bool = False, conditional: bool = False) -> Callable[[Handler], Handler]:
     """Register a handler with its access level and its schemas (see the module docstring).
 
     `reply` is the type of the envelope's `data` (None when it is always null) or, for a route that does
@@ -84,7 +84,8 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
     an admin's behalf and answers 502 when it fails. `cors`: every answer of the route, errors included,
     carries `Access-Control-Allow-Origin: *` (a route any web page may call with an API key).
     `real_statuses`: the route's errors answer their real HTTP status whatever `NewApiCompatibleErrors`
-    says (a machine reads the status: the payment webhook, whose provider takes any 2xx as delivered)."""
+    says (a machine reads the status: the payment webhook, whose provider takes any 2xx as delivered).
+    `conditional`: the route answers 304 to an `If-None-Match` naming its `ETag` (the console's files)."""
 
     def decorate(handler: Handler) -> Handler:
         validated_body = body if body is not None and not passthrough else None
@@ -109,7 +110,7 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
             ctx_passthrough=passthrough, ctx_wire=wire, ctx_media_type=media_type,
             ctx_summary=summary.strip(), ctx_description=" ".join(description.split()),
             ctx_operation_id=handler.__name__, ctx_path_template=path, ctx_calls_upstream=calls_upstream,
-            ctx_cors=cors, ctx_real_statuses=real_statuses,
+            ctx_cors=cors, ctx_real_statuses=real_statuses, ctx_conditional=conditional,
         )
         register(target)
         return handler

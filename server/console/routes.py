@@ -1,0 +1,110 @@
+"""The console's routes: its pages (each answers `index.html`; the browser draws the page) and its files.
+
+`PAGES` are the paths the console's router knows (`static/js/pages.js` lists the same ones; a test keeps
+the two lists equal). Nothing here is under `/api`, `/v1` or `/v1beta`: those answer as before, and an
+unknown `/api/...` path is still the JSON 404.
+
+Every answer is conditional (`ETag`, a 304 on `If-None-Match`). A page is revalidated on every load
+(`no-cache`) and carries a strict `Content-Security-Policy` (only this origin's scripts, styles and
+connections; no inline script or style; no framing). A file under `/console/<version>/` of the running
+release never changes, so it is cached for a year as immutable; under another version (a page loaded
+before an upgrade) the current file is sent, to be revalidated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+from sanic import Blueprint, Request, Sanic
+from sanic.exceptions import NotFound as NoSuchRoute
+from sanic.response import HTTPResponse
+
+from server.console.assets import Asset, Bundle
+from server.web.access import Access, Wire, route
+from server.web.schema import QueryTextRule, Schema
+
+bp = Blueprint("console")
+
+# path → what the page is for (its route's summary); keep in step with static/js/pages.js
+PAGES: dict[str, str] = {
+    "/": "The console: the dashboard of the signed-in user, else the sign-in or first-run page.",
+    "/setup": "The console's first-run page: create root.",
+    "/login": "The console's sign-in page (password, then the 2FA code when the account has 2FA on).",
+    "/register": "The console's page to create an account.",
+    "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
+    "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
+    "/keys": "The console's API keys page.",
+}
+
+CSP = "; ".join((
+    "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
+    "font-src 'self'", "object-src 'none'", "base-uri 'none'", "form-action 'self'",
+    "frame-ancestors 'none'",
+))
+PAGE_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
+IMMUTABLE = "public, max-age=31536000, immutable"
+REVALIDATE = "no-cache"
+NAME_MAX = 200
+
+
+@bp.listener("before_server_start")
+async def load_bundle(app: Sanic[Any, Any]) -> None:
+    app.ctx.console = Bundle.load()
+
+
+def bundle_of(request: Request) -> Bundle:
+    bundle: Bundle = request.app.ctx.console
+    return bundle
+
+
+def matches(if_none_match: str, etag: str) -> bool:
+    """Whether an `If-None-Match` header names `etag` (weak comparison, as RFC 9110 asks for a GET)."""
+    tags = [t.strip() for t in if_none_match.split(",")]
+    return "*" in tags or etag in (t.removeprefix("W/") for t in tags)
+
+
+def send(request: Request, asset: Asset, headers: dict[str, str]) -> HTTPResponse:
+    headers = {**headers, "ETag": asset.etag}
+    if matches(request.headers.get("if-none-match", ""), asset.etag):
+        return HTTPResponse(status=304, headers=headers)
+    return HTTPResponse(asset.body, headers=headers, content_type=asset.media_type)
+
+
+def _page(path: str, summary: str) -> None:
+    async def page(request: Request) -> HTTPResponse:
+        return send(request, bundle_of(request).index, PAGE_HEADERS)
+
+    slug = path.strip("/").replace("/", "_").replace("-", "_") or "home"
+    page.__name__ = page.__qualname__ = f"console_{slug}"
+    page.__doc__ = (f"{summary}\nThe console's `index.html` (the page is drawn in the browser by the "
+                    "console's scripts); revalidated on every load (`ETag`, 304).")
+    route(bp, "GET", path, access=Access.PUBLIC, reply=str, wire=Wire.RAW, media_type="text/html",
+          conditional=True)(page)
+
+
+for _path, _summary in PAGES.items():
+    _page(_path, _summary)
+
+
+class AssetPath(Schema):
+    version: Annotated[str, QueryTextRule(trim=False, max_len=64)] = Field(
+        description="the release the page names (any other version gets the current file, not cached)")
+    name: Annotated[str, QueryTextRule(trim=False, max_len=NAME_MAX)] = Field(
+        description="the file, e.g. `js/main.js`")
+
+
+@route(bp, "GET", "/console/<version>/<name:path>", access=Access.PUBLIC, path_params=AssetPath, reply=str,
+       wire=Wire.RAW, media_type="text/javascript", conditional=True)
+async def console_file(request: Request, version: str, name: str) -> HTTPResponse:
+    """A file of the web console: an ES module (`text/javascript`), a style sheet (`text/css`) or an icon.
+    Only the console's own files are served (by name, never from a file system path): anything else is
+    the 404 of an unknown route. Under the running release's version it may be cached for good."""
+    bundle = bundle_of(request)
+    asset = bundle.files.get(name)
+    if asset is None:
+        raise NoSuchRoute("no such route")
+    cache = IMMUTABLE if version == bundle.version else REVALIDATE
+    return send(request, asset, {"Cache-Control": cache, "X-Content-Type-Options": "nosniff"})
+

@@ -1,0 +1,125 @@
+/**
+ * The console's one way to call the server: `api.get(path, query)`, `api.post(path, body)`, ….
+ *
+ * Every `/api` route answers the envelope `{success, message, data}`; a call resolves to `data`, or
+ * throws an `ApiError` carrying the server's own message (and, when that message starts with a field
+ * name — `password: must be 8–64 characters` — the field, so a form can show it next to that field).
+ * A signed-in user's id goes out as `New-Api-User` with every call; the session itself is the
+ * `HttpOnly` cookie the browser sends. A 401 on a call made as a signed-in user means the session ended:
+ * `onSignedOut` is told.
+ */
+
+/** A field name at the start of a refusal: `name: …`, `channel.type: …`, `ids[2]: …`. */
+const FIELD = /^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[\d+\])*): (.+)$/s;
+
+export class ApiError extends Error {
+  /**
+   * @param {string} message the server's message (or what went wrong on the way)
+   * @param {number} status the HTTP status (0 when the server could not be reached)
+   * @param {string} [code] the envelope's `code`, when it has one
+   */
+  constructor(message, status, code = "") {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    const named = FIELD.exec(message);
+    /** The field the message names, or "". */
+    this.field = named ? named[1] : "";
+    /** The message without the field name (`must be 8–64 characters`), or the whole message. */
+    this.detail = named ? named[2] : message;
+  }
+}
+
+/** @typedef {Record<string, string | number | boolean | undefined>} Query */
+
+export class Api {
+  constructor() {
+    /** The signed-in user's id (0: nobody); sent as `New-Api-User`. */
+    this.userId = 0;
+    /** Called when a call made as a signed-in user answers 401 (the session ended). */
+    this.onSignedOut = () => {};
+    /** How many calls this page made (docs/CONSOLE.md counts them per page). */
+    this.calls = 0;
+  }
+
+  /**
+   * @param {string} path
+   * @param {Query} [query]
+   */
+  get(path, query) {
+    return this.request("GET", path, { query });
+  }
+
+  /**
+   * @param {string} path
+   * @param {unknown} [body]
+   * @param {Query} [query]
+   */
+  post(path, body, query) {
+    return this.request("POST", path, { body, query });
+  }
+
+  /**
+   * @param {string} path
+   * @param {unknown} [body]
+   * @param {Query} [query]
+   */
+  put(path, body, query) {
+    return this.request("PUT", path, { body, query });
+  }
+
+  /** @param {string} path */
+  delete(path) {
+    return this.request("DELETE", path, {});
+  }
+
+  /**
+   * @param {string} method
+   * @param {string} path
+   * @param {{query?: Query, body?: unknown}} options
+   * @returns {Promise<any>} the envelope's `data`
+   */
+  async request(method, path, { query, body }) {
+    const url = new URL(path, window.location.origin);
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== "") url.searchParams.set(name, String(value));
+    }
+    /** @type {Record<string, string>} */
+    const headers = { Accept: "application/json" };
+    const asUser = this.userId;
+    if (asUser) headers["New-Api-User"] = String(asUser);
+    /** @type {RequestInit} */
+    const init = { method, headers, credentials: "same-origin", cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    this.calls += 1;
+    let response;
+    try {
+      response = await fetch(url, init);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ApiError(`The server could not be reached (${reason}). Check your connection and try again.`, 0);
+    }
+    /** @type {any} */
+    let envelope = null;
+    try {
+      envelope = await response.json();
+    } catch {
+      envelope = null;
+    }
+    if (envelope === null || typeof envelope !== "object" || typeof envelope.success !== "boolean") {
+      throw new ApiError(`The server answered ${response.status} ${response.statusText} without a message.`,
+        response.status);
+    }
+    if (!envelope.success || !response.ok) {
+      const message = typeof envelope.message === "string" && envelope.message
+        ? envelope.message : `The server answered ${response.status} without a message.`;
+      if (response.status === 401 && asUser && asUser === this.userId) this.onSignedOut();
+      throw new ApiError(message, response.status, typeof envelope.code === "string" ? envelope.code : "");
+    }
+    return envelope.data;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * The console's entry point: read the site's settings and who is signed in, then show the page of the
+ * address — or the page that must come first (the first-run setup on a server never set up, sign-in for
+ * a page that needs it).
+ *
+ * At load this costs two `/api` calls (`GET /api/status`, and `GET /api/user/self` when a user id is
+ * remembered); each page then makes its own (docs/CONSOLE.md counts them). Nothing polls.
+ */
+
+import { Api } from "./api.js";
+import { h, replace } from "./dom.js";
+import { heading } from "./forms.js";
+import { LEAST_ROLE, NOT_FOUND, nextOf, pageAt } from "./pages.js";
+import { Router } from "./router.js";
+import { Session } from "./session.js";
+import { Shell } from "./shell.js";
+import { Site } from "./site.js";
+
+/** @param {URL} url */
+function signInFor(url) {
+  const here = url.pathname + url.search;
+  return here === "/" ? "/login" : `/login?next=${encodeURIComponent(here)}`;
+}
+
+async function boot() {
+  const shell = document.querySelector("tw-shell");
+  if (!(shell instanceof Shell)) throw new Error("the page has no <tw-shell>");
+  const api = new Api();
+  const session = new Session(api);
+  /** @type {Site} */
+  let site;
+  try {
+    site = await Site.load(api);
+    await session.restore();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    replace(shell.main, heading("The console could not start"), h("p", { role: "alert" }, message),
+      h("button", { type: "button", onclick: () => window.location.reload() }, "Try again"));
+    return;
+  }
+  shell.setSiteName(site.name);
+  let shown = 0;
+  let first = true;
+
+  /** @param {URL} url */
+  const show = async (url) => {
+    const sequence = ++shown;
+    const page = pageAt(url.pathname) ?? NOT_FOUND;
+    let redirect = "";
+    if (!site.status.setup) redirect = page.path === "/setup" ? "" : "/setup";
+    else if (page.access === "setup") redirect = "/";
+    else if (page.access === "guest" && session.user) redirect = nextOf(url);
+    else if (page.access in LEAST_ROLE && !session.user) redirect = signInFor(url);
+    if (redirect) {
+      await router.go(redirect, { replace: true });
+      return;
+    }
+    shell.setNav(session.user, page.path, site.status.setup);
+    document.title = `${page.title} · ${site.name}`;
+    shell.startPage();
+    const main = h("div", { class: "page" });  // a page still loading draws into its own, detached, element
+    replace(shell.main, main);
+    const least = LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)] ?? 0;
+    try {
+      if (session.role < least) {
+        replace(main, heading("Not allowed"), h("p", {}, "Your account's role cannot open this page."));
+      } else {
+        const module = await page.load();
+        if (sequence !== shown) return;
+        await module.render({ main, api, session, site, router, shell, url });
+      }
+    } catch (error) {
+      if (sequence !== shown) return;
+      const message = error instanceof Error ? error.message : String(error);
+      replace(main, heading(page.title), h("p", { class: "form-error", role: "alert" }, message));
+    }
+    if (sequence !== shown) return;
+    if (!first) main.querySelector("h1")?.focus();
+    first = false;
+  };
+
+  const router = new Router(show);
+  api.onSignedOut = () => {
+    session.forget();
+    shell.flash("Your session has ended. Sign in again.");
+    void router.go(signInFor(new URL(window.location.href)), { replace: true });
+  };
+  shell.onSignOut = async () => {
+    try {
+      await session.signOut();
+    } catch {
+      // signed out here all the same: the server ends a session it cannot find
+    }
+    shell.flash("You are signed out.");
+    await router.go("/login");
+  };
+  await router.start();
+}
+
+void boot();

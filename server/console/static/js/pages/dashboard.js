@@ -1,0 +1,66 @@
+/**
+ * Dashboard (`/`, every signed-in user): balance, quota used and request count (`GET /api/user/self`,
+ * already read when the console loaded), and a chart of the user's own usage by model over the last 24
+ * hours, 7 or 30 days (`GET /api/data/self`). Calls at load: `GET /api/data/self` (and `/api/user/self`
+ * when the one read at load is older than 5 s); one more each time the period changes.
+ */
+
+import { h, replace, uid } from "../dom.js";
+import { heading } from "../forms.js";
+import { METRICS, PERIODS, slotsOf, usageChart } from "../widgets/usage-chart.js";
+
+/** @param {import("../types.js").PageContext} ctx */
+export async function render({ main, api, session, site }) {
+  const user = await session.refresh(5000);
+  /** @param {string} label @param {string} value */
+  const figure = (label, value) => h("div", { class: "card" }, h("dt", {}, label), h("dd", {}, value));
+  const periodId = uid("period");
+  const metricId = uid("metric");
+  const period = h("select", { id: periodId },
+    Object.entries(PERIODS).map(([value, spec]) => h("option", { value }, spec.label)));
+  period.value = "week";
+  const metric = h("select", { id: metricId },
+    Object.entries(METRICS).map(([value, label]) => h("option", { value }, label)));
+  const area = h("div", { class: "chart-area" });
+  replace(main,
+    heading("Dashboard"),
+    h("dl", { class: "cards" },
+      figure("Balance", site.quota(user.quota)),
+      figure("Used", site.quota(user.used_quota)),
+      figure("Requests", user.request_count.toLocaleString())),
+    h("section", { "aria-labelledby": `${periodId}-heading` },
+      h("h2", { id: `${periodId}-heading` }, "Usage by model"),
+      h("div", { class: "controls" },
+        h("div", { class: "control" }, h("label", { for: periodId }, "Period"), period),
+        h("div", { class: "control" }, h("label", { for: metricId }, "Show"), metric)),
+      area));
+
+  /** @type {{buckets: import("../types.js").UsageBucket[], slots: import("../widgets/usage-chart.js").Slot[]}} */
+  let data = { buckets: [], slots: [] };
+  const draw = () => {
+    const chosen = /** @type {import("../widgets/usage-chart.js").Metric} */ (metric.value);
+    const spec = PERIODS[/** @type {import("../widgets/usage-chart.js").Period} */ (period.value)];
+    const format = chosen === "quota" ? (/** @type {number} */ v) => site.quota(v)
+      : (/** @type {number} */ v) => Math.round(v).toLocaleString();
+    replace(area, usageChart({ buckets: data.buckets, slots: data.slots, metric: chosen, periodLabel: spec.label,
+      format, width: Math.max(280, Math.min(1200, (area.clientWidth || main.clientWidth || 640) - 34)) }));
+  };
+  const load = async () => {
+    const span = slotsOf(/** @type {import("../widgets/usage-chart.js").Period} */ (period.value), new Date());
+    area.setAttribute("aria-busy", "true");
+    replace(area, h("p", { class: "loading" }, "Loading…"));
+    try {
+      /** @type {import("../types.js").UsageBucket[]} */
+      const buckets = await api.get("/api/data/self", { start_timestamp: span.start, end_timestamp: span.end });
+      data = { buckets, slots: span.slots };
+      draw();
+    } catch (error) {
+      replace(area, h("p", { class: "form-error", role: "alert" }, error instanceof Error ? error.message : String(error)));
+    } finally {
+      area.removeAttribute("aria-busy");
+    }
+  };
+  period.addEventListener("change", () => void load());
+  metric.addEventListener("change", draw);
+  await load();
+}

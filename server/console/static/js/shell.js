@@ -1,0 +1,101 @@
+/**
+ * `<tw-shell>`: the frame around every page — the site's name, the navigation of the signed-in user's
+ * role, sign out, and the `<main>` element pages draw into. Below 48rem wide the navigation folds behind
+ * a "Menu" button.
+ */
+
+import { h, replace } from "./dom.js";
+import { LEAST_ROLE, PAGES } from "./pages.js";
+
+export class Shell extends HTMLElement {
+  constructor() {
+    super();
+    this.brand = h("a", { class: "brand", href: "/" }, "Tollway");
+    this.menu = h("button", {
+      type: "button", class: "menu-toggle", "aria-expanded": "false", "aria-controls": "site-nav",
+      onclick: () => this.toggleMenu(),
+    }, "Menu");
+    this.list = h("ul", { class: "nav-list" });
+    this.account = h("div", { class: "nav-account" });
+    this.nav = h("nav", { id: "site-nav", class: "site-nav", "aria-label": "Main" }, this.list, this.account);
+    this.main = h("main", { id: "main", tabindex: "-1" }, h("p", { class: "loading" }, "Loading…"));
+    this.notice = h("div", { class: "notice", role: "status", "aria-live": "polite" });
+    /** A message for the next page shown (after a redirect). */
+    this.pending = "";
+    /** Called when the user asks to sign out. */
+    this.onSignOut = () => {};
+  }
+
+  connectedCallback() {
+    if (this.contains(this.main)) return;
+    replace(this,
+      h("a", { class: "skip-link", href: "#main" }, "Skip to content"),
+      h("header", { class: "top" }, this.brand, this.menu, this.nav),
+      this.notice,
+      this.main);
+  }
+
+  /** @param {string} name */
+  setSiteName(name) {
+    this.brand.textContent = name;
+  }
+
+  /**
+   * Draw the navigation for `user` (null: signed out) with `currentPath` marked; none before the
+   * first-run setup (`setUp` false), when there is nothing to sign in to.
+   * @param {import("./types.js").SelfUser | null} user
+   * @param {string} currentPath
+   * @param {boolean} setUp
+   */
+  setNav(user, currentPath, setUp) {
+    /** @param {string} path @param {string} label */
+    const entry = (path, label) => h("li", {},
+      h("a", { href: path, "aria-current": path === currentPath ? "page" : false }, label));
+    if (user) {
+      const entries = PAGES.filter((page) => page.nav && page.access in LEAST_ROLE
+        && user.role >= LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)]);
+      replace(this.list, entries.map((page) => entry(page.path, page.nav ?? page.title)));
+      replace(this.account,
+        h("span", { class: "who" }, user.display_name || user.username),
+        h("button", { type: "button", class: "secondary", onclick: () => this.onSignOut() }, "Sign out"));
+    } else if (!setUp) {
+      replace(this.list);
+      replace(this.account);
+    } else {
+      replace(this.list, entry("/login", "Sign in"), entry("/register", "Create an account"));
+      replace(this.account);
+    }
+    this.toggleMenu(false);
+  }
+
+  /** @param {boolean} [open] */
+  toggleMenu(open) {
+    const next = open ?? this.menu.getAttribute("aria-expanded") !== "true";
+    this.menu.setAttribute("aria-expanded", String(next));
+    this.nav.classList.toggle("open", next);
+  }
+
+  /**
+   * Show a short message in the status line (announced to screen readers).
+   * @param {string} text
+   */
+  say(text) {
+    this.notice.textContent = text;
+  }
+
+  /**
+   * Keep a message for the next page shown.
+   * @param {string} text
+   */
+  flash(text) {
+    this.pending = text;
+  }
+
+  /** Clear the status line, then show a message kept for this page, if any. */
+  startPage() {
+    this.say(this.pending);
+    this.pending = "";
+  }
+}
+
+customElements.define("tw-shell", Shell);

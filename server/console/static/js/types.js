@@ -1,0 +1,102 @@
+/**
+ * The shapes of the API replies the console reads (the subset it uses; `/api/openapi.json` has them all),
+ * and the contract of a page module. Types only: nothing here runs.
+ */
+
+/**
+ * `GET /api/status`: the site's public settings.
+ * @typedef {object} Status
+ * @property {string} system_name
+ * @property {string} version
+ * @property {boolean} setup
+ * @property {number} quota_per_unit
+ * @property {boolean} display_in_currency
+ * @property {string} quota_display_type  USD, CNY, TOKENS or CUSTOM
+ * @property {number} usd_exchange_rate
+ * @property {string} custom_currency_symbol
+ * @property {number} custom_currency_exchange_rate
+ * @property {boolean} email_verification
+ */
+
+/**
+ * `GET /api/setup`.
+ * @typedef {object} SetupState
+ * @property {boolean} status  whether the first-run setup is done
+ * @property {boolean} root_init
+ * @property {string} database_type
+ */
+
+/**
+ * `POST /api/user/login` (and `/login/2fa`) when a session was opened.
+ * @typedef {object} LoginView
+ * @property {number} id
+ * @property {string} username
+ * @property {string} display_name
+ * @property {number} role
+ * @property {number} status
+ * @property {string} group
+ */
+
+/**
+ * `GET /api/user/self`.
+ * @typedef {LoginView & {email: string, quota: number, used_quota: number, request_count: number}} SelfUser
+ */
+
+/**
+ * One page of a list route.
+ * @template T
+ * @typedef {object} Paged
+ * @property {T[]} items
+ * @property {number} total
+ * @property {number} page
+ * @property {number} page_size
+ */
+
+/**
+ * An API key (`/api/token/…`); `key` is masked except in the create reply.
+ * @typedef {object} ApiKey
+ * @property {number} id
+ * @property {string} key
+ * @property {number} status  1 enabled, 2 disabled, 3 expired, 4 exhausted
+ * @property {string} name
+ * @property {number} created_time
+ * @property {number} accessed_time
+ * @property {number} expired_time  unix seconds, -1 never
+ * @property {number} remain_quota
+ * @property {number} used_quota
+ * @property {boolean} unlimited_quota
+ * @property {boolean} model_limits_enabled
+ * @property {string} model_limits
+ * @property {string} allow_ips
+ * @property {string} group
+ */
+
+/**
+ * One hour of one model's usage (`GET /api/data/self`).
+ * @typedef {object} UsageBucket
+ * @property {string} model_name
+ * @property {number} created_at  the hour's start, unix seconds
+ * @property {number} token_used
+ * @property {number} count
+ * @property {number} quota
+ */
+
+/**
+ * What a page gets when it is shown.
+ * @typedef {object} PageContext
+ * @property {HTMLElement} main  the element the page fills
+ * @property {import("./api.js").Api} api
+ * @property {import("./session.js").Session} session
+ * @property {import("./site.js").Site} site
+ * @property {import("./router.js").Router} router
+ * @property {import("./shell.js").Shell} shell
+ * @property {URL} url  the address the page was opened with
+ */
+
+/**
+ * A page module (`js/pages/<name>.js`).
+ * @typedef {object} PageModule
+ * @property {(ctx: PageContext) => Promise<void> | void} render
+ */
+
+export {};

@@ -1,0 +1,40 @@
+/**
+ * `secretBox(secret, note)`: a secret (an API key) shown in full, with a Copy button. The secret sits in
+ * a read-only field so it can also be selected by hand; Copy puts it on the clipboard and says so.
+ */
+
+import { h, uid } from "../dom.js";
+
+/**
+ * @param {string} label  what the secret is ("Your new API key")
+ * @param {string} secret
+ * @param {string} note  a line under it (that it is shown once, how to keep it)
+ */
+export function secretBox(label, secret, note) {
+  const id = uid("secret");
+  const input = h("input", { id, type: "text", readonly: true, class: "secret-value", spellcheck: "false",
+    autocomplete: "off", "aria-describedby": `${id}-note` });
+  input.value = secret;
+  const said = h("span", { class: "copied", role: "status" });
+  const copy = h("button", { type: "button", class: "secondary", onclick: () => void copyText(input, said) }, "Copy");
+  return h("div", { class: "secret" },
+    h("label", { for: id }, label),
+    h("div", { class: "secret-row" }, input, copy),
+    h("p", { class: "hint", id: `${id}-note` }, note),
+    said);
+}
+
+/**
+ * @param {HTMLInputElement} input
+ * @param {HTMLElement} said
+ */
+async function copyText(input, said) {
+  try {
+    await navigator.clipboard.writeText(input.value);
+    said.textContent = "Copied to the clipboard.";
+  } catch {
+    input.focus();
+    input.select();
+    said.textContent = "The browser refused the clipboard: the key is selected, press Ctrl+C (⌘C) to copy it.";
+  }
+}
