@@ -1,5 +1,10 @@
 """Request, query and reply schemas of the admin channel routes (`/api/channel/…`).
 
+How a channel is shown (docs/API.md#channel-fields): every column but the key (`key` is always `""`; the
+keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
+multi-key fields, `other_info` as its JSON text. The keys of a multi-key channel are listed to admins only
+as previews (`key_preview`: at most the first and last four characters, never more than half the key).
+
 The channel fields are read here only for their type (text trimmed — never the key —, the JSON fields as
 text or as an object, which is serialized); what each field may hold is checked by
 `server.channels.rules`. A `PUT` changes exactly the fields it carries: an explicit null is kept (it
@@ -9,12 +14,17 @@ clears an optional field), an absent field is not touched.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
+from core.enums import ChannelStatus
+from core.multikey import MultiKeyState
+from models.channels import Channel
 from server.channels.rules import KEY_ACTIONS, NAME_MAX, TAG_MAX
+from server.components import catalog
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -23,6 +33,7 @@ from server.web.schema import (
     IntRule,
     PathId,
     QueryTextRule,
+    Reply,
     Rule,
     Schema,
     Str,
@@ -125,7 +136,7 @@ class ChannelPath(Schema):
     channel_id: PathId
 
 
-class ChannelInfo(Schema):
+class ChannelInfo(Reply):
     """The read-only multi-key state of a channel."""
 
     is_multi_key: bool
@@ -134,8 +145,14 @@ class ChannelInfo(Schema):
     multi_key_mode: str
     multi_key_polling_index: int
 
+    @classmethod
+    def of(cls, info: MultiKeyState) -> ChannelInfo:
+        return cls(is_multi_key=info.is_multi_key, multi_key_size=info.size,
+                   multi_key_status_list={str(i): int(s) for i, s in info.statuses.items()},
+                   multi_key_mode=str(info.mode), multi_key_polling_index=info.polling_index)
 
-class ChannelView(Schema):
+
+class ChannelView(Reply):
     """A channel (`key` is always empty)."""
 
     id: int
@@ -169,6 +186,23 @@ class ChannelView(Schema):
     other_info: str
     channel_info: ChannelInfo
 
+    @classmethod
+    def of(cls, channel: Channel) -> ChannelView:
+        return cls(
+            id=channel.id, type=channel.type, name=channel.name, key="", status=channel.status,
+            models=channel.models, group=channel.group, priority=channel.priority, weight=channel.weight,
+            base_url=channel.base_url, test_model=channel.test_model,
+            openai_organization=channel.openai_organization, other=channel.other, tag=channel.tag,
+            remark=channel.remark, model_mapping=channel.model_mapping,
+            status_code_mapping=channel.status_code_mapping, setting=channel.setting,
+            param_override=channel.param_override, header_override=channel.header_override,
+            settings=channel.settings, auto_ban=channel.auto_ban, balance=float(channel.balance or 0),
+            balance_updated_time=channel.balance_updated_time, used_quota=channel.used_quota,
+            created_time=channel.created_time, test_time=channel.test_time,
+            response_time=channel.response_time, other_info=channel.other_info,
+            channel_info=ChannelInfo.of(MultiKeyState.parse(channel.channel_info)),
+        )
+
 
 class ChannelPage(Schema):
     """One page of channels; `type_counts` (channels per type) on the list route only."""
@@ -180,11 +214,16 @@ class ChannelPage(Schema):
     type_counts: dict[str, int] | None = None
 
 
-class CatalogModel(Schema):
+class CatalogModel(Reply):
     id: str
     object: str
     created: int
     owned_by: str
+
+    @classmethod
+    def of(cls, model: catalog.CatalogModel) -> CatalogModel:
+        """A model of the built-in catalog, as an OpenAI-style model object."""
+        return cls(id=model.id, object="model", created=catalog.CATALOG_CREATED, owned_by=model.owned_by)
 
 
 # ---- the tools, tags and multi-key management (server/channels/tools.py, tags.py, keyring.py) -----------
@@ -317,15 +356,31 @@ class KeyManage(Schema):
                                                                           "this status")
 
 
-class KeyStatusItem(Schema):
+MASK = "**********"
+KEY_PAGE_SIZE, KEY_PAGE_SIZE_MAX = 50, 100
+
+
+def key_preview(key: str) -> str:
+    """`abcd**********wxyz` for a long key; a short one shows less (a quarter at each end at most)."""
+    shown = min(4, len(key) // 4)
+    return f"{key[:shown]}{MASK}{key[-shown:]}" if shown else MASK
+
+
+class KeyStatusItem(Reply):
     index: int
     status: int
     disabled_time: int
     reason: str
     key_preview: str = Field(description="the key masked, e.g. abcd**********wxyz")
 
+    @classmethod
+    def of(cls, info: MultiKeyState, index: int, key: str) -> KeyStatusItem:
+        """One key of a multi-key channel, as the key management lists it."""
+        return cls(index=index, status=info.status(index), disabled_time=info.disabled_at(index),
+                   reason=info.reason(index), key_preview=key_preview(key))
 
-class KeyStatusPage(Schema):
+
+class KeyStatusPage(Reply):
     keys: list[KeyStatusItem]
     total: int
     page: int
@@ -334,6 +389,22 @@ class KeyStatusPage(Schema):
     enabled_count: int
     manual_disabled_count: int
     auto_disabled_count: int
+
+    @classmethod
+    def of(cls, info: MultiKeyState, keys: list[str], *, page: int | None, page_size: int | None,
+           status: int | None) -> KeyStatusPage:
+        """`get_key_status`: one page of the keys (those with `status`, if given) and the counts of all."""
+        size = KEY_PAGE_SIZE if page_size is None or page_size < 1 else min(page_size, KEY_PAGE_SIZE_MAX)
+        number = 1 if page is None or page < 1 else page
+        listed = [i for i in range(len(keys)) if status is None or info.status(i) == status]
+        start = (number - 1) * size
+        return cls(
+            keys=[KeyStatusItem.of(info, i, keys[i]) for i in listed[start:start + size]],
+            total=len(listed), page=number, page_size=size, total_pages=math.ceil(len(listed) / size),
+            enabled_count=info.count(ChannelStatus.ENABLED),
+            manual_disabled_count=info.count(ChannelStatus.MANUALLY_DISABLED),
+            auto_disabled_count=info.count(ChannelStatus.AUTO_DISABLED),
+        )
 
 
 # ---- the routes that call an upstream (server/channels/probe.py, balances.py) --------------------------
