@@ -55,9 +55,11 @@ class Schema(BaseModel):
 
 
 def _reply_json_schema(schema: dict[str, Any]) -> None:
-    """`extra="forbid"` guards how a reply is built; it promises clients nothing (the API document keeps
-    allowing fields to be added later)."""
+    """What guards how a reply is built is not a promise to clients: `extra="forbid"` (the API document
+    keeps allowing fields to be added later) and a field's default (a reply always carries the field)."""
     schema.pop("additionalProperties", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
 
 
 class Reply(Schema):
@@ -70,7 +72,8 @@ class Reply(Schema):
     a float or a string, a bool never into an int): what the fields declare is what the wire carries.
     `ok()` (`server.web.envelope`) serializes it wherever it sits in the reply's `data`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_reply_json_schema)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_reply_json_schema,
+                              json_schema_serialization_defaults_required=True)
 
 
 def problem(message: str, *, label: str | None = None) -> PydanticCustomError:
