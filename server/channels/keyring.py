@@ -21,7 +21,7 @@ from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from server.channels.base import STATUS_REASONS, ChannelBase
 from server.channels.rules import KEY_ACTIONS
-from server.channels.schemas import KeyStatusPage
+from server.channels.tool_schemas import KeyStatusPage
 from server.errors import BadRequest, Conflict, NotFound
 
 ONE_KEY = ("disable_key", "enable_key", "delete_key")
