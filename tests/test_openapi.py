@@ -1,21 +1,25 @@
 """The API document: every route declares its schemas, the document generated from the route table is a
 valid OpenAPI 3.1 document that lists every route with its access level, and it is served at
 `/api/openapi.json` (with a readable page at `/api/docs`). Also the one translation of a validation
-failure into a 400 naming the field."""
+failure into a 400 naming the field, and that each reply shape a route declares is declared once: its model,
+built only by its own `of()`, with no dict copy of it in its domain."""
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import pytest
 from openapi_spec_validator import validate
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sanic import Blueprint
 from sanic.response import text
 
+import server
 from server.app import create_app
-from server.web.access import Access
+from server.web.access import Access, Wire
 from server.web.openapi import document, openapi_path
 from server.web.schema import Bool, Int64, IntRule, Schema, Str, message_of
 from tests.harness import Running, make_config
@@ -176,3 +180,124 @@ def test_integral_floats_are_integers_and_members_can_be_named_bare() -> None:
     with pytest.raises(ValidationError) as caught:
         Flat.model_validate({"name": "n", "channel": {"type": "1"}})
     assert message_of(caught.value, Flat.bare_members) == "type: must be an integer"
+
+
+# ---- each reply shape is declared once: its model, built by its own `of()` -----------------------------
+
+MIN_FIELDS = 4  # a reply of up to three fields (`{"id": 5}`, a count, a flag) may stay a dict in its handler
+NOT_BUILT = {  # reply shapes of MIN_FIELDS or more that no `of()` builds, each with the reason
+    "ChannelPage": "the page payload (`Page.payload`) with `type_counts`: a container, like `Paged`",
+    "OAuthBinding": "never built: the route answers an empty list (no sign-in with other providers)",
+    "CustomOAuthProvider": "never built: the route answers an empty list",
+    "PrefillGroup": "never built: the route answers an empty list",
+    "UptimeMonitor": "never built: the route answers an empty list (inside `UptimeGroup`)",
+}
+SERVER = Path(server.__file__).parent  # the code the app was imported from
+
+
+def reply_shapes(app: Any) -> set[type[BaseModel]]:
+    """Every model the envelope routes declare as (part of) their `data`: through lists, unions, dict
+    values, generic containers (`Paged[X]` gives X) and the fields of the models themselves."""
+    found: set[type[BaseModel]] = set()
+
+    def walk(declared: Any) -> None:
+        if isinstance(declared, type) and issubclass(declared, BaseModel):
+            generic = declared.__pydantic_generic_metadata__
+            if generic["origin"] is not None:
+                for arg in generic["args"]:
+                    walk(arg)
+            elif declared not in found:
+                found.add(declared)
+                for info in declared.model_fields.values():
+                    walk(info.annotation)
+        for arg in get_args(declared):
+            walk(arg)
+
+    for _, _, ctx in operations(app):
+        if getattr(ctx, "declared", False) and ctx.wire is Wire.ENVELOPE:
+            walk(ctx.reply)
+    return found
+
+
+def built_shapes(app: Any) -> list[type[BaseModel]]:
+    """The reply shapes that must be built by their `of()`: those of MIN_FIELDS or more (but NOT_BUILT),
+    and the smaller ones that have an `of()` all the same."""
+    return sorted((m for m in reply_shapes(app) if "of" in vars(m)
+                   or (len(m.model_fields) >= MIN_FIELDS and m.__name__ not in NOT_BUILT)),
+                  key=lambda m: (m.__module__, m.__name__))
+
+
+def package_of(model: type[BaseModel]) -> Path:
+    """Where the model's domain lives (`server/accounts/` for `server.accounts.schemas.UserView`): no other
+    domain may import it, so a copy of its shape could only be built there."""
+    return SERVER / model.__module__.split(".")[1]
+
+
+def parsed(folder: Path) -> list[tuple[Path, ast.Module]]:
+    return [(path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+            for path in sorted(folder.rglob("*.py"))]
+
+
+def builds_outside_own_class(tree: ast.Module, names: set[str]) -> list[tuple[int, str]]:
+    """Calls `X(...)`, `X.model_validate(...)`, `X.model_construct(...)` of a model named in `names`
+    anywhere but inside the body of class X itself (its `of`), and any use of `from_attributes`."""
+    out: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, inside: str | None) -> None:
+        if isinstance(node, ast.ClassDef):
+            inside = node.name
+        if isinstance(node, ast.keyword) and node.arg == "from_attributes":
+            out.append((node.value.lineno, "from_attributes (a column would reach a reply by its name)"))
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr.startswith("model_") and \
+                    isinstance(func.value, ast.Name) and func.value.id in names:
+                out.append((node.lineno, f"{func.value.id}.{func.attr}(…) outside its of()"))
+            elif isinstance(func, ast.Name) and func.id in names and func.id != inside:
+                out.append((node.lineno, f"{func.id}(…) outside its of()"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, None)
+    return out
+
+
+def test_each_reply_shape_is_built_only_by_its_own_of(tmp_path: Any) -> None:
+    """A reply model is the one declaration of its shape: it has its own `of()` (keyword arguments, so
+    mypy checks every field), forbids a stray field, converts no value (`strict`), and nothing in the
+    server builds or validates it anywhere else — so no route answers a hand-built copy of it."""
+    app = app_for(tmp_path, "reply_shapes")
+    shapes = built_shapes(app)
+    names = {m.__name__ for m in shapes}
+    assert {"UserView", "SelfView", "LoginView", "ChannelView", "KeyStatusItem", "TokenView", "TokenUsage",
+            "LogView", "OwnLogView", "RedemptionView", "TopUpView"} <= names  # what the walk must reach
+    problems = []
+    for model in shapes:
+        config = model.model_config
+        if "of" not in vars(model) or config.get("extra") != "forbid" or not config.get("strict"):
+            problems.append(f"{model.__module__}.{model.__name__}: not a Reply built by its own of()")
+    for package in sorted({package_of(m) for m in shapes}):
+        local = {m.__name__ for m in shapes if package_of(m) == package}
+        for path, tree in parsed(package):
+            for line, call in builds_outside_own_class(tree, local):
+                problems.append(f"{path.relative_to(SERVER.parent)}:{line}: {call}")
+    assert not problems, "\n".join(problems)
+    present = {m.__name__ for m in reply_shapes(app)}
+    assert set(NOT_BUILT) <= present, "an exception outlived its shape"
+    assert not [m for m in reply_shapes(app) if m.__name__ in NOT_BUILT and "of" in vars(m)], \
+        "an exception is built by an of() now: remove it from NOT_BUILT"
+
+
+def test_no_dict_in_a_domain_mirrors_one_of_its_reply_shapes(tmp_path: Any) -> None:
+    """No dict literal in a reply model's domain carries every one of its fields: a shape is not declared a
+    second time as a dict (as the `views.py` modules once did next to the schemas)."""
+    mirrors = []
+    for model in built_shapes(app_for(tmp_path, "reply_mirrors")):
+        fields = set(model.model_fields)
+        for path, tree in parsed(package_of(model)):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Dict):
+                    keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                    if keys >= fields:
+                        mirrors.append(f"{path.relative_to(SERVER.parent)}:{node.lineno}: {model.__name__}")
+    assert not mirrors, "\n".join(mirrors)

@@ -1,7 +1,9 @@
 """Request and reply schemas of the user routes (`/api/user/self`, the admin `/api/user/…` routes).
 
-Field names are new-api's. Replies are what `server.accounts.views` builds; the request models read the
-body with the project's field rules (`server.web.schema`).
+Field names are new-api's. The request models read the body with the project's field rules
+(`server.web.schema`); each reply model is the one declaration of its shape and is built by its `of()`
+(docs/API.md#users): the password is never shown (always `""` to admins, absent from the self view), nor
+the remark to the user.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from core.identity import Role
-from server.accounts.service import QUOTA_VALUE_MAX
+from models.tables import User
 from server.components.user_rules import EMAIL_MAX
+from server.components.user_settings import settings_of
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -20,6 +23,7 @@ from server.web.schema import (
     Int64,
     IntRule,
     QueryTextRule,
+    Reply,
     Schema,
     Str,
     StrictFlag,
@@ -27,6 +31,8 @@ from server.web.schema import (
     Trimmed,
     problem,
 )
+
+QUOTA_VALUE_MAX = 10**15  # keeps balances far inside the ±2^53 that Lua's arithmetic handles exactly
 
 
 def _modules(value: Any) -> Any:
@@ -128,7 +134,7 @@ class UserSearchQuery(UserListQuery):
 
 # ---- replies -----------------------------------------------------------------------------------------
 
-class UserView(Schema):
+class UserView(Reply):
     """A user as admins see it (the password is always empty)."""
 
     id: int
@@ -154,8 +160,30 @@ class UserView(Schema):
     last_login_at: int
     DeletedAt: int | None
 
+    @classmethod
+    def of(cls, user: User) -> UserView:
+        """`quota` is the SQL column: `AccountService.with_live_quota` puts the live balance in."""
+        return cls(
+            id=user.id, username=user.username, password="", display_name=user.display_name,
+            email=user.email, role=user.role, status=user.status, group=user.group, quota=user.quota,
+            used_quota=user.used_quota, request_count=user.request_count, aff_code=user.aff_code or "",
+            aff_count=user.aff_count, aff_quota=user.aff_quota, aff_history_quota=user.aff_history_quota,
+            inviter_id=user.inviter_id, setting=user.setting, remark=user.remark,
+            stripe_customer=user.stripe_customer, created_at=user.created_at,
+            last_login_at=user.last_login_at, DeletedAt=user.deleted_at,
+        )
 
-class SelfView(Schema):
+
+def permissions_for(role: int) -> dict[str, Any]:
+    """The UI permissions of a role, as new-api's console reads them."""
+    if role >= Role.ROOT:
+        return {"sidebar_settings": False, "sidebar_modules": {}}
+    if role >= Role.ADMIN:
+        return {"sidebar_settings": True, "sidebar_modules": {"admin": {"setting": False}}}
+    return {"sidebar_settings": True, "sidebar_modules": {"admin": False}}
+
+
+class SelfView(Reply):
     """The caller's own account, with the UI permissions of their role."""
 
     id: int
@@ -180,6 +208,20 @@ class SelfView(Schema):
     sidebar_modules: Any
     permissions: dict[str, Any]
 
+    @classmethod
+    def of(cls, user: User) -> SelfView:
+        """`quota` is the SQL column: `AccountService.with_live_quota` puts the live balance in."""
+        return cls(
+            id=user.id, username=user.username, display_name=user.display_name, email=user.email,
+            role=user.role, status=user.status, group=user.group, quota=user.quota,
+            used_quota=user.used_quota, request_count=user.request_count, aff_code=user.aff_code or "",
+            aff_count=user.aff_count, aff_quota=user.aff_quota, aff_history_quota=user.aff_history_quota,
+            inviter_id=user.inviter_id, setting=user.setting, stripe_customer=user.stripe_customer,
+            created_at=user.created_at, last_login_at=user.last_login_at,
+            sidebar_modules=settings_of(user).get("sidebar_modules", ""),
+            permissions=permissions_for(user.role),
+        )
+
 
 class GroupInfo(Schema):
     ratio: float | str = Field(description='the group\'s ratio; "auto" for the auto entry')
@@ -190,10 +232,15 @@ class CreatedId(Schema):
     id: int
 
 
-class ManageResult(Schema):
+class ManageResult(Reply):
     role: int
     status: int
     quota: int
+
+    @classmethod
+    def of(cls, user: User, quota: int) -> ManageResult:
+        """`quota` is the live balance."""
+        return cls(role=user.role, status=user.status, quota=quota)
 
 
 

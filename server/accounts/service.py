@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
@@ -22,7 +21,7 @@ from models.tables import User
 from models.users import UserRepository
 from quota.engine import QuotaEngine
 from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
-from server.accounts.views import self_view, user_view
+from server.accounts.schemas import ManageResult, SelfView, UserView
 from server.clock import Clock
 from server.components.options import Options
 from server.components.sessions import SessionStore, new_session_id
@@ -41,7 +40,6 @@ from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
 QUOTA_MODES = ("add", "subtract", "override")
-QUOTA_VALUE_MAX = 10**15  # keeps balances far inside the ±2^53 that Lua's arithmetic handles exactly
 ID_MAX = 10**18 - 1  # the largest id a path accepts (18 digits)
 
 
@@ -53,8 +51,7 @@ async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock
     return user
 
 
-def _views(rows: Sequence[User]) -> list[dict[str, Any]]:
-    return [user_view(u) for u in rows]
+View = TypeVar("View", UserView, SelfView)
 
 
 def _admin_info(actor: Principal) -> dict[str, Any]:
@@ -111,15 +108,14 @@ class AccountService:
         await self.users.invalidate(principal.id)
         return merged
 
-    async def get_self(self, principal: Principal) -> dict[str, Any]:
+    async def get_self(self, principal: Principal) -> SelfView:
         async with self.db.transaction() as tx:
             user = await UserRepository(tx).get(principal.id)
         if user is None:
             raise NotFound("user not found")
-        return (await self.with_live_quota([self_view(user)]))[0]
+        return (await self.with_live_quota([SelfView.of(user)]))[0]
 
-    async def update_self(self, principal: Principal, changes: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                                            str | None]:
+    async def update_self(self, principal: Principal, changes: dict[str, Any]) -> tuple[SelfView, str | None]:
         """Apply the non-empty fields; returns the self view and the caller's new session id (if rotated)."""
         values: dict[str, Any] = {}
         password = changes.get("password") or ""
@@ -159,7 +155,7 @@ class AccountService:
                     raise Conflict("username is already taken") from None
                 for name, value in values.items():
                     setattr(user, name, value)
-            view = self_view(user)
+            view = SelfView.of(user)
         view = (await self.with_live_quota([view]))[0]
         rotated = None
         if password:
@@ -193,11 +189,11 @@ class AccountService:
                 offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword,
                 group=group,
             )
-        return page.payload(await self.with_live_quota(_views(rows)), total)
+        return page.payload(await self.with_live_quota([UserView.of(u) for u in rows]), total)
 
-    async def get_user(self, actor: Principal, user_id: int) -> dict[str, Any]:
+    async def get_user(self, actor: Principal, user_id: int) -> UserView:
         async with self.db.transaction() as tx:
-            view = user_view(await _target(UserRepository(tx), actor, user_id))
+            view = UserView.of(await _target(UserRepository(tx), actor, user_id))
         return (await self.with_live_quota([view]))[0]
 
     async def create_user(self, actor: Principal, username: str, password: str, display_name: str,
@@ -226,8 +222,7 @@ class AccountService:
         except IntegrityError:
             raise Conflict("username is already taken") from None
 
-    async def update_user(self, actor: Principal, user_id: int, changes: dict[str, Any]
-                          ) -> dict[str, Any]:
+    async def update_user(self, actor: Principal, user_id: int, changes: dict[str, Any]) -> UserView:
         values: dict[str, Any] = {}
         if changes.get("username") is not None:
             values["username"] = check_username(changes["username"])
@@ -261,7 +256,7 @@ class AccountService:
                     raise Conflict("username is already taken") from None
                 for name, value in values.items():
                     setattr(user, name, value)
-            view = user_view(user)
+            view = UserView.of(user)
         view = (await self.with_live_quota([view]))[0]
         if new_password:
             await self._revoke(user_id, token_digest=old_token)
@@ -285,7 +280,7 @@ class AccountService:
                        created_at=self.clock.now_s(), other=_admin_info(actor))
 
     async def manage(self, actor: Principal, user_id: int, action: str, value: int | None,
-                     mode: str | None) -> dict[str, Any]:
+                     mode: str | None) -> ManageResult:
         if action not in MANAGE_ACTIONS:
             raise BadRequest(f"action: unknown action {action!r}")
         if action == "add_quota":
@@ -320,8 +315,7 @@ class AccountService:
                                    f"{MANAGE_TEXT[action]} user {user.username}")
             after = await users.get(user.id, include_deleted=True)
             assert after is not None
-            reply = {"role": after.role, "status": after.status,
-                     "quota": await self._live_quota(after.id, after.quota)}
+            reply = ManageResult.of(after, await self._live_quota(after.id, after.quota))
         if revoke:
             await self._revoke(user_id)
         else:
@@ -329,7 +323,7 @@ class AccountService:
         return reply
 
     async def _change_quota(self, actor: Principal, user_id: int, value: int | None, mode: str | None
-                            ) -> dict[str, Any]:
+                            ) -> ManageResult:
         """One atomic step on the live balance through the quota engine; the manage log travels with it."""
         if mode not in QUOTA_MODES:
             raise BadRequest("mode: must be add, subtract or override")
@@ -358,14 +352,15 @@ class AccountService:
             raise Conflict("the balance would exceed the largest supported amount") from None
         except BalanceUnknown:
             raise NotFound("user not found") from None
-        return {"role": user.role, "status": user.status, "quota": adjusted.after}
+        return ManageResult.of(user, adjusted.after)
 
     async def _live_quota(self, user_id: int, durable: int) -> int:
         """The live balance when the engine has one, else the durable one (then nothing is pending)."""
         return (await self.quota.balances("user", [user_id])).get(user_id, durable)
 
-    async def with_live_quota(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        live = await self.quota.balances("user", [v["id"] for v in views])
+    async def with_live_quota(self, views: list[View]) -> list[View]:
+        """Show each user's live balance (the SQL column lags it by up to one sync interval)."""
+        live = await self.quota.balances("user", [v.id for v in views])
         for view in views:
-            view["quota"] = live.get(view["id"], view["quota"])
+            view.quota = live.get(view.id, view.quota)
         return views

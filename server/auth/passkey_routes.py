@@ -18,7 +18,6 @@ from server.auth.passkey_schemas import (
     RegistrationCredential,
 )
 from server.auth.schemas import LoginView
-from server.auth.views import login_view
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.schema import UserPath
@@ -84,7 +83,7 @@ async def login_finish(request: Request, body: AssertionCredential) -> HTTPRespo
     services = services_of(request)
     result = await services.passkeys.login_finish(request_site(request), body.model_dump(exclude_none=True),
                                                   session_cookie(request))
-    response = ok(login_view(result.user))
+    response = ok(LoginView.of(result.user))
     services.cookies.set(response, result.session_id)
     return response
 

@@ -7,13 +7,14 @@ shape and size here (a 400 naming it); whether it verifies is the ceremony's bus
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from models.passkeys import CREDENTIAL_ID_MAX
-from server.web.schema import QueryTextRule, Rule, Schema, TextRule, problem
+from models.passkeys import CREDENTIAL_ID_MAX, PasskeyCredential
+from server.web.schema import QueryTextRule, Reply, Rule, Schema, TextRule, problem
 
 _B64URL = "^[A-Za-z0-9_-]*={0,2}$"
 
@@ -85,18 +86,30 @@ class PasskeyDeleteQuery(Schema):
 
 # ---- replies -------------------------------------------------------------------------------------------
 
-class PasskeyItem(Schema):
+class PasskeyItem(Reply):
     credential_id: str
     attachment: str = Field(description='"platform", "cross-platform" or "" (not said)')
     created_at: int
     last_used_at: int = Field(description="0 if never used")
 
+    @classmethod
+    def of(cls, row: PasskeyCredential) -> PasskeyItem:
+        return cls(credential_id=row.credential_id, attachment=row.attachment, created_at=row.created_at,
+                   last_used_at=row.last_used_at)
 
-class PasskeyStatus(Schema):
+
+class PasskeyStatus(Reply):
     enabled: bool = Field(description="you have at least one passkey")
     count: int
     last_used_at: int
     credentials: list[PasskeyItem]
+
+    @classmethod
+    def of(cls, rows: Sequence[PasskeyCredential]) -> PasskeyStatus:
+        """A user's passkeys (none: `enabled` false)."""
+        return cls(enabled=bool(rows), count=len(rows),
+                   last_used_at=max((r.last_used_at for r in rows), default=0),
+                   credentials=[PasskeyItem.of(r) for r in rows])
 
 
 class PasskeyOptions(Schema):

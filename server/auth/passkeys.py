@@ -33,6 +33,7 @@ from models.users import UserRepository
 from quota.backends.base import KeyValue
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known
+from server.auth.passkey_schemas import PasskeyStatus
 from server.clock import Clock
 from server.components.options import Options
 from server.components.sessions import SessionStore
@@ -96,13 +97,9 @@ class PasskeyService:
         async with self.db.transaction() as tx:
             return await PasskeyRepository(tx).count(user_id)
 
-    async def status(self, user_id: int) -> dict[str, Any]:
+    async def status(self, user_id: int) -> PasskeyStatus:
         async with self.db.transaction() as tx:
-            rows = await PasskeyRepository(tx).of_user(user_id)
-        return {"enabled": bool(rows), "count": len(rows),
-                "last_used_at": max((r.last_used_at for r in rows), default=0),
-                "credentials": [{"credential_id": r.credential_id, "attachment": r.attachment,
-                                 "created_at": r.created_at, "last_used_at": r.last_used_at} for r in rows]}
+            return PasskeyStatus.of(await PasskeyRepository(tx).of_user(user_id))
 
     # ---- deleting -----------------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ from sanic.response import HTTPResponse
 from server.auth.factor_schemas import CodeBody
 from server.auth.identity import session_cookie
 from server.auth.schemas import Login, LoginReply, LoginView, Register
-from server.auth.views import login_view
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of
@@ -30,7 +29,7 @@ async def login(request: Request, body: Login) -> HTTPResponse:
         response = ok({"require_2fa": True}, "2FA code required")
     else:
         assert result.user is not None
-        response = ok(login_view(result.user))
+        response = ok(LoginView.of(result.user))
     services.cookies.set(response, result.session_id)
     return response
 
@@ -44,7 +43,7 @@ async def login_second_step(request: Request, body: CodeBody) -> HTTPResponse:
     and sets the cookie like a password login."""
     services = services_of(request)
     done = await services.two_factor.finish_login(session_cookie(request), body.code)
-    response = ok(login_view(done.user))
+    response = ok(LoginView.of(done.user))
     services.cookies.set(response, done.session_id)
     return response
 

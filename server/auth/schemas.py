@@ -6,8 +6,9 @@ from typing import Annotated
 
 from pydantic import Field
 
+from models.tables import User
 from server.components.user_rules import EMAIL_MAX, PASSWORD_MAX, USERNAME_MAX
-from server.web.schema import Schema, Str, TextRule, Trimmed
+from server.web.schema import Reply, Schema, Str, TextRule, Trimmed
 
 # Nothing longer can name an account or be its password: refused before any lookup, hash or counter.
 LOGIN_NAME_MAX = max(USERNAME_MAX, EMAIL_MAX)
@@ -28,7 +29,7 @@ class Register(Schema):
     aff_code: Str = Field("", description="an invitation code (never trimmed)")
 
 
-class LoginView(Schema):
+class LoginView(Reply):
     """Who is now logged in (send `id` as `New-Api-User` with every later request)."""
 
     id: int
@@ -37,6 +38,12 @@ class LoginView(Schema):
     role: int
     status: int
     group: str
+
+    @classmethod
+    def of(cls, user: User) -> LoginView:
+        """The signed-in user, in the reply of every way to log in (password, second factor, passkey)."""
+        return cls(id=user.id, username=user.username, display_name=user.display_name, role=user.role,
+                   status=user.status, group=user.group)
 
 
 class SecondFactorRequired(Schema):

@@ -16,44 +16,23 @@ admin disabled, status 2, stays disabled).
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from server.channels.base import STATUS_REASONS, ChannelBase
 from server.channels.rules import KEY_ACTIONS
-from server.channels.views import key_status_view
+from server.channels.tool_schemas import KeyStatusPage
 from server.errors import BadRequest, Conflict, NotFound
 
 ONE_KEY = ("disable_key", "enable_key", "delete_key")
 ENABLING = ("enable_key", "enable_all_keys")
-PAGE_SIZE, PAGE_SIZE_MAX = 50, 100
 DISABLED = STATUS_REASONS[ChannelStatus.MANUALLY_DISABLED]
-
-
-def key_page(info: MultiKeyState, keys: list[str], *, page: int | None, page_size: int | None,
-             status: int | None) -> dict[str, Any]:
-    """`get_key_status`: one page of the keys (those with `status`, if given) and the counts of all."""
-    size = PAGE_SIZE if page_size is None or page_size < 1 else min(page_size, PAGE_SIZE_MAX)
-    number = 1 if page is None or page < 1 else page
-    listed = [i for i in range(len(keys)) if status is None or info.status(i) == status]
-    start = (number - 1) * size
-    return {
-        "keys": [key_status_view(info, i, keys[i]) for i in listed[start:start + size]],
-        "total": len(listed), "page": number, "page_size": size,
-        "total_pages": math.ceil(len(listed) / size),
-        "enabled_count": info.count(ChannelStatus.ENABLED),
-        "manual_disabled_count": info.count(ChannelStatus.MANUALLY_DISABLED),
-        "auto_disabled_count": info.count(ChannelStatus.AUTO_DISABLED),
-    }
 
 
 class ChannelKeyring(ChannelBase):
     async def manage_keys(self, channel_id: int, action: str, *, key_index: int | None = None,
                           page: int | None = None, page_size: int | None = None,
-                          status: int | None = None) -> Any:
+                          status: int | None = None) -> KeyStatusPage | int | None:
         """One action on the keys of a multi-key channel → the key page, a count, or None (see
         docs/API.md#multi-key-channels)."""
         if action not in KEY_ACTIONS:
@@ -77,7 +56,7 @@ class ChannelKeyring(ChannelBase):
                 raise BadRequest(f"key_index: must be 0–{len(keys) - 1}")
             index = key_index or 0
             if action == "get_key_status":
-                return key_page(info, keys, page=page, page_size=page_size, status=status)
+                return KeyStatusPage.of(info, keys, page=page, page_size=page_size, status=status)
             if action == "disable_key":
                 info.set_status(index, ChannelStatus.MANUALLY_DISABLED, DISABLED, now)
             elif action == "enable_key":

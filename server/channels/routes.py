@@ -8,18 +8,21 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from server.channels.schemas import (
-    BalanceReply,
-    BalanceRun,
     CatalogModel,
     ChannelCreate,
-    ChannelIds,
-    ChannelIdsTag,
     ChannelListQuery,
     ChannelPage,
     ChannelPath,
     ChannelSearchQuery,
     ChannelUpdate,
     ChannelView,
+)
+from server.channels.service import models_catalog, status_filter
+from server.channels.tool_schemas import (
+    BalanceReply,
+    BalanceRun,
+    ChannelIds,
+    ChannelIdsTag,
     CopyQuery,
     CreatedChannel,
     FetchModelsBody,
@@ -33,7 +36,6 @@ from server.channels.schemas import (
     TestQuery,
     TestReply,
 )
-from server.channels.service import models_catalog, status_filter
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.state import principal_of, services_of

@@ -1,4 +1,10 @@
-"""Request, query and reply schemas of the admin channel routes (`/api/channel/…`).
+"""Request, query and reply schemas of the admin channel routes (`/api/channel/…`): create, update, read,
+list, search and the model catalog (the tools, tags, multi-key management and the routes that call an
+upstream are in `server.channels.tool_schemas`).
+
+How a channel is shown (docs/API.md#channel-fields): every column but the key (`key` is always `""`; the
+keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
+multi-key fields, `other_info` as its JSON text.
 
 The channel fields are read here only for their type (text trimmed — never the key —, the JSON fields as
 text or as an object, which is serialized); what each field may hold is checked by
@@ -10,11 +16,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from server.channels.rules import KEY_ACTIONS, NAME_MAX, TAG_MAX
+from core.multikey import MultiKeyState
+from models.channels import Channel
+from server.components import catalog
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -23,11 +31,11 @@ from server.web.schema import (
     IntRule,
     PathId,
     QueryTextRule,
+    Reply,
     Rule,
     Schema,
     Str,
     StrictFlag,
-    TextRule,
     Trimmed,
     problem,
 )
@@ -125,7 +133,7 @@ class ChannelPath(Schema):
     channel_id: PathId
 
 
-class ChannelInfo(Schema):
+class ChannelInfo(Reply):
     """The read-only multi-key state of a channel."""
 
     is_multi_key: bool
@@ -134,8 +142,14 @@ class ChannelInfo(Schema):
     multi_key_mode: str
     multi_key_polling_index: int
 
+    @classmethod
+    def of(cls, info: MultiKeyState) -> ChannelInfo:
+        return cls(is_multi_key=info.is_multi_key, multi_key_size=info.size,
+                   multi_key_status_list={str(i): int(s) for i, s in info.statuses.items()},
+                   multi_key_mode=str(info.mode), multi_key_polling_index=info.polling_index)
 
-class ChannelView(Schema):
+
+class ChannelView(Reply):
     """A channel (`key` is always empty)."""
 
     id: int
@@ -169,6 +183,23 @@ class ChannelView(Schema):
     other_info: str
     channel_info: ChannelInfo
 
+    @classmethod
+    def of(cls, channel: Channel) -> ChannelView:
+        return cls(
+            id=channel.id, type=channel.type, name=channel.name, key="", status=channel.status,
+            models=channel.models, group=channel.group, priority=channel.priority, weight=channel.weight,
+            base_url=channel.base_url, test_model=channel.test_model,
+            openai_organization=channel.openai_organization, other=channel.other, tag=channel.tag,
+            remark=channel.remark, model_mapping=channel.model_mapping,
+            status_code_mapping=channel.status_code_mapping, setting=channel.setting,
+            param_override=channel.param_override, header_override=channel.header_override,
+            settings=channel.settings, auto_ban=channel.auto_ban, balance=float(channel.balance or 0),
+            balance_updated_time=channel.balance_updated_time, used_quota=channel.used_quota,
+            created_time=channel.created_time, test_time=channel.test_time,
+            response_time=channel.response_time, other_info=channel.other_info,
+            channel_info=ChannelInfo.of(MultiKeyState.parse(channel.channel_info)),
+        )
+
 
 class ChannelPage(Schema):
     """One page of channels; `type_counts` (channels per type) on the list route only."""
@@ -180,204 +211,13 @@ class ChannelPage(Schema):
     type_counts: dict[str, int] | None = None
 
 
-class CatalogModel(Schema):
+class CatalogModel(Reply):
     id: str
     object: str
     created: int
     owned_by: str
 
-
-# ---- the tools, tags and multi-key management (server/channels/tools.py, tags.py, keyring.py) -----------
-
-IDS_MAX = 1000
-
-
-def _ids(value: Any) -> Any:
-    if not isinstance(value, list) or not value:
-        raise problem("must be a non-empty array of channel ids")
-    if len(value) > IDS_MAX:
-        raise problem(f"at most {IDS_MAX} ids")
-    if not all(type(i) is int and 1 <= i <= ID_MAX for i in value):
-        raise problem("must contain positive integers only")
-    return value
-
-
-ChannelIdList = Annotated[list[Annotated[int, Field(ge=1, le=ID_MAX)]], BeforeValidator(_ids),
-                          Field(min_length=1, max_length=IDS_MAX, examples=[[1]])]
-TagText = Annotated[str, TextRule(trim=True, max_len=TAG_MAX)]
-
-
-class KeyReveal(Schema):
-    key: str = Field(description="the channel's key; a multi-key channel's keys one per line")
-
-
-class ChannelIds(Schema):
-    ids: ChannelIdList
-
-
-class ChannelIdsTag(ChannelIds):
-    tag: TagText | None = Field(None, description="the new tag; null or \"\" clears it")
-
-
-@dataclass(frozen=True, slots=True)
-class _QueryBool(Rule):
-    """A query switch that must say what it means: `true`/`1` or `false`/`0`."""
-
-    def check(self, value: Any) -> Any:
-        raw = ("" if value is None else str(value)).strip().lower()
-        if raw in ("true", "1"):
-            return True
-        if raw in ("false", "0"):
-            return False
-        raise problem("must be true or false")
-
-    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "boolean"}
-
-
-class CopyQuery(Schema):
-    suffix: Annotated[str, QueryTextRule(trim=False, plain=True, max_len=NAME_MAX)] = Field(
-        "_copy", description="appended to the name of the copy")
-    reset_balance: Annotated[bool, _QueryBool()] = Field(
-        True, description="start the copy with a zero balance and used quota")
-
-
-class CreatedChannel(Schema):
-    id: int
-
-
-class FixResult(Schema):
-    success: int = Field(description="channels whose abilities were rebuilt")
-    fails: int = Field(description="channels whose abilities could not be written")
-
-
-class TagBody(Schema):
-    tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
-
-
-@dataclass(frozen=True, slots=True)
-class _EmptyIsUnchanged(Rule):
-    """A number of the tag edit that may also be `""` (new-api's form sends it for an untouched field):
-    `""` reads as absent."""
-
-    def check(self, value: Any) -> Any:
-        return None if value == "" else value
-
-    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
-        return {**generated, "anyOf": [*generated.get("anyOf", []), {"type": "string", "const": ""}]}
-
-
-class TagEdit(Schema):
-    """Absent, null and "" all leave a field as it is."""
-
-    tag: Annotated[str, TextRule(trim=True, min_len=1, max_len=TAG_MAX)] = Field(examples=["alpha"])
-    new_tag: TagText | None = Field(None, description="rename the tag")
-    priority: Annotated[Int64 | None, _EmptyIsUnchanged()] = None
-    weight: Annotated[Int64 | None, _EmptyIsUnchanged()] = None
-    model_mapping: JsonText | None = Field(None, description="JSON object: requested model → upstream model")
-    models: Trimmed | None = Field(None, description="comma-separated model names")
-    groups: Trimmed | None = Field(None, description="comma-separated groups")
-    param_override: JsonText | None = None
-    header_override: JsonText | None = None
-
-    def changes(self) -> dict[str, Any]:
-        """The fields that carry a value, by their wire names."""
-        return {name: value for name, value in self.model_dump(exclude={"tag"}).items()
-                if value is not None and value != ""}
-
-
-class TagQuery(Schema):
-    tag: Annotated[str, QueryTextRule(max_len=TAG_MAX)] = Field("", description="the tag (required)",
-                                                               examples=["alpha"])
-
-
-@dataclass(frozen=True, slots=True)
-class _OneOf(Rule):
-    choices: tuple[str, ...] = ()
-
-    def check(self, value: Any) -> Any:
-        if value is None:
-            raise problem("is required")
-        if value not in self.choices:
-            raise problem(f"must be one of {', '.join(self.choices)}")
-        return value
-
-    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "string", "enum": list(self.choices)}
-
-
-class KeyManage(Schema):
-    channel_id: Annotated[int, IntRule(1, ID_MAX)] = Field(examples=[1])
-    action: Annotated[str, _OneOf(KEY_ACTIONS)]
-    key_index: Annotated[int, IntRule(0, ID_MAX)] | None = Field(
-        None, description="the key's position, from 0 (disable_key, enable_key, delete_key)")
-    page: Int64 | None = Field(None, description="get_key_status: page, from 1")
-    page_size: Int64 | None = Field(None, description="get_key_status: keys per page, 1–100 (default 50)")
-    status: Annotated[int, IntRule(1, 3)] | None = Field(None, description="get_key_status: only keys with "
-                                                                          "this status")
-
-
-class KeyStatusItem(Schema):
-    index: int
-    status: int
-    disabled_time: int
-    reason: str
-    key_preview: str = Field(description="the key masked, e.g. abcd**********wxyz")
-
-
-class KeyStatusPage(Schema):
-    keys: list[KeyStatusItem]
-    total: int
-    page: int
-    page_size: int
-    total_pages: int
-    enabled_count: int
-    manual_disabled_count: int
-    auto_disabled_count: int
-
-
-# ---- the routes that call an upstream (server/channels/probe.py, balances.py) --------------------------
-
-
-class TestQuery(Schema):
-    model: Annotated[str, QueryTextRule(max_len=255, plain=True)] = Field(
-        "", description="the model to test; by default the channel's test_model, else its first model")
-
-
-class TestTime(Schema):
-    time: float = Field(description="seconds the test took")
-
-
-class TestReply(Schema):
-    """The envelope with `time` next to `data` too (where new-api's clients read it)."""
-
-    success: Literal[True]
-    message: str
-    time: float = Field(description="seconds the test took")
-    data: TestTime
-
-
-class BalanceData(Schema):
-    balance: float = Field(description="USD")
-
-
-class BalanceReply(Schema):
-    """The envelope with `balance` next to `data` too (where new-api's clients read it)."""
-
-    success: Literal[True]
-    message: str
-    balance: float = Field(description="USD")
-    data: BalanceData
-
-
-class BalanceRun(Schema):
-    updated: int = Field(description="channels whose balance was read and stored")
-    failed: int = Field(description="channels whose upstream did not tell")
-
-
-class FetchModelsBody(Schema):
-    """Settings not saved yet."""
-
-    type: Int64 = Field(description="the channel type (new-api numbers)", examples=[24])
-    key: Str = Field(description="a key, or keys one per line (the first is used)", examples=["AIza-key"])
-    base_url: Trimmed | None = Field(None, description="\"\" or absent: the type's default address")
+    @classmethod
+    def of(cls, model: catalog.CatalogModel) -> CatalogModel:
+        """A model of the built-in catalog, as an OpenAI-style model object."""
+        return cls(id=model.id, object="model", created=catalog.CATALOG_CREATED, owned_by=model.owned_by)

@@ -33,10 +33,10 @@ from server.channels.rules import (
     key_text,
     unique,
 )
+from server.channels.schemas import CatalogModel, ChannelView
 from server.channels.tags import ChannelTags
 from server.channels.tools import ChannelTools
-from server.channels.views import channel_view
-from server.components.catalog import capabilities, catalog_models
+from server.components.catalog import CATALOG, capabilities
 from server.errors import BadRequest, Conflict, NotFound
 from server.web.pagination import Page
 
@@ -63,8 +63,9 @@ def status_filter(raw: str) -> tuple[int, ...]:
     return ()
 
 
-def models_catalog() -> list[dict[str, Any]]:
-    return catalog_models()
+def models_catalog() -> list[CatalogModel]:
+    """`GET /api/channel/models`: the built-in catalog."""
+    return [CatalogModel.of(m) for m in CATALOG]
 
 
 class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, ChannelBalances):
@@ -116,7 +117,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
         return ids
 
     async def update_channel(self, channel_id: int, fields: dict[str, Any], *, key_mode: str | None,
-                             multi_key_mode: str | None, actor_role: int) -> dict[str, Any]:
+                             multi_key_mode: str | None, actor_role: int) -> ChannelView:
         """`PUT /api/channel/`: only the fields present change; abilities follow → the channel. Changing where
         the key is sent needs root or the key itself (`require_key_holder`)."""
         if key_mode not in (None, "", *KEY_MODES):
@@ -160,7 +161,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
                 for name, value in values.items():
                     setattr(channel, name, value)
                 await repo.save(channel)
-                view = channel_view(channel)
+                view = ChannelView.of(channel)
         except IntegrityError:
             raise BadRequest(COLLIDING) from None
         await self.channels.changed()
@@ -183,12 +184,12 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
         info.append_keys(len(keys))
         return keys
 
-    async def get_channel(self, channel_id: int) -> dict[str, Any]:
+    async def get_channel(self, channel_id: int) -> ChannelView:
         async with self.db.transaction() as tx:
             channel = await ChannelRepository(tx).get(channel_id)
         if channel is None:
             raise NotFound("channel not found")
-        return channel_view(channel)
+        return ChannelView.of(channel)
 
     def search_filter(self, *, keyword: str = "", group: str = "", model: str = "",
                       statuses: tuple[int, ...] = (), channel_type: int | None = None) -> ChannelFilter:
@@ -209,7 +210,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
             else:
                 rows, total = await repo.page(flt, offset=page.offset, limit=page.size, id_sort=id_sort)
             counts = await repo.type_counts(flt) if type_counts else None
-        payload = page.payload([channel_view(c) for c in rows], total)
+        payload = page.payload([ChannelView.of(c) for c in rows], total)
         if counts is not None:
             payload["type_counts"] = {str(t): n for t, n in sorted(counts.items())}
         return payload

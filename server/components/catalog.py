@@ -96,12 +96,6 @@ def capabilities(model: str, overrides: Mapping[str, Any]) -> dict[str, bool]:
     return out
 
 
-def catalog_models() -> list[dict[str, Any]]:
-    """`GET /api/channel/models`: the built-in catalog as OpenAI-style model objects."""
-    return [{"id": m.id, "object": "model", "created": CATALOG_CREATED, "owned_by": m.owned_by}
-            for m in CATALOG]
-
-
 _OWNER_OF_TYPE = {ChannelType.OPENAI: "openai", ChannelType.GEMINI: "google"}
 
 

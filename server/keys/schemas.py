@@ -1,4 +1,8 @@
-"""Request and reply schemas of the API-key routes (`/api/token/…`) and of `GET /api/usage/token/`."""
+"""Request and reply schemas of the API-key routes (`/api/token/…`) and of `GET /api/usage/token/`.
+
+How an API key is shown (docs/API.md#api-keys): masked everywhere (`abcd**********wxyz`), in full only in
+the create reply (`sk-…`) and through `POST /api/token/:id/key` (bare, as new-api answers it).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from server.keys.service import BATCH_MAX
+from models.keys import ApiKey
+from server.components.keys import KEY_PREFIX
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -16,11 +21,16 @@ from server.web.schema import (
     IntRule,
     PathId,
     QueryTextRule,
+    Reply,
     Schema,
     Str,
     Trimmed,
     problem,
 )
+
+MAX_KEYS_PER_USER = 1000  # live keys; the service refuses to create one more
+BATCH_MAX = MAX_KEYS_PER_USER  # a batch delete may name every key a user has
+MASK = "**********"
 
 
 class TokenFields(Schema):
@@ -77,7 +87,11 @@ class TokenPath(Schema):
     token_id: PathId
 
 
-class TokenView(Schema):
+def mask(key: str) -> str:
+    return f"{key[:4]}{MASK}{key[-4:]}"
+
+
+class TokenView(Reply):
     """An API key; `key` is masked (`abcd**********wxyz`) except in the create reply."""
 
     id: int
@@ -97,13 +111,27 @@ class TokenView(Schema):
     group: str
     DeletedAt: int | None
 
+    @classmethod
+    def of(cls, row: ApiKey, key: str | None, *, full: bool = False) -> TokenView:
+        """`key` is the bare key (None: it cannot be decrypted), shown in full (`sk-…`) only if `full`.
+        `remain_quota` is the SQL column: `KeyService.with_live_remain` puts the live one in."""
+        shown = MASK if key is None else (f"{KEY_PREFIX}{key}" if full else mask(key))
+        return cls(
+            id=row.id, user_id=row.user_id, key=shown, status=row.status, name=row.name,
+            created_time=row.created_time, accessed_time=row.accessed_time, expired_time=row.expired_time,
+            remain_quota=row.remain_quota, used_quota=row.used_quota,
+            unlimited_quota=bool(row.unlimited_quota), model_limits_enabled=bool(row.model_limits_enabled),
+            model_limits=row.model_limits, allow_ips=row.allow_ips, group=row.group,
+            DeletedAt=row.deleted_at,
+        )
+
 
 class RevealedKey(Schema):
     key: str = Field(description="the whole key without `sk-` (48 characters); a client shows and copies "
                                  "`sk-` + key")
 
 
-class TokenUsage(Schema):
+class TokenUsage(Reply):
     """The balance of the key used to ask."""
 
     object: str
@@ -113,3 +141,11 @@ class TokenUsage(Schema):
     total_available: int
     unlimited_quota: bool
     expires_at: int = Field(description="unix seconds, 0 for never")
+
+    @classmethod
+    def of(cls, row: ApiKey, remain: int) -> TokenUsage:
+        """new-api's shape; `remain` is the live remaining quota."""
+        return cls(object="token_usage", name=row.name, total_granted=row.used_quota + remain,
+                   total_used=row.used_quota, total_available=remain,
+                   unlimited_quota=bool(row.unlimited_quota),
+                   expires_at=0 if row.expired_time == -1 else row.expired_time)

@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import secrets
 import string
 from collections.abc import Sequence
 from typing import Any
+
+from cryptography.exceptions import InvalidTag
 
 from core.enums import KeyStatus
 from core.identity import Principal
@@ -28,22 +31,30 @@ from server.components.keys import KEY_LENGTH, KeyDirectory, bare_key
 from server.components.options import Options
 from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthenticated
-from server.keys.views import key_view, reveal, usage_view
+from server.keys.schemas import MAX_KEYS_PER_USER, TokenUsage, TokenView
 from server.web.body import has_control_chars
 from server.web.pagination import Page
 
+log = logging.getLogger("tollway.keys")
 ALPHABET = string.ascii_letters + string.digits
-MAX_KEYS_PER_USER = 1000
 NAME_MAX = 50
 MODEL_NAME_MAX = 255
 LIST_MAX = 1000  # entries of model_limits / allow_ips
-BATCH_MAX = MAX_KEYS_PER_USER
 BALANCE_LIMIT = 2**53 - 1  # the quota engine's exact range (CONVENTIONS.md rule 15)
 
 
 def new_key() -> str:
     """48 characters `[A-Za-z0-9]` from the CSPRNG (≈ 285 bits)."""
     return "".join(secrets.choice(ALPHABET) for _ in range(KEY_LENGTH))
+
+
+def reveal(box: SecretBox, row: ApiKey) -> str | None:
+    """The bare 48-character key, or None when it cannot be decrypted (SECRET_KEY changed)."""
+    try:
+        return box.decrypt(row.key_encrypted)
+    except (InvalidTag, ValueError):
+        log.error("API key %d cannot be decrypted with the current SECRET_KEY", row.id)
+        return None
 
 
 def _name(value: str) -> str:
@@ -168,11 +179,11 @@ class KeyService:
 
     # ---- reads --------------------------------------------------------------------------------------
 
-    async def with_live_remain(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def with_live_remain(self, views: list[TokenView]) -> list[TokenView]:
         """Show each key's live remaining quota (the SQL value lags it by up to one sync interval)."""
-        live = await self.quota.balances("key", [v["id"] for v in views])
+        live = await self.quota.balances("key", [v.id for v in views])
         for view in views:
-            view["remain_quota"] = live.get(view["id"], view["remain_quota"])
+            view.remain_quota = live.get(view.id, view.remain_quota)
         return views
 
     async def list_keys(self, principal: Principal, page: Page, *, keyword: str = "",
@@ -186,7 +197,7 @@ class KeyService:
         async with self.db.transaction() as tx:
             rows, total = await ApiKeyRepository(tx).page(principal.id, offset=page.offset, limit=page.size,
                                                           keyword=keyword, digest=digest)
-        views = [key_view(row, reveal(self.box, row)) for row in rows]
+        views = [TokenView.of(row, reveal(self.box, row)) for row in rows]
         return page.payload(await self.with_live_remain(views), total)
 
     async def _own(self, principal: Principal, key_id: int) -> ApiKey:
@@ -196,9 +207,9 @@ class KeyService:
             raise NotFound("token not found")
         return row
 
-    async def get_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
+    async def get_key(self, principal: Principal, key_id: int) -> TokenView:
         row = await self._own(principal, key_id)
-        return (await self.with_live_remain([key_view(row, reveal(self.box, row))]))[0]
+        return (await self.with_live_remain([TokenView.of(row, reveal(self.box, row))]))[0]
 
     async def reveal_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
         """`{key}`: the bare key, without `sk-` — new-api's reply, to which its console adds the prefix."""
@@ -208,7 +219,7 @@ class KeyService:
             raise TollwayError("the key cannot be decrypted (was SECRET_KEY changed?)")
         return {"key": key}
 
-    async def usage(self, raw: str) -> dict[str, Any]:
+    async def usage(self, raw: str) -> TokenUsage:
         """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""
         found = await self.keys.lookup(raw) if raw else None
         if found is None or found.deleted:
@@ -218,11 +229,11 @@ class KeyService:
         if row is None or row.deleted_at is not None:
             raise Unauthenticated("invalid API key")
         remain = (await self.quota.balances("key", [row.id])).get(row.id, row.remain_quota)
-        return usage_view(row, remain)
+        return TokenUsage.of(row, remain)
 
     # ---- writes -------------------------------------------------------------------------------------
 
-    async def create_key(self, principal: Principal, changes: dict[str, Any]) -> dict[str, Any]:
+    async def create_key(self, principal: Principal, changes: dict[str, Any]) -> TokenView:
         now = self.clock.now_s()
         values = self.check_fields(principal, {k: v for k, v in changes.items() if k != "status"}, None, now)
         key = new_key()
@@ -244,10 +255,10 @@ class KeyService:
                 raise Forbidden(f"a user can have at most {MAX_KEYS_PER_USER} tokens")
             await keys.add(row)
         await self.keys.invalidate(row.key_digest)  # an unknown-key answer for it may have been cached
-        return key_view(row, key, full=True)
+        return TokenView.of(row, key, full=True)
 
     async def update_key(self, principal: Principal, key_id: int, changes: dict[str, Any], *,
-                         status_only: bool) -> dict[str, Any]:
+                         status_only: bool) -> TokenView:
         """Apply the present fields (even ""/0/false); `status_only` applies `status` alone."""
         now = self.clock.now_s()
         if status_only:
@@ -268,9 +279,9 @@ class KeyService:
                 await keys.update_fields(row.id, **values)
                 for name, value in values.items():
                     setattr(row, name, value)
-            view = key_view(row, reveal(self.box, row))
+            view = TokenView.of(row, reveal(self.box, row))
         if new_remain is not None and new_remain != current_remain:
-            view["remain_quota"] = await self._set_remain(row.id, new_remain)
+            view.remain_quota = await self._set_remain(row.id, new_remain)
         else:
             view = (await self.with_live_remain([view]))[0]
         if values:

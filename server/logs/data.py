@@ -8,22 +8,15 @@ the end defaults to now, the start to seven days before the end.
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.identity import Principal
 from models.db import Database
-from models.quota_data import QuotaData, QuotaDataRepository
+from models.quota_data import QuotaDataRepository
 from server.clock import Clock
 from server.errors import BadRequest
+from server.logs.schemas import UsageBucket
 
 DEFAULT_SPAN = 7 * 86400
 SELF_SPAN_MAX = 30 * 86400  # 2592000 s
-
-
-def _row(row: QuotaData) -> dict[str, Any]:
-    return {"id": row.id, "user_id": row.user_id, "username": row.username, "model_name": row.model_name,
-            "created_at": row.created_at, "token_used": row.token_used, "count": row.count,
-            "quota": row.quota}
 
 
 class UsageDataService:
@@ -38,26 +31,27 @@ class UsageDataService:
             raise BadRequest("start_timestamp: must not be after end_timestamp")
         return start, end
 
-    async def all_data(self, start: int, end: int, username: str) -> list[dict[str, Any]]:
+    async def all_data(self, start: int, end: int, username: str) -> list[UsageBucket]:
         """With `username`, that user's buckets; without, every user's summed per (model, hour)."""
         start, end = self._window(start, end)
         async with self.db.transaction() as tx:
             data = QuotaDataRepository(tx)
             if username:
-                return [_row(r) for r in await data.rows(start, end, username=username)]
+                return [UsageBucket.of(r) for r in await data.rows(start, end, username=username)]
             summed = await data.summed(start, end)
-        return [{"id": 0, "user_id": 0, "username": "", **row} for row in summed]
+        return [UsageBucket.summed(row) for row in summed]
 
-    async def by_user(self, start: int, end: int) -> list[dict[str, Any]]:
+    async def by_user(self, start: int, end: int) -> list[UsageBucket]:
         """Every user's buckets summed per (user, hour), with `id`, `user_id` 0 and `model_name` ""."""
         start, end = self._window(start, end)
         async with self.db.transaction() as tx:
             summed = await QuotaDataRepository(tx).summed_by_user(start, end)
-        return [{"id": 0, "user_id": 0, "model_name": "", **row} for row in summed]
+        return [UsageBucket.summed(row) for row in summed]
 
-    async def own_data(self, principal: Principal, start: int, end: int) -> list[dict[str, Any]]:
+    async def own_data(self, principal: Principal, start: int, end: int) -> list[UsageBucket]:
         start, end = self._window(start, end)
         if end - start > SELF_SPAN_MAX:
             raise BadRequest(f"end_timestamp: the window must be at most 30 days ({SELF_SPAN_MAX} s)")
         async with self.db.transaction() as tx:
-            return [_row(r) for r in await QuotaDataRepository(tx).rows(start, end, user_id=principal.id)]
+            rows = await QuotaDataRepository(tx).rows(start, end, user_id=principal.id)
+        return [UsageBucket.of(r) for r in rows]

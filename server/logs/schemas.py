@@ -5,17 +5,30 @@ non-negative integers (absent or empty: no filter); anything else is a 400 namin
 filters and keywords are trimmed, at most 255 characters, without control characters; an empty value does
 not filter. The routes of the logged-in user (`/self`) take no `username` or `channel`, the statistics no
 `type` or `request_id`.
+
+How a log row is shown (docs/API.md#logs): the admin view (`LogView`), with `channel_name` and the whole
+`other`, and the user-facing view (`OwnLogView`), sanitized (`channel` 0, no `channel_name`, and the row's
+position on the page as `id`). The internal `ref` column is never shown.
+
+A user's `other` keeps only the fields in `USER_OTHER_FIELDS` (an allow-list: the price ratios, timings,
+token split and model mapping of their own call). Channel ids (`channels_tried`), `admin_info` and any
+field added later stay in admin views until it is added here on purpose.
+
+`other` is always a JSON object as a string, or `""`; a stored value that is not an object shows as `""`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from pydantic import Field
 
-from models.logs import LogFilter
+from models import logs
+from models.logs import Log, LogFilter
+from models.quota_data import QuotaData
 from server.web.pagination import PageQuery
-from server.web.schema import QueryIntRule, QueryTextRule, Schema
+from server.web.schema import QueryIntRule, QueryTextRule, Reply, Schema
 
 INT32_MAX = 2**31 - 1
 Number = Annotated[int, QueryIntRule()]
@@ -70,7 +83,7 @@ class DataQuery(OwnDataQuery):
     username: Filter = Field("", description="one user's buckets (exact username); empty: all, summed")
 
 
-class UsageBucket(Schema):
+class UsageBucket(Reply):
     """One hour of usage: of one user and model, or (admin, no username) of every user for a model."""
 
     id: int
@@ -82,13 +95,54 @@ class UsageBucket(Schema):
     count: int
     quota: int
 
+    @classmethod
+    def of(cls, row: QuotaData) -> UsageBucket:
+        """One stored bucket."""
+        return cls(id=row.id, user_id=row.user_id, username=row.username, model_name=row.model_name,
+                   created_at=row.created_at, token_used=row.token_used, count=row.count, quota=row.quota)
+
+    @classmethod
+    def summed(cls, row: dict[str, Any]) -> UsageBucket:
+        """A sum of buckets (`QuotaDataRepository.summed`, `summed_by_user`): `id` and `user_id` 0, and
+        `username` (summed over users) or `model_name` (summed over models) "" when the row has none."""
+        return cls(id=0, user_id=0, username=row.get("username", ""), model_name=row.get("model_name", ""),
+                   created_at=row["created_at"], token_used=row["token_used"], count=row["count"],
+                   quota=row["quota"])
+
 
 class DeleteQuery(Schema):
     target_timestamp: Annotated[int, QueryIntRule(required=True, positive=True)] = Field(
         description="delete every row created before this unix second")
 
 
-class _LogRow(Schema):
+USER_OTHER_FIELDS = frozenset({
+    "model_ratio", "group_ratio", "completion_ratio", "model_price", "cache_tokens", "cache_ratio",
+    "user_group_ratio", "frt", "is_model_mapped", "upstream_model_name", "request_path",
+    "audio_output_tokens", "text_output_tokens", "stream_interrupted",
+})
+
+
+def other_object(raw: str) -> dict[str, Any] | None:
+    """A row's `other` as the JSON object it should hold, or None (empty, not JSON, not an object)."""
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def user_other(raw: str) -> str:
+    """`other` as its user sees it: only the `USER_OTHER_FIELDS`, as compact JSON text; `""` if no object."""
+    other = other_object(raw)
+    if other is None:
+        return ""
+    shown = {name: value for name, value in other.items() if name in USER_OTHER_FIELDS}
+    return json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
+
+
+class _LogRow(Reply):
     """The fields every view of a log row has."""
 
     id: int
@@ -117,6 +171,18 @@ class LogView(_LogRow):
     channel_name: str
     other: str = Field(description="a JSON object as text, or empty")
 
+    @classmethod
+    def of(cls, row: Log, channel_name: str) -> LogView:
+        """`channel_name`: the routing table's name of the row's channel ("" if none or unknown)."""
+        return cls(
+            id=row.id, user_id=row.user_id, created_at=row.created_at, type=row.type, content=row.content,
+            username=row.username, token_name=row.token_name, model_name=row.model_name, quota=row.quota,
+            prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, use_time=row.use_time,
+            is_stream=bool(row.is_stream), channel=row.channel, token_id=row.token_id, group=row.group,
+            ip=row.ip, request_id=row.request_id, channel_name=channel_name,
+            other=row.other if other_object(row.other) is not None else "",
+        )
+
 
 class OwnLogView(_LogRow):
     """A log row as its user sees it: `id` is the row's position on the page, `channel` is 0, `other`
@@ -124,8 +190,23 @@ class OwnLogView(_LogRow):
 
     other: str
 
+    @classmethod
+    def of(cls, row: Log, position: int) -> OwnLogView:
+        """`position` is offset + index + 1 on the page."""
+        return cls(
+            id=position, user_id=row.user_id, created_at=row.created_at, type=row.type, content=row.content,
+            username=row.username, token_name=row.token_name, model_name=row.model_name, quota=row.quota,
+            prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, use_time=row.use_time,
+            is_stream=bool(row.is_stream), channel=0, token_id=row.token_id, group=row.group, ip=row.ip,
+            request_id=row.request_id, other=user_other(row.other),
+        )
 
-class LogStat(Schema):
+
+class LogStat(Reply):
     quota: int = Field(description="quota used by the matching rows")
     rpm: int = Field(description="matching requests in the last 60 s")
     tpm: int = Field(description="tokens of the matching requests in the last 60 s")
+
+    @classmethod
+    def of(cls, stat: logs.LogStat) -> LogStat:
+        return cls(quota=stat.quota, rpm=stat.rpm, tpm=stat.tpm)

@@ -1,9 +1,10 @@
 """The rules of the log routes (docs/API.md#logs): admin and self lists, keyword search, statistics and
 the cleanup of old rows.
 
-User-facing replies are sanitized in `views.self_view`; admin replies name the channel from the worker's
-routing table (no join: logs may live in a database of their own). The delete runs in batches of
-`DELETE_BATCH` rows, one short transaction each, and records a system log with the cutoff and the count.
+User-facing replies are sanitized by `OwnLogView.of` (server/logs/schemas.py); admin replies name the
+channel from the worker's routing table (no join: logs may live in a database of their own). The delete
+runs in batches of `DELETE_BATCH` rows, one short transaction each, and records a system log with the
+cutoff and the count.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from server.clock import Clock
 from server.components.keys import KeyDirectory
 from server.components.users import UserDirectory
 from server.errors import Forbidden, TooManyRequests, Unauthenticated
-from server.logs.views import admin_view, self_view
+from server.logs.schemas import LogStat, LogView, OwnLogView
 from server.web.pagination import Page
 
 DELETE_BATCH = 1000
@@ -51,10 +52,11 @@ class LogService:
         async with self.db.transaction() as tx:
             query = LogQuery(tx)
             rows, total = await query.page(where(query), offset=page.offset, limit=page.size)
+        items: list[OwnLogView] | list[LogView]
         if own:
-            items = [self_view(row, page.offset + i + 1) for i, row in enumerate(rows)]
+            items = [OwnLogView.of(row, page.offset + i + 1) for i, row in enumerate(rows)]
         else:
-            items = [admin_view(row, self.channel_name(row.channel) if row.channel else "") for row in rows]
+            items = [LogView.of(row, self.channel_name(row.channel) if row.channel else "") for row in rows]
         return page.payload(items, total)
 
     async def list_logs(self, page: Page, filters: LogFilter) -> dict[str, Any]:
@@ -76,7 +78,7 @@ class LogService:
         return await self._page(page, lambda q: q.keyword(keyword, user_id=principal.id,
                                                             names=("token_name", "model_name")), own=True)
 
-    async def token_logs(self, raw: str) -> list[dict[str, Any]]:
+    async def token_logs(self, raw: str) -> list[OwnLogView]:
         """`GET /api/log/token`: the caller is the key itself (any status but deleted); its owner must be
         enabled. Its newest `TOKEN_LOG_LIMIT` rows, sanitized as the owner's own logs are."""
         key = await self.keys.lookup(raw) if raw else None
@@ -88,15 +90,14 @@ class LogService:
         async with self.db.transaction() as tx:
             rows, _ = await LogQuery(tx).page([Log.token_id == key.id, Log.user_id == key.user_id],
                                               offset=0, limit=TOKEN_LOG_LIMIT)
-        return [self_view(row, i + 1) for i, row in enumerate(rows)]
+        return [OwnLogView.of(row, i + 1) for i, row in enumerate(rows)]
 
-    async def log_stat(self, filters: LogFilter) -> dict[str, int]:
+    async def log_stat(self, filters: LogFilter) -> LogStat:
         since = self.clock.now_s() - RECENT_SECONDS
         async with self.db.transaction() as tx:
-            stat = await LogQuery(tx).stat(filters, since)
-        return {"quota": stat.quota, "rpm": stat.rpm, "tpm": stat.tpm}
+            return LogStat.of(await LogQuery(tx).stat(filters, since))
 
-    async def own_log_stat(self, principal: Principal, filters: LogFilter) -> dict[str, int]:
+    async def own_log_stat(self, principal: Principal, filters: LogFilter) -> LogStat:
         return await self.log_stat(replace(filters, user_id=principal.id, username="", channel=0))
 
     async def delete_logs(self, actor: Principal, before: int) -> int:

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from server.web.schema import Int64, Schema, TextRule
+from server.web.schema import Int64, Reply, Schema, TextRule
 
 
-class TopUpInfo(Schema):
+class TopUpInfo(Reply):
     """What the top-up page needs to know."""
 
     enable_stripe_topup: bool = Field(description="online top-up is configured")
@@ -21,6 +21,13 @@ class TopUpInfo(Schema):
     pay_methods: list[Any] = Field(description="always empty")
     min_topup: int = Field(description="same as stripe_min_topup")
     discount: dict[str, Any] = Field(description="always empty: no discounts")
+
+    @classmethod
+    def of(cls, *, enabled: bool, minimum: int, unit_price: float, amount_options: list[Any]) -> TopUpInfo:
+        """Stripe's settings; the other methods new-api knows are off."""
+        return cls(enable_stripe_topup=enabled, stripe_min_topup=minimum, stripe_unit_price=unit_price,
+                   amount_options=amount_options, enable_online_topup=False, enable_creem_topup=False,
+                   pay_methods=[], min_topup=minimum, discount={})
 
 
 class StripeAmount(Schema):

@@ -44,6 +44,7 @@ from server.errors import (
     PaymentsNotReady,
 )
 from server.payments.checkout import Checkout, CheckoutFailed, CheckoutRequest
+from server.payments.schemas import TopUpInfo
 from server.payments.signature import BadSignature, verify
 
 log = logging.getLogger("tollway.payments")
@@ -112,13 +113,10 @@ class PaymentService:
         """Online top-up works once the API secret, the webhook secret and the price are all set."""
         return all(self.options[k] for k in ("StripeApiSecret", "StripeWebhookSecret", "StripePriceId"))
 
-    def info(self) -> dict[str, Any]:
-        minimum = int(self.options["StripeMinTopUp"])
-        return {"enable_stripe_topup": self.enabled, "stripe_min_topup": minimum,
-                "stripe_unit_price": float(self.options["StripeUnitPrice"]),
-                "amount_options": list(self.options["payment_setting.amount_options"]),
-                "enable_online_topup": False, "enable_creem_topup": False, "pay_methods": [],
-                "min_topup": minimum, "discount": {}}
+    def info(self) -> TopUpInfo:
+        return TopUpInfo.of(enabled=self.enabled, minimum=int(self.options["StripeMinTopUp"]),
+                            unit_price=float(self.options["StripeUnitPrice"]),
+                            amount_options=list(self.options["payment_setting.amount_options"]))
 
     def price(self, amount: int) -> str:
         """What `amount` units cost, "80.00" style; 403 when online top-up is off, 400 out of bounds."""

@@ -1,5 +1,8 @@
 """Request and reply schemas of the redemption-code routes (`/api/redemption/…`) and of redeeming
-(`POST /api/user/topup`)."""
+(`POST /api/user/topup`).
+
+How a code is shown (docs/API.md#redemption-codes): in full to admins, `count` always 0.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from models.redemptions import NAME_MAX
-from server.redemptions.service import COUNT_MAX, QUOTA_MAX
+from models.redemptions import NAME_MAX, Redemption
 from server.web.pagination import PageQuery
-from server.web.schema import ID_MAX, Flag, Int64, IntRule, PathId, QueryTextRule, Schema, TextRule
+from server.web.schema import ID_MAX, Flag, Int64, IntRule, PathId, QueryTextRule, Reply, Schema, TextRule
+
+QUOTA_MAX = 10**15  # keeps balances far inside the ±2^53 that the quota store's arithmetic handles exactly
+COUNT_MAX = 100
 
 Name = Annotated[str, TextRule(trim=True, min_len=1, max_len=NAME_MAX)]
 Quota = Annotated[int, IntRule(1, QUOTA_MAX)]
@@ -58,7 +63,7 @@ class Redeem(Schema):
     key: Annotated[str, TextRule(min_len=1)] = Field(description="the redemption code (never trimmed)")
 
 
-class RedemptionView(Schema):
+class RedemptionView(Reply):
     """A redemption code, shown in full to admins."""
 
     id: int
@@ -73,3 +78,10 @@ class RedemptionView(Schema):
     used_user_id: int = Field(description="who redeemed it, 0 until used")
     count: int = Field(description="always 0 (only meaningful in a create request)")
     DeletedAt: int | None
+
+    @classmethod
+    def of(cls, code: Redemption) -> RedemptionView:
+        return cls(id=code.id, user_id=code.user_id, key=code.key, status=code.status, name=code.name,
+                   quota=code.quota, created_time=code.created_time, redeemed_time=code.redeemed_time,
+                   expired_time=code.expired_time, used_user_id=code.used_user_id, count=0,
+                   DeletedAt=code.deleted_at)

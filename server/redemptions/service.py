@@ -21,11 +21,9 @@ from models.redemptions import KEY_LENGTH, Redemption, RedemptionRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox
 from server.errors import BadRequest, Conflict, NotFound, TollwayError
-from server.redemptions.views import redemption_view
+from server.redemptions.schemas import RedemptionView
 from server.web.pagination import Page
 
-QUOTA_MAX = 10**15  # keeps balances far inside the ±2^53 that the quota store's arithmetic handles exactly
-COUNT_MAX = 100
 EDITABLE = ("name", "quota", "expired_time")
 
 
@@ -64,14 +62,14 @@ class RedemptionService:
         async with self.db.transaction() as tx:
             rows, total = await RedemptionRepository(tx).page(offset=page.offset, limit=page.size,
                                                               keyword=keyword)
-        return page.payload([redemption_view(r) for r in rows], total)
+        return page.payload([RedemptionView.of(r) for r in rows], total)
 
-    async def get_code(self, code_id: int) -> dict[str, Any]:
+    async def get_code(self, code_id: int) -> RedemptionView:
         async with self.db.transaction() as tx:
             code = await RedemptionRepository(tx).get(code_id)
         if code is None:
             raise NotFound("redemption code not found")
-        return redemption_view(code)
+        return RedemptionView.of(code)
 
     async def create_codes(self, actor: Principal, *, name: str, quota: int, count: int,
                            expired_time: int) -> list[str]:
@@ -87,7 +85,7 @@ class RedemptionService:
         return [r.key for r in rows]
 
     async def update_code(self, code_id: int, changes: dict[str, Any], *, status_only: bool
-                          ) -> dict[str, Any]:
+                          ) -> RedemptionView:
         """`changes` holds the fields sent; with `status_only` only `status` (1 or 2) is applied, else
         `name`, `quota` and `expired_time`. A used code cannot be edited."""
         if status_only:
@@ -112,7 +110,7 @@ class RedemptionService:
                 await codes.update_fields(code.id, **values)
                 for field, value in values.items():
                     setattr(code, field, value)
-            return redemption_view(code)
+            return RedemptionView.of(code)
 
     async def delete_code(self, code_id: int) -> None:
         async with self.db.transaction() as tx:

@@ -6,7 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from server.web.schema import Bool, Schema, Str, TextRule, Trimmed, problem
+from core.relying_party import RelyingParty
+from core.settings import Settings
+from server import __version__
+from server.web.schema import Bool, Reply, Schema, Str, TextRule, Trimmed, problem
 
 
 def _scalar(value: Any) -> Any:
@@ -42,13 +45,20 @@ class Option(Schema):
     value: str = Field(description="the stored text (JSON for structured options)")
 
 
-class SetupState(Schema):
+class SetupState(Reply):
     status: bool = Field(description="true once the system is set up")
     root_init: bool
     database_type: str
 
+    @classmethod
+    def of(cls, *, done: bool, root_exists: bool = False, database_kind: str = "") -> SetupState:
+        """Once set up, nothing more is told (`root_init` false, no database kind)."""
+        if done:
+            return cls(status=True, root_init=False, database_type="")
+        return cls(status=False, root_init=root_exists, database_type=database_kind)
 
-class Status(Schema):
+
+class Status(Reply):
     """What the UI needs before anyone logs in."""
 
     version: str
@@ -74,45 +84,70 @@ class Status(Schema):
     passkey_allow_insecure: bool
     passkey_user_verification: str = Field(description="required, preferred or discouraged")
     passkey_attachment: str = Field(description='"", platform or cross-platform')
-    turnstile_check: bool
-    turnstile_site_key: str
+    turnstile_check: bool = False
+    turnstile_site_key: str = ""
     self_use_mode_enabled: bool
     demo_site_enabled: bool
     default_use_auto_group: bool
     enable_data_export: bool
     data_export_default_time: str
     stripe_unit_price: float
-    # what new-api's status has and Tollway does not: off, empty or 0 (docs/API.md#coming-from-new-api)
-    github_oauth: bool
-    github_client_id: str
-    discord_oauth: bool
-    discord_client_id: str
-    linuxdo_oauth: bool
-    linuxdo_client_id: str
-    linuxdo_minimum_trust_level: int
-    telegram_oauth: bool
-    telegram_bot_name: str
-    wechat_login: bool
-    wechat_qrcode: str
-    oidc_enabled: bool
-    oidc_client_id: str
-    oidc_authorization_endpoint: str
-    chats: list[dict[str, str]] = Field(description="chat links: always empty")
-    enable_drawing: bool
-    enable_task: bool
-    mj_notify_enabled: bool
-    enable_batch_update: bool = Field(description="true: quota and usage reach the database in batches")
-    default_collapse_sidebar: bool
-    api_info_enabled: bool
-    uptime_kuma_enabled: bool
-    announcements_enabled: bool
-    faq_enabled: bool
+    # The keys of new-api's `/api/status` (controller/misc.go GetStatus) for what Tollway does not have:
+    # sign-in with another provider, chat links, drawing and async tasks, console panels, check-in, legal
+    # pages, EPay. Off, empty or 0, never missing: the new-api console reads each of them
+    # (docs/API.md#coming-from-new-api).
+    github_oauth: bool = False
+    github_client_id: str = ""
+    discord_oauth: bool = False
+    discord_client_id: str = ""
+    linuxdo_oauth: bool = False
+    linuxdo_client_id: str = ""
+    linuxdo_minimum_trust_level: int = 0
+    telegram_oauth: bool = False
+    telegram_bot_name: str = ""
+    wechat_login: bool = False
+    wechat_qrcode: str = ""
+    oidc_enabled: bool = False
+    oidc_client_id: str = ""
+    oidc_authorization_endpoint: str = ""
+    # the console stores JSON.stringify(chats) and parses it on every page
+    chats: list[dict[str, str]] = Field(default_factory=list, description="chat links: always empty")
+    enable_drawing: bool = False
+    enable_task: bool = False
+    mj_notify_enabled: bool = False
+    enable_batch_update: bool = Field(default=True,
+                                      description="true: quota and usage reach the database in batches")
+    default_collapse_sidebar: bool = False
+    api_info_enabled: bool = False
+    uptime_kuma_enabled: bool = False
+    announcements_enabled: bool = False
+    faq_enabled: bool = False
     HeaderNavModules: str = Field(description="the option: new-api's console header (JSON text)")
     SidebarModulesAdmin: str = Field(description="the option: new-api's console sidebar (JSON text)")
-    user_agreement_enabled: bool
-    privacy_policy_enabled: bool
-    checkin_enabled: bool
-    price: float = Field(description="EPay's price per unit: 0, there is no EPay")
+    user_agreement_enabled: bool = False
+    privacy_policy_enabled: bool = False
+    checkin_enabled: bool = False
+    price: float = Field(default=0.0, description="EPay's price per unit: 0, there is no EPay")
+
+    @classmethod
+    def of(cls, s: Settings, rp: RelyingParty, *, setup: bool, start_time: int) -> Status:
+        """The options' snapshot `s`, with the passkey relying party `rp` as resolved for the request."""
+        return cls(
+            version=__version__, start_time=start_time, system_name=s.system_name, logo=s.logo,
+            footer_html=s.footer, docs_link=s.docs_link, server_address=s.server_address,
+            top_up_link=s.top_up_link, setup=setup, quota_per_unit=s.quota_per_unit,
+            display_in_currency=s.display_in_currency, quota_display_type=s.quota_display_type,
+            usd_exchange_rate=s.usd_exchange_rate, custom_currency_symbol=s.custom_currency_symbol,
+            custom_currency_exchange_rate=s.custom_currency_exchange_rate,
+            email_verification=s.email_verification_enabled, passkey_login=s.passkey_enabled,
+            passkey_display_name=rp.name, passkey_rp_id=rp.rp_id, passkey_origins=",".join(rp.origins),
+            passkey_allow_insecure=s.passkey.allow_insecure_origin,
+            passkey_user_verification=s.passkey.user_verification, passkey_attachment=s.passkey.attachment,
+            self_use_mode_enabled=s.self_use_mode_enabled, demo_site_enabled=s.demo_site_enabled,
+            default_use_auto_group=s.default_use_auto_group, enable_data_export=s.data_export_enabled,
+            data_export_default_time=s.data_export_default_time, stripe_unit_price=s.stripe_unit_price,
+            HeaderNavModules=s.header_nav_modules, SidebarModulesAdmin=s.sidebar_modules_admin,
+        )
 
 
 class PrefillGroupQuery(Schema):

@@ -21,29 +21,9 @@ from server.components.options import Options
 from server.components.user_rules import check_password, check_username, fresh_aff_code
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict
+from server.system.schemas import SetupState, Status
 
 ROOT_INITIAL_QUOTA = 100_000_000
-
-NEW_API_ABSENT_FEATURES: dict[str, Any] = {
-    # The keys of new-api's `/api/status` (controller/misc.go GetStatus) for what Tollway does not have:
-    # sign-in with another provider, chat links, drawing and async tasks, console panels, check-in, legal
-    # pages, EPay. Off, empty or 0, never missing: the new-api console reads each of them.
-    "github_oauth": False, "github_client_id": "",
-    "discord_oauth": False, "discord_client_id": "",
-    "linuxdo_oauth": False, "linuxdo_client_id": "", "linuxdo_minimum_trust_level": 0,
-    "telegram_oauth": False, "telegram_bot_name": "",
-    "wechat_login": False, "wechat_qrcode": "",
-    "oidc_enabled": False, "oidc_client_id": "", "oidc_authorization_endpoint": "",
-    "chats": [],  # chat links; the console stores JSON.stringify(chats) and parses it on every page
-    "enable_drawing": False, "enable_task": False, "mj_notify_enabled": False,
-    "enable_batch_update": True,  # quota and usage reach SQL in batches (docs/ARCHITECTURE.md)
-    "default_collapse_sidebar": False,
-    "api_info_enabled": False, "uptime_kuma_enabled": False, "announcements_enabled": False,
-    "faq_enabled": False,
-    "user_agreement_enabled": False, "privacy_policy_enabled": False, "checkin_enabled": False,
-    "price": 0.0,  # EPay's price per unit: no EPay
-}
-
 
 class SystemService:
     """Status, setup and options, with exactly the components they use."""
@@ -67,32 +47,10 @@ class SystemService:
             self.setup_done = True
         return done
 
-    def status(self, setup_done: bool, site: RequestSite) -> dict[str, Any]:
+    def status(self, setup_done: bool, site: RequestSite) -> Status:
         s = self.options.settings
         rp = resolve(s.passkey, s.server_address, s.system_name, site)
-        return {
-            "version": __version__, "start_time": self.started_at,
-            "system_name": s.system_name, "logo": s.logo, "footer_html": s.footer,
-            "docs_link": s.docs_link, "server_address": s.server_address, "top_up_link": s.top_up_link,
-            "setup": setup_done,
-            "quota_per_unit": s.quota_per_unit, "display_in_currency": s.display_in_currency,
-            "quota_display_type": s.quota_display_type,
-            "usd_exchange_rate": s.usd_exchange_rate, "custom_currency_symbol": s.custom_currency_symbol,
-            "custom_currency_exchange_rate": s.custom_currency_exchange_rate,
-            "email_verification": s.email_verification_enabled,
-            "passkey_login": s.passkey_enabled, "passkey_display_name": rp.name,
-            "passkey_rp_id": rp.rp_id, "passkey_origins": ",".join(rp.origins),
-            "passkey_allow_insecure": s.passkey.allow_insecure_origin,
-            "passkey_user_verification": s.passkey.user_verification,
-            "passkey_attachment": s.passkey.attachment,
-            "turnstile_check": False, "turnstile_site_key": "",
-            "self_use_mode_enabled": s.self_use_mode_enabled, "demo_site_enabled": s.demo_site_enabled,
-            "default_use_auto_group": s.default_use_auto_group, "enable_data_export": s.data_export_enabled,
-            "data_export_default_time": s.data_export_default_time,
-            "stripe_unit_price": s.stripe_unit_price,
-            "HeaderNavModules": s.header_nav_modules, "SidebarModulesAdmin": s.sidebar_modules_admin,
-            **NEW_API_ABSENT_FEATURES,
-        }
+        return Status.of(s, rp, setup=setup_done, start_time=self.started_at)
 
     def notice(self) -> str:
         return self.options.settings.notice
@@ -103,12 +61,12 @@ class SystemService:
     def home_page_content(self) -> str:
         return self.options.settings.home_page_content
 
-    async def setup_state(self) -> dict[str, Any]:
+    async def setup_state(self) -> SetupState:
         if await self.is_set_up():
-            return {"status": True, "root_init": False, "database_type": ""}
+            return SetupState.of(done=True)
         async with self.db.transaction() as tx:
             root = await UserRepository(tx).root_exists()
-        return {"status": False, "root_init": root, "database_type": self.database_kind}
+        return SetupState.of(done=False, root_exists=root, database_kind=self.database_kind)
 
     async def run_setup(self, username: str, password: str, confirm: str, self_use: bool,
                         demo: bool) -> None:

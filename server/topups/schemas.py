@@ -1,4 +1,5 @@
-"""Request and reply schemas of the top-up record routes (`/api/user/topup…`, except redeeming)."""
+"""Request and reply schemas of the top-up record routes (`/api/user/topup…`, except redeeming); how a
+top-up order is shown (docs/API.md#top-up-records)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Annotated
 
 from pydantic import Field
 
+from models.topups import TopUp
 from server.web.pagination import PageQuery
-from server.web.schema import QueryTextRule, Schema, TextRule
+from server.web.schema import QueryTextRule, Reply, Schema, TextRule
 
 
 class TopUpListQuery(PageQuery):
@@ -18,7 +20,7 @@ class TopUpComplete(Schema):
     trade_no: Annotated[str, TextRule(min_len=1)] = Field(description="the order's trade number")
 
 
-class TopUpView(Schema):
+class TopUpView(Reply):
     """A top-up order."""
 
     id: int
@@ -31,3 +33,10 @@ class TopUpView(Schema):
     create_time: int
     complete_time: int = Field(description="unix seconds, 0 until completed")
     status: str = Field(description="pending, success, failed, expired or review")
+
+    @classmethod
+    def of(cls, order: TopUp) -> TopUpView:
+        return cls(id=order.id, user_id=order.user_id, amount=order.amount, money=order.money,
+                   trade_no=order.trade_no, payment_method=order.payment_method,
+                   payment_provider=order.payment_provider, create_time=order.create_time,
+                   complete_time=order.complete_time, status=order.status)

@@ -21,7 +21,7 @@ from server.clock import Clock
 from server.components.options import Options
 from server.credits import Credit, CreditOutbox
 from server.errors import BadRequest, Conflict, NotFound
-from server.topups.views import topup_view
+from server.topups.schemas import TopUpView
 from server.web.pagination import Page
 
 COMPLETABLE = (TopUpStatus.PENDING, TopUpStatus.REVIEW)
@@ -39,7 +39,7 @@ class TopUpService:
         async with self.db.transaction() as tx:
             rows, total = await TopUpRepository(tx).page(offset=page.offset, limit=page.size, user_id=user_id,
                                                          keyword=keyword)
-        return page.payload([topup_view(r) for r in rows], total)
+        return page.payload([TopUpView.of(r) for r in rows], total)
 
     async def complete(self, actor: Principal, trade_no: str) -> None:
         """Mark a pending (or held for review) order paid and credit its quota once; an order already

@@ -20,6 +20,10 @@ A field that may be absent is `X | None = None`; JSON null reads as absent unles
 `bad_request(error)` turns a pydantic `ValidationError` into `BadRequest("<field>: <problem>")`: the first
 problem, its field named by its dotted path (`channel.type`, `ids[2]`), in the same words the older
 field readers used ("is required", "must be a string", "must be at most 64 characters").
+
+Reply models derive from `Reply`: each is the one declaration of a shape the API answers, built only by
+its own `of(...)` classmethod with keyword arguments (mypy checks every name and type against the
+fields); a stray field or a value of another type fails at once instead of reaching a client.
 """
 
 from __future__ import annotations
@@ -48,6 +52,28 @@ class Schema(BaseModel):
     # Fields whose members a 400 names without the prefix (`type`, not `channel.type`): the service's own
     # refusals name them so, and one request should not name one field two ways.
     bare_members: ClassVar[frozenset[str]] = frozenset()
+
+
+def _reply_json_schema(schema: dict[str, Any]) -> None:
+    """What guards how a reply is built is not a promise to clients: `extra="forbid"` (the API document
+    keeps allowing fields to be added later) and a field's default (a reply always carries the field)."""
+    schema.pop("additionalProperties", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
+class Reply(Schema):
+    """Base of every reply model built by the server (docs/ARCHITECTURE.md, "Schemas and the API document").
+
+    A reply model is built only by its `of(...)` classmethod, from the record it shows, with keyword
+    arguments — never with `model_validate` or `from_attributes`, so that a column which happens to share
+    a field's name (a channel's encrypted `key`) can never reach a client by accident. A stray field is
+    an error (`extra="forbid"`), and so is a value of another type (`strict`: an int is never turned into
+    a float or a string, a bool never into an int): what the fields declare is what the wire carries.
+    `ok()` (`server.web.envelope`) serializes it wherever it sits in the reply's `data`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_reply_json_schema,
+                              json_schema_serialization_defaults_required=True)
 
 
 def problem(message: str, *, label: str | None = None) -> PydanticCustomError:

@@ -13,6 +13,9 @@ import { PagedTable } from "../widgets/paged-table.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { openKeyForm } from "./key-form.js";
 
+/** How a key is written everywhere but the reveal route's reply (`sk-` and the 48 characters). */
+const KEY_PREFIX = "sk-";
+
 /** @typedef {import("../types.js").ApiKey} ApiKey */
 
 export const KEY_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Expired", 4: "Exhausted" });
@@ -39,7 +42,8 @@ export async function render(ctx) {
     /** @type {{key: string}} */
     const revealed = await api.post(`/api/token/${key.id}/key`);
     const dialog = openDialog(`API key “${label(key)}”`);
-    dialog.body.append(secretBox("The whole key", revealed.key,
+    // the route answers the bare key, as new-api's does; a caller sends it with its `sk-` prefix
+    dialog.body.append(secretBox("The whole key", `${KEY_PREFIX}${revealed.key}`,
       "Anyone holding this key can spend its quota: keep it like a password."),
     h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, "Close")));
   });
