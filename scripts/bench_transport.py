@@ -6,7 +6,9 @@ another process (a moderation answer to a POST, a one-model list to a GET).
 
     python -m scripts.bench_transport [--requests 5000] [--concurrency 1,16,64] [--rounds 3]
 
-Prints requests/s and p50/p99 latency per variant and concurrency (rounds interleaved, medians).
+Prints requests/s, p50/p99 latency and the client process's CPU time per request (what a gateway worker
+pays for the call; steadier than the rate on a shared machine) per variant and concurrency (rounds
+interleaved, medians).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def _serve(sock: socket.socket) -> None:
 VARIANTS = ("client+httpx", "upstream+aiohttp", "upstream+httpx", "admin+aiohttp", "admin+httpx")
 
 
-async def run(variant: str, base: str, total: int, concurrency: int) -> tuple[float, float, float]:
+async def run(variant: str, base: str, total: int, concurrency: int) -> tuple[float, float, float, float]:
     kind, _, transport = variant.partition("+")
     url = f"{base}/v1/moderations"
     latencies: list[float] = []
@@ -116,13 +118,14 @@ async def run(variant: str, base: str, total: int, concurrency: int) -> tuple[fl
 
     for _ in range(200):  # warm the pool
         await call()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
     await close()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
-    return len(latencies) / elapsed, statistics.median(latencies) * 1000, p99 * 1000
+    count = len(latencies)
+    return count / elapsed, statistics.median(latencies) * 1000, p99 * 1000, cpu / count * 1e6
 
 
 def main() -> None:
@@ -144,16 +147,16 @@ def main() -> None:
     proc = multiprocessing.Process(target=_serve, args=(sock,), daemon=True)
     proc.start()
     try:
-        print(f"{'variant':17} {'conc':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        print(f"{'variant':17} {'conc':>5} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'cpu µs':>8}"
               f"  (median of {args.rounds})")
         for concurrency in (int(c) for c in args.concurrency.split(",")):
-            results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in variants}
+            results: dict[str, list[tuple[float, float, float, float]]] = {v: [] for v in variants}
             for _ in range(args.rounds):  # interleaved
                 for variant in results:
                     results[variant].append(uvloop.run(run(variant, base, args.requests, concurrency)))
             for variant, runs in results.items():
-                rps, p50, p99 = (statistics.median(r[i] for r in runs) for i in range(3))
-                print(f"{variant:17} {concurrency:>5} {rps:>9.0f} {p50:>8.2f} {p99:>8.2f}")
+                rps, p50, p99, cpu = (statistics.median(r[i] for r in runs) for i in range(4))
+                print(f"{variant:17} {concurrency:>5} {rps:>9.0f} {p50:>8.2f} {p99:>8.2f} {cpu:>8.0f}")
     finally:
         proc.terminate()
 
