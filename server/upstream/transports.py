@@ -32,8 +32,10 @@ from server.destinations import DestinationPolicy, DestinationRefused
 
 
 def fault(exc: BaseException, *, reading: bool) -> BaseException:
-    """What to raise for a failure of the aiohttp client: the httpx error httpx's own transport raises for
-    the same event, its `__cause__` the aiohttp error (`exc` itself when it is no transport failure).
+    """What to raise for a failure of the aiohttp client: httpx's error for what happened, its `__cause__`
+    the aiohttp error (`exc` itself when it is no transport failure). A timeout is a timeout and nothing
+    else is, as with httpx's own transport (which calls a drop a `RemoteProtocolError`: neither client
+    calls it a timeout).
 
     - a timeout is an `httpx.TimeoutException`: `ConnectTimeout` for the connection (or the wait for a
       pooled one), `ReadTimeout` for an upstream that sends nothing for a read timeout (before the
