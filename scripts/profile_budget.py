@@ -52,7 +52,7 @@ RULES = (
     Rule("pick", lambda n, p: n in ("ChannelTable.pick", "choose_key", "map_model")),
     Rule("upstream client", lambda n, p: n.startswith(("Upstream.", "_AiohttpResponse.", "_HttpxResponse."))
          or n.endswith(".upstream_call")
-         or any(s in p for s in ("/aiohttp/", "/httpx/", "/httpx_aiohttp/", "/yarl/", "/multidict/",
+         or any(s in p for s in ("/aiohttp/", "/httpx/", "/httpcore/", "/yarl/", "/multidict/",
                                  "server/upstream/transports.py", "server/upstream/client.py"))),
     Rule("body", lambda n, p: n in ("parse_moderation", "parse_generate", "count_all", "Relay.read_body")
          or n.endswith((".ask", ".read_body"))),

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from sanic import Sanic
@@ -25,6 +26,8 @@ from server.components.user_rules import fresh_aff_code
 from server.config import Config, RateLimit
 from server.context import State
 from server.destinations import ANY_ADDRESS
+from server.upstream.client import UpstreamResponse
+from server.upstream.providers.base import UpstreamCall
 from server.web.connections import Connection
 
 Sanic.test_mode = True
@@ -170,28 +173,23 @@ def fails(response: httpx.Response, status: int, mentions: str | None = None, *,
     return message
 
 
-class LoopbackOnly(httpx.AsyncBaseTransport):
-    """An upstream transport that lets requests reach 127.0.0.1 only (the fakes) and refuses every other
-    host before any DNS lookup: for the fuzzers, whose generated channels point anywhere (an empty
-    `base_url` is a real provider's address) and whose channel tests must never reach the internet."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.host != "127.0.0.1":
-            raise httpx.ConnectError(f"{request.url.host} is not a test upstream", request=request)
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def keep_upstreams_local(running: Running) -> None:
-    """Every upstream call of this app (model calls and the administrative ones share the client) goes
-    to 127.0.0.1 or fails like an unreachable host."""
+    """Every upstream call of this app goes to 127.0.0.1 (the fakes) or fails like an unreachable host,
+    before any DNS lookup: for the fuzzers, whose generated channels point anywhere (an empty `base_url`
+    is a real provider's address) and whose model calls and channel tests must never reach the internet.
+    Model calls, administrative calls and the checkout all go through `Upstream.open`, so it is the one
+    place to check."""
     upstream = running.state.upstream
-    upstream.transport = LoopbackOnly(upstream.transport)
+    send = upstream.open
+
+    async def local_only(call: UpstreamCall, *, seconds: float | None = None, decoded: bool = False
+                         ) -> UpstreamResponse:
+        host = urlsplit(call.url).hostname
+        if host != "127.0.0.1":
+            raise httpx.ConnectError(f"{host} is not a test upstream")
+        return await send(call, seconds=seconds, decoded=decoded)
+
+    upstream.open = local_only  # type: ignore[method-assign]  # this app's one client, checked per call
 
 
 ERROR_MODES = ("statuses", "new-api")

@@ -1,7 +1,8 @@
 """Channel selection and failover (docs/API.md#selection-and-retries) against real fake upstreams: retries
 skip tried channels and descend priority tiers, a bad channel key disables the channel (or just that key) with
-its reason, every channel failing is a 503 (504 after a timeout), an upstream 400 passes through without
-retry, and mapping rewrites only the upstream model name / the status the caller sees."""
+its reason, every channel failing is a 503 (504 after a timeout), a dropped connection or an answer that is
+not HTTP is retried elsewhere, an upstream 400 passes through without retry, and mapping rewrites only the
+upstream model name / the status the caller sees."""
 
 from __future__ import annotations
 
@@ -157,6 +158,20 @@ async def test_a_dropped_connection_is_retried_elsewhere(app: Running, gemini_fa
         async with client:
             assert (await speak(client)).status_code == 200
         assert len(second.received) == 1
+
+
+async def test_an_answer_that_is_not_http_is_retried_elsewhere(app: Running, gemini_fake: FakeGemini) -> None:
+    """A `base_url` pointing at another service: a failed attempt like a drop (aiohttp's own error escaped
+    the attempt step before, a 500)."""
+    async with FakeGemini() as second:
+        first = await seed_channel(app.state, type=24, base_url=gemini_fake.url, models=TTS, priority=1)
+        await seed_channel(app.state, type=24, base_url=second.url, models=TTS)
+        gemini_fake.fail("not_http")
+        _, client = await caller(app)
+        async with client:
+            assert (await speak(client)).status_code == 200
+        assert len(gemini_fake.received) == 1 and len(second.received) == 1
+        assert (await channel_row(app, first)).status == 1  # a failure, no reason to disable
 
 
 async def test_weight_zero_serves_only_after_the_weighted_channels_of_its_tier(

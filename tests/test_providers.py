@@ -17,7 +17,8 @@ import pytest
 from core.enums import ChannelType
 from server.destinations import ANY_ADDRESS
 from server.errors import InvalidRequest, UnknownMethod
-from server.upstream.client import Upstream
+from server.upstream.admin import MAX_BODY
+from server.upstream.client import Upstream, read_capped
 from server.upstream.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
 from server.upstream.providers.balances import BALANCE_TYPES, balance_query
 from server.upstream.providers.base import (
@@ -360,11 +361,11 @@ def test_a_test_answer_must_be_a_json_object() -> None:
 # ---- against the fake providers ------------------------------------------------------------------------
 
 async def _send(upstream: Upstream, call: UpstreamCall) -> tuple[int, bytes]:
-    response = await upstream.send(call)
+    response = await upstream.open(call, seconds=10.0, decoded=True)  # as the administrative calls do
     try:
-        return response.status_code, await response.aread()
+        return response.status, await read_capped(response, MAX_BODY)
     finally:
-        await response.aclose()
+        await response.close()
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])

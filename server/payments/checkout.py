@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import httpx
 
 from server.redaction import redact
-from server.upstream.client import Upstream
+from server.upstream.client import BodyTooLarge, Upstream, read_capped
 from server.upstream.providers.base import UpstreamCall
 
 log = logging.getLogger("tollway.payments")
@@ -75,18 +75,20 @@ class Checkout:
         }, urlencode(req.form()).encode())
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self.upstream.send(call, seconds=self.timeout)
+                response = await self.upstream.open(call, seconds=self.timeout, decoded=True)
                 try:
-                    body = await self._read(response)
+                    body = await read_capped(response, self.max_body)
                 finally:
-                    await response.aclose()
+                    await response.close()
         except (TimeoutError, httpx.TimeoutException):
             raise CheckoutFailed(f"no answer within {self.timeout:g} s") from None
+        except BodyTooLarge:
+            raise CheckoutFailed("the provider's answer is too large") from None
         except (httpx.HTTPError, ValueError, UnicodeError, OSError) as exc:
             raise CheckoutFailed(redact(f"the provider could not be reached ({exc})", (req.api_secret,))
                                  ) from None
-        if not 200 <= response.status_code < 300:
-            raise CheckoutFailed(f"the provider answered {response.status_code}")
+        if not 200 <= response.status < 300:
+            raise CheckoutFailed(f"the provider answered {response.status}")
         try:
             url = json.loads(body).get("url")
         except (ValueError, AttributeError):
@@ -94,13 +96,3 @@ class Checkout:
         if not isinstance(url, str) or not url:
             raise CheckoutFailed("the provider's answer has no url")
         return url
-
-    async def _read(self, response: httpx.Response) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self.max_body:
-                raise ValueError("the answer is too large")
-            chunks.append(chunk)
-        return b"".join(chunks)

@@ -10,8 +10,9 @@ calls — the same pooled transport and the same destination policy, so a privat
 - the whole operation (every page of a model list, both requests of a balance) ends within `timeout`
   seconds (`ADMIN_UPSTREAM_TIMEOUT`, 15 by default), answers included: an upstream that hangs or drips
   is cut off at the deadline;
-- at most `max_body` bytes (5 MB) of an answer are read: the body is streamed and reading stops at the
-  limit;
+- at most `max_body` bytes (5 MB) of an answer are read: the body is streamed (`Upstream.open(call,
+  seconds=..., decoded=True)`, then `next_chunk()` through `read_capped`, decoded by its
+  `Content-Encoding`) and reading stops at the limit;
 - anything that goes wrong — no connection, a refused destination, a timeout, an answer too large or
   unreadable, a non-2xx — is an `UpstreamFailed` (502) saying what happened and what the upstream said.
 
@@ -38,7 +39,7 @@ from core.enums import ChannelType
 from core.settings import Settings
 from server.errors import BadRequest, UpstreamFailed
 from server.redaction import redact
-from server.upstream.client import Upstream
+from server.upstream.client import BodyTooLarge, Upstream, read_capped
 from server.upstream.faults import describe, judge, keyword_disables
 from server.upstream.providers import default_base, lister
 from server.upstream.providers.balances import BALANCE_TYPES, balance_query
@@ -225,15 +226,15 @@ class UpstreamAdmin:
             raise _Failed(f"no answer within {self.timeout:g} s")
         try:
             async with asyncio.timeout(remaining):
-                response = await self.upstream.send(call, seconds=remaining)
+                response = await self.upstream.open(call, seconds=remaining, decoded=True)
                 try:
-                    body = await self._read(response)
+                    body = await read_capped(response, self.max_body)
                 finally:
-                    await response.aclose()
-        except TimeoutError:
+                    await response.close()
+        except (TimeoutError, httpx.TimeoutException):  # the deadline, or the transport's own timeout
             raise _Failed(f"no answer within {self.timeout:g} s") from None
-        except httpx.TimeoutException:
-            raise _Failed(f"no answer within {self.timeout:g} s") from None
+        except BodyTooLarge:
+            raise _Failed(f"the answer is larger than {self.max_body / MB:g} MB") from None
         except httpx.TransportError as exc:
             reason = redact(str(exc) or describe(exc), secrets)  # the transport's own words (a refusal's)
             log.info("administrative upstream call failed: %s", reason[:200])
@@ -241,17 +242,7 @@ class UpstreamAdmin:
                           ) from None
         except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
             raise _Failed(_short(f"the request could not be sent ({redact(str(exc), secrets)})")) from None
-        return response.status_code, redact(body, secrets)
-
-    async def _read(self, response: httpx.Response) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self.max_body:
-                raise _Failed(f"the answer is larger than {self.max_body / MB:g} MB")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return response.status, redact(body, secrets)
 
 
 def _short(message: str) -> str:

@@ -1,22 +1,27 @@
 """The worker's upstream HTTP client: one pooled client, fed the providers' `UpstreamCall`s.
 
 A provider describes a request as plain data (`server/upstream/providers/base.py` `UpstreamCall`); this is the
-one place that sends it, so the HTTP client under it can change without touching a provider or the
-pipeline.
+one place that sends it, so the HTTP client under it can change without touching a provider, the pipeline
+or an administrative caller. Every upstream call goes through one method:
 
-- `open(call)` → `UpstreamResponse` (status, headers, `read()` or `next_chunk()`, `close()`): the model-call
-  path. With the default aiohttp client it calls the pooled `aiohttp.ClientSession` directly — no
-  `httpx.Request` / `httpx.Response` built around aiohttp's (that wrapping cost ~100 µs of CPU per call,
-  docs/ARCHITECTURE.md#per-call-budget).
-- `exchange(call)` → (status, body): a whole request and reply, for the administrative calls (channel test,
-  balance, model lists).
-- `send(call)` → `httpx.Response`: the same request through httpx's transport API over the same pool, for
-  callers that want httpx's response object.
+- `open(call, *, seconds=None, decoded=False)` → `UpstreamResponse` (status, headers, `read()` or
+  `next_chunk()`, `close()`): the model calls, the administrative calls (channel test, balance, model
+  lists: `server/upstream/admin.py`) and the payment checkout (`server/payments/checkout.py`). `seconds`
+  replaces the client's timeout for that one call (the administrative calls' tighter bound); `decoded`
+  asks for the body decoded by its `Content-Encoding` (the administrative readers), where a model call
+  passes the bytes on as they came. `read_capped(response, limit)` reads a body whole through
+  `next_chunk()`, up to a limit (the administrative readers' byte caps).
 
-Every failure is httpx's error for what happened (`transports.fault`: a timeout is an
-`httpx.TimeoutException`, a refused or dropped connection a `ConnectError` / `ReadError`, the aiohttp
-error kept as the `__cause__`), on every method and both clients, so `faults.is_timeout` / `describe`
-read them alike.
+With the default aiohttp client it calls the pooled `aiohttp.ClientSession` directly — no `httpx.Request` /
+`httpx.Response` built around aiohttp's (that wrapping cost ~100 µs of CPU per call,
+docs/ARCHITECTURE.md#per-call-budget); with `UPSTREAM_TRANSPORT=httpx` it hands an `httpx.Request` to
+httpx's own transport. Only that one client is on the wire.
+
+Every failure is httpx's error for what happened (`transports.fault` for aiohttp's; httpx raises its own):
+a timeout is an `httpx.TimeoutException`, a refused or unreachable destination an `httpx.ConnectError`, a
+connection dropped or an answer that breaks HTTP a `ConnectError` / `ReadError` / `RemoteProtocolError`
+(the aiohttp error kept as the `__cause__`) — on `open`, `read`, `next_chunk` and `close`, on both
+clients, so `faults.is_timeout` / `describe` read them alike.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from yarl import URL
 
 from server.destinations import DestinationPolicy, Network
 from server.upstream.providers.base import UpstreamCall
-from server.upstream.transports import aiohttp_session, build_transport, fault
+from server.upstream.transports import GuardedHTTPTransport, aiohttp_session, aiohttp_timeout, fault
 
 
 class Headers(Protocol):
@@ -90,12 +95,15 @@ class _AiohttpResponse:
 
 
 class _HttpxResponse:
-    """httpx's response (`UPSTREAM_TRANSPORT=httpx`) behind the same interface."""
+    """httpx's response (`UPSTREAM_TRANSPORT=httpx`) behind the same interface. `read()` is httpx's
+    `aread()` (decoded by `Content-Encoding`); `next_chunk()` gives the bytes as they came, or decoded
+    when the call asked for it."""
 
-    __slots__ = ("_chunks", "_raw", "headers", "status")
+    __slots__ = ("_chunks", "_decoded", "_raw", "headers", "status")
 
-    def __init__(self, raw: httpx.Response) -> None:
+    def __init__(self, raw: httpx.Response, decoded: bool) -> None:
         self._raw = raw
+        self._decoded = decoded
         self._chunks: AsyncIterator[bytes] | None = None
         self.status = raw.status_code
         self.headers: Headers = raw.headers
@@ -105,7 +113,7 @@ class _HttpxResponse:
 
     async def next_chunk(self) -> bytes:
         if self._chunks is None:
-            self._chunks = self._raw.aiter_raw()
+            self._chunks = self._raw.aiter_bytes() if self._decoded else self._raw.aiter_raw()
         async for chunk in self._chunks:
             if chunk:
                 return chunk
@@ -115,6 +123,27 @@ class _HttpxResponse:
         await self._raw.aclose()
 
 
+class BodyTooLarge(Exception):
+    """An answer longer than its reader's limit (`read_capped`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes")
+        self.limit = limit
+
+
+async def read_capped(response: UpstreamResponse, limit: int) -> bytes:
+    """The whole body, read by `next_chunk()`; `BodyTooLarge` as soon as more than `limit` bytes came
+    (reading stops there). The caller closes the response."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.next_chunk():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 URL_CACHE_SIZE = 1024
 
 
@@ -122,26 +151,26 @@ class Upstream:
     """One pooled HTTP client per worker (aiohttp's by default, or httpx's own).
 
     No client-level cookie jar (which would carry one upstream's cookies into another caller's call), no
-    redirects, no header merging, no decompression: the upstream's bytes pass through as they came. The
-    wire is the call's method, URL, headers and body, plus what HTTP/1.1 needs (`Host`, `Content-Length`)
-    and the client's defaults (`Accept-Encoding`, `User-Agent`). Timeouts: connect at most 10 s, then
-    `timeout` for each read, write and pool wait. Connections reach only the addresses `allow_private`
-    and the public internet allow (`server/upstream/transports.py`). Only the channel's key and
-    `header_override` (never replacing the key header, never a header that frames the request:
-    `core/headers.py`) go upstream; the caller's credentials and query string never do."""
+    redirects, no header merging, no decompression unless a call asks for it (`decoded`): a model call's
+    bytes pass through as they came. The wire is the call's method, URL, headers and body, plus what
+    HTTP/1.1 needs (`Host`, `Content-Length`) and, with aiohttp, its defaults (`Accept`,
+    `Accept-Encoding`, `User-Agent`). Timeouts: connect at most 10 s, then `timeout` (or the call's
+    `seconds`) for each read and pool wait. Connections reach only the addresses `allow_private` and the
+    public internet allow (`server/upstream/transports.py`). Only the channel's key and `header_override`
+    (never replacing the key header, never a header that frames the request: `core/headers.py`) go
+    upstream; the caller's credentials and query string never do."""
 
     def __init__(self, timeout: float, *, transport: str = "aiohttp", max_connections: int = 1000,
                  allow_private: tuple[Network, ...] = ()) -> None:
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
-                              keepalive_expiry=60.0)
         self.kind = transport
         self.policy = DestinationPolicy(allow_private)
-        self.timeouts = httpx.Timeout(timeout, connect=min(10.0, timeout))
-        self.extensions = {"timeout": self.timeouts.as_dict()}
-        self._limits = limits
+        self.timeouts = _timeouts(timeout)
+        self._limits = httpx.Limits(max_connections=max_connections,
+                                    max_keepalive_connections=max_connections, keepalive_expiry=60.0)
+        self._extensions = {"timeout": self.timeouts.as_dict()}
         self._session: aiohttp.ClientSession | None = None
         self._urls: dict[str, URL] = {}
-        self.transport = build_transport(transport, limits, self.policy, self.session)
+        self._httpx = GuardedHTTPTransport(self._limits, self.policy) if transport == "httpx" else None
 
     def session(self) -> aiohttp.ClientSession:
         """The pooled aiohttp session, built on first use (inside the worker's event loop)."""
@@ -160,37 +189,45 @@ class Upstream:
             parsed = self._urls[url] = URL(url)
         return parsed
 
-    async def open(self, call: UpstreamCall) -> UpstreamResponse:
-        """Send `call`; the reply with its body not read yet (`read()` or `next_chunk()`, then `close()`)."""
-        if self.kind != "aiohttp":
-            return _HttpxResponse(await self.send(call))
+    async def open(self, call: UpstreamCall, *, seconds: float | None = None, decoded: bool = False
+                   ) -> UpstreamResponse:
+        """Send `call`; the reply with its body not read yet (`read()` or `next_chunk()`, then `close()`).
+        `seconds` replaces the client's timeout for this call (connect at most 10 s, each read and pool
+        wait `seconds`); a bound on the whole exchange is the caller's (`asyncio.timeout`). `decoded`:
+        the body comes decoded by its `Content-Encoding`."""
+        if self._httpx is not None:
+            return await self._open_httpx(self._httpx, call, seconds, decoded)
+        session = self.session()
         try:
-            raw = await self.session().request(call.method, self._url(call.url), headers=call.headers,
-                                               data=call.body or None, allow_redirects=False)
+            if seconds is None and not decoded:  # a model call
+                raw = await session.request(call.method, self._url(call.url), headers=call.headers,
+                                            data=call.body or None, allow_redirects=False)
+            else:
+                raw = await session.request(
+                    call.method, self._url(call.url), headers=call.headers, data=call.body or None,
+                    allow_redirects=False, auto_decompress=decoded,
+                    timeout=session.timeout if seconds is None else aiohttp_timeout(_timeouts(seconds)))
         except Exception as exc:
             raise fault(exc, reading=False)  # noqa: B904 (its __cause__ is set)
         return _AiohttpResponse(raw)
 
-    async def exchange(self, call: UpstreamCall) -> tuple[int, bytes]:
-        """Send `call` and read the whole reply: (status, body). For the administrative calls."""
-        response = await self.open(call)
-        try:
-            return response.status, await response.read()
-        finally:
-            await response.close()
-
-    async def send(self, call: UpstreamCall, *, seconds: float | None = None) -> httpx.Response:
-        """The response with its body not read yet: `aread()` it or iterate `aiter_raw()`, then `aclose()`.
-        `seconds` replaces the client's timeout for this request (the administrative calls' tighter bound)."""
-        extensions = self.extensions if seconds is None else {
-            "timeout": httpx.Timeout(seconds, connect=min(10.0, seconds)).as_dict()}
+    async def _open_httpx(self, transport: httpx.AsyncBaseTransport, call: UpstreamCall,
+                          seconds: float | None, decoded: bool) -> UpstreamResponse:
+        extensions = self._extensions if seconds is None else {"timeout": _timeouts(seconds).as_dict()}
         request = httpx.Request(call.method, call.url, headers=call.headers, content=call.body,
                                 extensions=extensions)
-        response = await self.transport.handle_async_request(request)
+        response = await transport.handle_async_request(request)
         response.request = request
-        return response
+        return _HttpxResponse(response, decoded)
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        if self._httpx is not None:
+            await self._httpx.aclose()
         if self._session is not None:
             await self._session.close()
+
+
+def _timeouts(seconds: float) -> httpx.Timeout:
+    """The client's timeouts for `seconds`: connect at most 10 s, each read, write and pool wait
+    `seconds`."""
+    return httpx.Timeout(seconds, connect=min(10.0, seconds))

@@ -1,10 +1,13 @@
 """What an upstream failure was, and what it means for the channel: the one fault vocabulary of every call
-made upstream (model calls, channel tests, balances, model lists).
+made upstream (model calls, channel tests, balances, model lists, the payment checkout).
 
-- A failed connection was a timeout, or a drop (refused, reset, closed mid-reply): only a timeout is
-  reported as one (504 `upstream_timeout`, a stream's `DEADLINE_EXCEEDED` event); a drop is the provider
-  failing (503). Both transports raise httpx's error for what happened (`server/upstream/transports.py`
-  corrects httpx-aiohttp's mapping), so the type decides (`is_timeout`, `describe`).
+- A failed connection was a timeout, or a drop (refused, reset, closed mid-reply, an answer that is not
+  HTTP): only a timeout is reported as one (504 `upstream_timeout`, a stream's `DEADLINE_EXCEEDED` event,
+  an administrative call's "no answer within"); a drop is the provider failing (503, "could not be reached
+  or dropped the connection"). The vocabulary is httpx's exception classes, raised by every upstream call
+  on both transports (`server/upstream/client.py`; `transports.fault` translates aiohttp's): a timeout is
+  an `httpx.TimeoutException`, anything else an `httpx.TransportError` that is not one (`ConnectError`,
+  `ReadError`, `RemoteProtocolError`). So the type decides (`is_timeout`, `describe`).
 - A failed answer is judged by the options (`judge`): retried on another channel when its status is in
   `AutomaticRetryStatusCodes`, and the channel (or key) disabled when its status is in
   `AutomaticDisableStatusCodes` or a retryable answer holds a disable keyword (docs/API.md#auto-disable).

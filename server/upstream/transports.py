@@ -1,21 +1,19 @@
 """The pooled HTTP clients under the upstream client (`server/upstream/client.py`), each refusing forbidden
-destinations at connect time (`server/destinations.py`).
+destinations at connect time (`server/destinations.py`). A worker runs one of them, never both.
 
-- aiohttp (the default): one `aiohttp.ClientSession` per worker (`aiohttp_session`), called directly on
-  the model-call path and through httpx-aiohttp's transport by `Upstream.send`; its connector gets a
-  `socket_factory` that checks the address of every socket it opens — after DNS and after aiohttp's own
-  DNS cache, literal addresses included — so no resolution is added and a kept-alive connection costs
-  nothing.
-- httpx's own transport: its connection pool gets a network backend that resolves the host itself
-  (cached briefly), drops the forbidden addresses and connects to an allowed one by address; TLS still
-  verifies the certificate against the URL's host name.
+- aiohttp (the default): one `aiohttp.ClientSession` per worker (`aiohttp_session`), called directly by
+  `Upstream.open` for every upstream call; its connector gets a `socket_factory` that checks the address
+  of every socket it opens — after DNS and after aiohttp's own DNS cache, literal addresses included — so
+  no resolution is added and a kept-alive connection costs nothing. Its failures become httpx's errors
+  (`fault`).
+- httpx's own transport (`UPSTREAM_TRANSPORT=httpx`, `GuardedHTTPTransport`): its connection pool gets a
+  network backend that resolves the host itself (cached briefly), drops the forbidden addresses and
+  connects to an allowed one by address; TLS still verifies the certificate against the URL's host name.
+  It raises httpx's errors itself.
 
-A refusal is a connect error to the caller of the transport (`httpx.ConnectError`), like an unreachable
-host: the gateway tries the next channel, and answers its usual error when none is left.
-
-Both raise httpx's errors for what happened (`fault`): only a timeout is an `httpx.TimeoutException`
-(httpx-aiohttp's own mapping calls every aiohttp connection error a `ConnectTimeout`; `fault` corrects
-it, keeping the aiohttp error as the `__cause__`).
+A refusal is a connect error to the caller (`httpx.ConnectError`), like an unreachable host: the gateway
+tries the next channel, and answers its usual error when none is left. Only a timeout is an
+`httpx.TimeoutException`, on both clients.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
@@ -34,39 +32,53 @@ from server.destinations import DestinationPolicy, DestinationRefused
 
 
 def fault(exc: BaseException, *, reading: bool) -> BaseException:
-    """What to raise for a failure of the aiohttp client: the httpx error that says what it was, its
-    `__cause__` the aiohttp error (`exc` itself when it is no transport failure).
+    """What to raise for a failure of the aiohttp client: httpx's error for what happened, its `__cause__`
+    the aiohttp error (`exc` itself when it is no transport failure). A timeout is a timeout and nothing
+    else is, as with httpx's own transport (which calls a drop a `RemoteProtocolError`: neither client
+    calls it a timeout).
 
-    httpx-aiohttp maps every aiohttp connection error — a refused connection, a host that closed the
-    socket, a read timeout — to `httpx.ConnectTimeout`. Here a timeout is the matching
-    `httpx.TimeoutException` (connect or read) and anything else a connect error (before the answer) or a
-    read error (while reading it)."""
-    cause = exc
-    if isinstance(exc, httpx.TransportError):
-        if not isinstance(exc.__cause__, aiohttp.ClientError):
-            return exc
-        cause = exc.__cause__
+    - a timeout is an `httpx.TimeoutException`: `ConnectTimeout` for the connection (or the wait for a
+      pooled one), `ReadTimeout` for an upstream that sends nothing for a read timeout (before the
+      answer's head or within its body);
+    - no connection (refused, unreachable, unresolvable, a forbidden destination) is a `ConnectError`;
+    - an answer that is not HTTP is a `RemoteProtocolError`;
+    - a connection closed or reset by the upstream is a `ConnectError` before the answer and a
+      `ReadError` while reading it.
+
+    The order matters: aiohttp's timeouts are connection errors too (`ServerTimeoutError` is a
+    `ClientConnectionError` and a `TimeoutError`), so they are matched first."""
     error: httpx.TransportError
-    if isinstance(cause, aiohttp.ConnectionTimeoutError):
-        error = httpx.ConnectTimeout(str(cause))
-    elif isinstance(cause, TimeoutError):  # aiohttp's socket/server timeouts are TimeoutErrors
-        error = (httpx.ReadTimeout if reading else httpx.ConnectTimeout)(str(cause) or "timed out")
-    elif isinstance(cause, aiohttp.ClientConnectorError):
-        reason = cause.os_error
-        error = httpx.ConnectError(str(reason) if isinstance(reason, DestinationRefused) else str(cause))
-    elif isinstance(cause, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
-        error = (httpx.ReadError if reading else httpx.ConnectError)(str(cause))
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        error = httpx.ConnectTimeout(str(exc) or "connecting timed out")
+    elif isinstance(exc, aiohttp.SocketTimeoutError):
+        error = httpx.ReadTimeout(str(exc) or "reading timed out")
+    elif isinstance(exc, TimeoutError):  # any other timeout of aiohttp's
+        error = (httpx.ReadTimeout if reading else httpx.ConnectTimeout)(str(exc) or "timed out")
+    elif isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error
+        error = httpx.ConnectError(str(reason) if isinstance(reason, DestinationRefused) else str(exc))
+    elif isinstance(exc, aiohttp.ClientResponseError):  # the answer's head is not HTTP
+        error = httpx.RemoteProtocolError(str(exc))
+    elif isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
+        error = (httpx.ReadError if reading else httpx.ConnectError)(str(exc))
     else:
         return exc
-    error.__cause__ = cause
+    error.__cause__ = exc
     return error
+
+
+def aiohttp_timeout(timeout: httpx.Timeout) -> aiohttp.ClientTimeout:
+    """aiohttp's form of the client's timeouts: `sock_connect` the connect timeout, `sock_read` the read
+    timeout (each wait for bytes), `connect` the pool wait plus the connection."""
+    return aiohttp.ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.pool)
 
 
 def aiohttp_session(limits: httpx.Limits, policy: DestinationPolicy, ssl_context: ssl.SSLContext,
                     timeout: httpx.Timeout) -> aiohttp.ClientSession:
     """The pooled aiohttp session (build it inside the worker's event loop): no cookie jar (one upstream's
-    cookies never reach another caller's call), no decompression (the bytes pass through as they came),
-    connections only where `policy` allows (checked by the connector's socket factory)."""
+    cookies never reach another caller's call), no decompression unless a request asks for it (the bytes
+    pass through as they came), connections only where `policy` allows (checked by the connector's socket
+    factory)."""
     def factory(addr_info: Any) -> socket.socket:
         family, type_, proto, _, sockaddr = addr_info
         policy.check(str(sockaddr[0]))
@@ -77,56 +89,7 @@ def aiohttp_session(limits: httpx.Limits, policy: DestinationPolicy, ssl_context
         socket_factory=None if policy.allows_all else factory)
     return aiohttp.ClientSession(
         connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
-        timeout=aiohttp.ClientTimeout(sock_connect=timeout.connect, sock_read=timeout.read,
-                                      connect=timeout.pool))
-
-
-def build_transport(kind: str, limits: httpx.Limits, policy: DestinationPolicy,
-                    session: Callable[[], aiohttp.ClientSession] | None = None) -> httpx.AsyncBaseTransport:
-    """`aiohttp` (over `session()`, the pool the upstream client shares) or `httpx`, pooled with
-    `limits`, connecting only where `policy` allows."""
-    if kind == "aiohttp":
-        assert session is not None
-        return _aiohttp_transport(session)
-    return GuardedHTTPTransport(limits, policy)
-
-
-def _aiohttp_transport(session: Callable[[], aiohttp.ClientSession]) -> httpx.AsyncBaseTransport:
-    """httpx-aiohttp's transport over the shared session, its failures mapped by `fault`."""
-    from httpx_aiohttp import AiohttpTransport
-    from httpx_aiohttp.transport import AiohttpResponseStream
-
-    class Stream(AiohttpResponseStream):
-        """The response body, its failures mapped like the request's (`fault`, reading)."""
-
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            try:
-                async for chunk in self._aiohttp_response.content.iter_chunked(self.CHUNK_SIZE):
-                    yield chunk
-            except Exception as exc:
-                raise fault(exc, reading=True)  # noqa: B904 (its __cause__ is set)
-
-        async def aclose(self) -> None:
-            try:
-                await super().aclose()
-            except Exception as exc:
-                raise fault(exc, reading=True)  # noqa: B904 (its __cause__ is set)
-
-    class Transport(AiohttpTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            try:
-                response = await super().handle_async_request(request)
-            except Exception as exc:
-                raise fault(exc, reading=False)  # noqa: B904 (its __cause__ is set)
-            stream = response.stream
-            if isinstance(stream, AiohttpResponseStream):
-                response.stream = Stream(stream._aiohttp_response)
-            return response
-
-        async def aclose(self) -> None:  # the session is the upstream client's to close
-            return None
-
-    return Transport(client=session)
+        timeout=aiohttp_timeout(timeout))
 
 
 class GuardedHTTPTransport(httpx.AsyncHTTPTransport):

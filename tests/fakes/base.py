@@ -11,16 +11,21 @@ answering, or in the middle of a chunked body, is one line here and a fight with
 A subclass implements `route` (the normal answers), `error_reply` (the injected failures, in the provider's
 wire format), and `api_key` / `key_error` (what `valid_keys` checks). Three failures are the same for
 every provider: `hang` (accept the request and never answer, until the fake stops), `garbage` (a 200 whose
-body is not JSON) and `huge` (a 200 JSON body of `HUGE_BYTES`, streamed in 1 MB chunks).
+body is not JSON), `huge` (a 200 JSON body of `HUGE_BYTES`, streamed in 1 MB chunks) and `not_http` (an
+answer that is not HTTP at all — `NOT_HTTP`, what a `base_url` pointing at another service's port gets —
+then the connection closes).
 
 Two switches imitate what real providers send that a gateway must not pass on: `extra_headers` are added
 to every reply (`Set-Cookie`, organisation and rate-limit headers, …), and `echo_key` makes every error
-message quote the key the request carried (some providers do).
+message quote the key the request carried (some providers do). A third, `compress`, gzips every whole
+(not chunked) reply to a request whose `Accept-Encoding` names gzip, with `Content-Encoding: gzip`, as
+providers behind a CDN do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
 import json
 import traceback
@@ -35,10 +40,12 @@ MAX_HEAD = 64 * 1024
 """The longest request line + headers accepted (the StreamReader's default limit)."""
 
 BASE_FAILURES = frozenset({"400", "401", "403", "429", "500", "slow", "drop", "drop_mid_stream",
-                           "stall_mid_stream", "hang", "garbage", "huge"})
+                           "stall_mid_stream", "hang", "garbage", "huge", "not_http"})
 HUGE_BYTES = 6 * 1024 * 1024
 """The size of a `huge` answer: more than the 5 MB an administrative call reads."""
 GARBAGE = b"<html><body>\x00 this is not JSON \xff\xfe</body>"
+NOT_HTTP = b"SSH-2.0-OpenSSH_9.6\r\nProtocol mismatch.\r\n"
+"""The answer of a `not_http` failure: another service's greeting, no HTTP status line."""
 
 
 @dataclass
@@ -102,6 +109,8 @@ class FakeServer:
         """Headers added to every reply, errors included."""
         self.echo_key = False
         """When True, error messages quote the request's key (see `echoed`)."""
+        self.compress = False
+        """When True, a whole reply is gzipped for a request that accepts gzip (`Content-Encoding`)."""
         self.port = 0
         self._failure: str | None = None
         self._failures_left: int | None = None
@@ -205,13 +214,14 @@ class FakeServer:
     # -- request handling -------------------------------------------------------------------------------
 
     async def _answer(self, request: Recorded) -> tuple[Reply | None, str | None]:
-        """The reply (None: close without answering) and how to break it after its first chunk: "cut"
-        (close the connection) or "stall" (wait `slow_seconds`, then close), None to send it whole."""
+        """The reply (None: close without answering, after writing `NOT_HTTP` when the second item is
+        "not_http") and how to break it after its first chunk: "cut" (close the connection) or "stall"
+        (wait `slow_seconds`, then close), None to send it whole."""
         self.received.append(request)
         mode = self._take_failure()
         broken = {"drop_mid_stream": "cut", "stall_mid_stream": "stall"}.get(mode or "")
-        if mode == "drop":
-            return None, None
+        if mode in ("drop", "not_http"):
+            return None, mode
         if mode == "hang":
             await asyncio.sleep(86_400)  # until `stop` cancels the connection
         if mode == "garbage":
@@ -253,7 +263,13 @@ class FakeServer:
                     break
                 reply, broken = await self._answer(request)
                 if reply is None:
+                    if broken == "not_http":
+                        writer.write(NOT_HTTP)
+                        await writer.drain()
                     break
+                if self.compress and reply.chunks is None and _accepts_gzip(request):
+                    reply = Reply(reply.status, gzip.compress(reply.body), reply.content_type,
+                                  {**reply.headers, "content-encoding": "gzip"})
                 keep_alive = _wants_keep_alive(request) and broken is None
                 await self._write(writer, reply, keep_alive, broken)
                 if not keep_alive:
@@ -295,6 +311,10 @@ class FakeServer:
                 return
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+def _accepts_gzip(request: Recorded) -> bool:
+    return "gzip" in request.headers.get("accept-encoding", "").lower()
 
 
 def _wants_keep_alive(request: Recorded) -> bool:

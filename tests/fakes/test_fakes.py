@@ -6,6 +6,7 @@ own shapes are in test_fake_gemini.py and test_fake_openai.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from tests.fakes import FakeGemini, FakeOpenAI
-from tests.fakes.base import HUGE_BYTES, FakeServer
+from tests.fakes.base import HUGE_BYTES, NOT_HTTP, FakeServer
 from tests.fakes.fixtures import client_for
 
 MODERATE = "/v1/moderations"
@@ -218,6 +219,29 @@ async def test_garbage_and_huge_are_200s_no_client_can_use(kind: type[FakeServer
             assert huge.status_code == 200 and huge.headers["transfer-encoding"] == "chunked"
             assert len(await huge.aread()) > HUGE_BYTES
         assert (await client.get("/v1/models")).status_code in (200, 404)  # then back to normal
+
+
+@pytest.mark.parametrize("kind", [FakeGemini, FakeOpenAI])
+async def test_not_http_answers_another_protocol_then_closes(kind: type[FakeServer]) -> None:
+    async with kind() as fake:
+        fake.fail("not_http", times=1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", fake.port)
+        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert await reader.read() == NOT_HTTP  # everything until the fake closed the connection
+        writer.close()
+        async with client_for(fake) as client:
+            assert (await client.get("/v1/models")).status_code in (200, 404)  # then back to normal
+        assert len(fake.received) == 2
+
+
+async def test_compress_gzips_whole_replies_for_a_client_that_accepts_gzip(openai_fake: FakeOpenAI) -> None:
+    openai_fake.compress = True
+    async with client_for(openai_fake) as client:
+        for accepted, encoded in (("gzip, deflate", True), ("identity", False)):
+            response = await client.get("/v1/models", headers={"Accept-Encoding": accepted})
+            assert response.status_code == 200
+            assert (response.headers.get("content-encoding") == "gzip") is encoded, response.headers
+            assert json.loads(response.content)["object"] == "list"  # httpx decodes it
 
 
 async def test_hang_never_answers_and_stop_does_not_wait() -> None:
