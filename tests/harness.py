@@ -182,12 +182,12 @@ def keep_upstreams_local(running: Running) -> None:
     upstream = running.state.upstream
     send = upstream.open
 
-    async def local_only(call: UpstreamCall, *, seconds: float | None = None, decoded: bool = False
+    async def local_only(call: UpstreamCall, *, seconds: float | None = None
                          ) -> UpstreamResponse:
         host = urlsplit(call.url).hostname
         if host != "127.0.0.1":
             raise httpx.ConnectError(f"{host} is not a test upstream")
-        return await send(call, seconds=seconds, decoded=decoded)
+        return await send(call, seconds=seconds)
 
     upstream.open = local_only  # type: ignore[method-assign]  # this app's one client, checked per call
 

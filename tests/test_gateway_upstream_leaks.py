@@ -106,6 +106,27 @@ async def test_upstream_response_headers_never_reach_the_caller(
                                                     else "application/json")
 
 
+@pytest.mark.parametrize("kind", ["gemini plain", "moderation"])
+async def test_a_compressed_upstream_answer_reaches_the_caller_decoded(
+        embedded_app: Running, gemini_fake: FakeGemini, openai_fake: FakeOpenAI, kind: str) -> None:
+    """The gateway answers with our headers only (no `Content-Encoding`), so an upstream that gzips its
+    answer (aiohttp asks for gzip by default) must be decoded first: the caller reads JSON, the usage in it
+    is billed."""
+    path, _, body, _ = CALLS[kind]
+    await seed_channel(embedded_app.state, type=24, base_url=gemini_fake.url, models=TTS)
+    await seed_channel(embedded_app.state, type=1, base_url=openai_fake.url, models=MOD)
+    fake = gemini_fake if kind.startswith("gemini") else openai_fake
+    fake.compress = True
+    _, key = await caller(embedded_app)
+    async with client_of(embedded_app, key) as client:
+        response = await client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    assert "content-encoding" not in response.headers
+    reply = response.json()  # not gzip bytes
+    assert ("candidates" in reply) if fake is gemini_fake else ("results" in reply)
+    assert "gzip" in fake.last.headers.get("accept-encoding", "")  # it was compressed on the wire
+
+
 # ---- redaction ----------------------------------------------------------------------------------------
 
 GEMINI_KEYS = ("gemini-first-secret-7f3a", "gemini-second-secret-9b1c")  # not key-shaped: found by value

@@ -361,7 +361,7 @@ def test_a_test_answer_must_be_a_json_object() -> None:
 # ---- against the fake providers ------------------------------------------------------------------------
 
 async def _send(upstream: Upstream, call: UpstreamCall) -> tuple[int, bytes]:
-    response = await upstream.open(call, seconds=10.0, decoded=True)  # as the administrative calls do
+    response = await upstream.open(call, seconds=10.0)  # as the administrative calls do
     try:
         return response.status, await read_capped(response, MAX_BODY)
     finally:

@@ -1,5 +1,5 @@
 """One fault vocabulary on both upstream transports (`server/upstream/client.py`, `transports.py`): every call
-— a model call (`open(call)`) and an administrative one (`open(call, seconds=, decoded=True)`) — raises
+— a model call (`open(call)`) and an administrative one (`open(call, seconds=)`) — raises
 httpx's error for what happened, from `open`, `read` and `next_chunk` alike. A refused connection is a
 `ConnectError`; a connection closed before or during the answer, or an answer that is not HTTP, is a
 transport error that is no timeout; only an upstream that does not answer in time is an
@@ -55,7 +55,7 @@ def _check_cause(transport: str, exc: httpx.TransportError) -> None:
 async def _fetch(upstream: Upstream, call: UpstreamCall, reader: str = "read",
                  seconds: float | None = None) -> bytes:
     """Open `call` as a model call (`seconds` None) or an administrative one, and read it with `reader`."""
-    response = await upstream.open(call, seconds=seconds, decoded=seconds is not None)
+    response = await upstream.open(call, seconds=seconds)
     try:
         if reader == "read":
             return await response.read()
@@ -181,7 +181,7 @@ async def test_an_administrative_call_tells_a_timeout_from_a_drop(transport: str
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_administrative_call_reads_a_compressed_answer(transport: str) -> None:
     """An upstream that gzips (as CDNs do when asked) still gives a readable model list: the administrative
-    calls read the body decoded (`decoded=True`), as httpx's reader did before they used `next_chunk`."""
+    calls read the body decoded by its `Content-Encoding`, as every call does."""
     upstream = Upstream(10.0, transport=transport, allow_private=ANY_ADDRESS)
     admin = UpstreamAdmin(upstream, PROVIDERS, timeout=10.0)
     try:

@@ -75,7 +75,7 @@ class Checkout:
         }, urlencode(req.form()).encode())
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self.upstream.open(call, seconds=self.timeout, decoded=True)
+                response = await self.upstream.open(call, seconds=self.timeout)
                 try:
                     body = await read_capped(response, self.max_body)
                 finally:

@@ -11,8 +11,8 @@ calls — the same pooled transport and the same destination policy, so a privat
   seconds (`ADMIN_UPSTREAM_TIMEOUT`, 15 by default), answers included: an upstream that hangs or drips
   is cut off at the deadline;
 - at most `max_body` bytes (5 MB) of an answer are read: the body is streamed (`Upstream.open(call,
-  seconds=..., decoded=True)`, then `next_chunk()` through `read_capped`, decoded by its
-  `Content-Encoding`) and reading stops at the limit;
+  seconds=...)`, then `next_chunk()` through `read_capped`, decoded by its `Content-Encoding`) and
+  reading stops at the limit;
 - anything that goes wrong — no connection, a refused destination, a timeout, an answer too large or
   unreadable, a non-2xx — is an `UpstreamFailed` (502) saying what happened and what the upstream said.
 
@@ -226,7 +226,7 @@ class UpstreamAdmin:
             raise _Failed(f"no answer within {self.timeout:g} s")
         try:
             async with asyncio.timeout(remaining):
-                response = await self.upstream.open(call, seconds=remaining, decoded=True)
+                response = await self.upstream.open(call, seconds=remaining)
                 try:
                     body = await read_capped(response, self.max_body)
                 finally:

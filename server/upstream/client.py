@@ -4,13 +4,14 @@ A provider describes a request as plain data (`server/upstream/providers/base.py
 one place that sends it, so the HTTP client under it can change without touching a provider, the pipeline
 or an administrative caller. Every upstream call goes through one method:
 
-- `open(call, *, seconds=None, decoded=False)` → `UpstreamResponse` (status, headers, `read()` or
-  `next_chunk()`, `close()`): the model calls, the administrative calls (channel test, balance, model
-  lists: `server/upstream/admin.py`) and the payment checkout (`server/payments/checkout.py`). `seconds`
-  replaces the client's timeout for that one call (the administrative calls' tighter bound); `decoded`
-  asks for the body decoded by its `Content-Encoding` (the administrative readers), where a model call
-  passes the bytes on as they came. `read_capped(response, limit)` reads a body whole through
-  `next_chunk()`, up to a limit (the administrative readers' byte caps).
+- `open(call, *, seconds=None)` → `UpstreamResponse` (status, headers, `read()` or `next_chunk()`,
+  `close()`): the model calls, the administrative calls (channel test, balance, model lists:
+  `server/upstream/admin.py`) and the payment checkout (`server/payments/checkout.py`). `seconds` replaces
+  the client's timeout for that one call (the administrative calls' tighter bound). A body always comes
+  decoded by its `Content-Encoding`: the gateway answers with our headers only (never the upstream's
+  `Content-Encoding`), so a compressed reply passed on as it came would reach the caller as unreadable
+  bytes. `read_capped(response, limit)` reads a body whole through `next_chunk()`, up to a limit (the
+  administrative readers' byte caps).
 
 With the default aiohttp client it calls the pooled `aiohttp.ClientSession` directly — no `httpx.Request` /
 `httpx.Response` built around aiohttp's (that wrapping cost ~100 µs of CPU per call,
@@ -95,15 +96,13 @@ class _AiohttpResponse:
 
 
 class _HttpxResponse:
-    """httpx's response (`UPSTREAM_TRANSPORT=httpx`) behind the same interface. `read()` is httpx's
-    `aread()` (decoded by `Content-Encoding`); `next_chunk()` gives the bytes as they came, or decoded
-    when the call asked for it."""
+    """httpx's response (`UPSTREAM_TRANSPORT=httpx`) behind the same interface: `read()` and
+    `next_chunk()` give the body decoded by its `Content-Encoding` (`aread`, `aiter_bytes`)."""
 
-    __slots__ = ("_chunks", "_decoded", "_raw", "headers", "status")
+    __slots__ = ("_chunks", "_raw", "headers", "status")
 
-    def __init__(self, raw: httpx.Response, decoded: bool) -> None:
+    def __init__(self, raw: httpx.Response) -> None:
         self._raw = raw
-        self._decoded = decoded
         self._chunks: AsyncIterator[bytes] | None = None
         self.status = raw.status_code
         self.headers: Headers = raw.headers
@@ -113,7 +112,7 @@ class _HttpxResponse:
 
     async def next_chunk(self) -> bytes:
         if self._chunks is None:
-            self._chunks = self._raw.aiter_bytes() if self._decoded else self._raw.aiter_raw()
+            self._chunks = self._raw.aiter_bytes()
         async for chunk in self._chunks:
             if chunk:
                 return chunk
@@ -151,8 +150,8 @@ class Upstream:
     """One pooled HTTP client per worker (aiohttp's by default, or httpx's own).
 
     No client-level cookie jar (which would carry one upstream's cookies into another caller's call), no
-    redirects, no header merging, no decompression unless a call asks for it (`decoded`): a model call's
-    bytes pass through as they came. The wire is the call's method, URL, headers and body, plus what
+    redirects, no header merging; a body is decoded by its `Content-Encoding` (the gateway never passes
+    the upstream's on). The wire is the call's method, URL, headers and body, plus what
     HTTP/1.1 needs (`Host`, `Content-Length`) and, with aiohttp, its defaults (`Accept`,
     `Accept-Encoding`, `User-Agent`). Timeouts: connect at most 10 s, then `timeout` (or the call's
     `seconds`) for each read and pool wait. Connections reach only the addresses `allow_private` and the
@@ -189,36 +188,33 @@ class Upstream:
             parsed = self._urls[url] = URL(url)
         return parsed
 
-    async def open(self, call: UpstreamCall, *, seconds: float | None = None, decoded: bool = False
-                   ) -> UpstreamResponse:
+    async def open(self, call: UpstreamCall, *, seconds: float | None = None) -> UpstreamResponse:
         """Send `call`; the reply with its body not read yet (`read()` or `next_chunk()`, then `close()`).
         `seconds` replaces the client's timeout for this call (connect at most 10 s, each read and pool
-        wait `seconds`); a bound on the whole exchange is the caller's (`asyncio.timeout`). `decoded`:
-        the body comes decoded by its `Content-Encoding`."""
+        wait `seconds`); a bound on the whole exchange is the caller's (`asyncio.timeout`)."""
         if self._httpx is not None:
-            return await self._open_httpx(self._httpx, call, seconds, decoded)
+            return await self._open_httpx(self._httpx, call, seconds)
         session = self.session()
         try:
-            if seconds is None and not decoded:  # a model call
+            if seconds is None:  # a model call: the session's timeout
                 raw = await session.request(call.method, self._url(call.url), headers=call.headers,
                                             data=call.body or None, allow_redirects=False)
             else:
-                raw = await session.request(
-                    call.method, self._url(call.url), headers=call.headers, data=call.body or None,
-                    allow_redirects=False, auto_decompress=decoded,
-                    timeout=session.timeout if seconds is None else aiohttp_timeout(_timeouts(seconds)))
+                raw = await session.request(call.method, self._url(call.url), headers=call.headers,
+                                            data=call.body or None, allow_redirects=False,
+                                            timeout=aiohttp_timeout(_timeouts(seconds)))
         except Exception as exc:
             raise fault(exc, reading=False)  # noqa: B904 (its __cause__ is set)
         return _AiohttpResponse(raw)
 
     async def _open_httpx(self, transport: httpx.AsyncBaseTransport, call: UpstreamCall,
-                          seconds: float | None, decoded: bool) -> UpstreamResponse:
+                          seconds: float | None) -> UpstreamResponse:
         extensions = self._extensions if seconds is None else {"timeout": _timeouts(seconds).as_dict()}
         request = httpx.Request(call.method, call.url, headers=call.headers, content=call.body,
                                 extensions=extensions)
         response = await transport.handle_async_request(request)
         response.request = request
-        return _HttpxResponse(response, decoded)
+        return _HttpxResponse(response)
 
     async def aclose(self) -> None:
         if self._httpx is not None:

@@ -76,8 +76,8 @@ def aiohttp_timeout(timeout: httpx.Timeout) -> aiohttp.ClientTimeout:
 def aiohttp_session(limits: httpx.Limits, policy: DestinationPolicy, ssl_context: ssl.SSLContext,
                     timeout: httpx.Timeout) -> aiohttp.ClientSession:
     """The pooled aiohttp session (build it inside the worker's event loop): no cookie jar (one upstream's
-    cookies never reach another caller's call), no decompression unless a request asks for it (the bytes
-    pass through as they came), connections only where `policy` allows (checked by the connector's socket
+    cookies never reach another caller's call), bodies decoded by their `Content-Encoding` (the gateway
+    never passes the upstream's on), connections only where `policy` allows (checked by the connector's socket
     factory)."""
     def factory(addr_info: Any) -> socket.socket:
         family, type_, proto, _, sockaddr = addr_info
@@ -88,7 +88,7 @@ def aiohttp_session(limits: httpx.Limits, policy: DestinationPolicy, ssl_context
         keepalive_timeout=limits.keepalive_expiry, ssl=ssl_context, limit=limits.max_connections or 0,
         socket_factory=None if policy.allows_all else factory)
     return aiohttp.ClientSession(
-        connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
+        connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True,
         timeout=aiohttp_timeout(timeout))
 
 
