@@ -37,6 +37,7 @@ PAGES: dict[str, str] = {
     "/keys": "The console's API keys page.",
     # admin pages
     "/users": "The console's Users page (admins): find, create, edit and manage users.",
+    "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",
     "/redemptions": "The console's Redemption codes page (admins): create, find, disable, delete codes.",
     "/orders": "The console's Orders page (admins): every top-up order; complete a pending one by hand.",
 }

@@ -1,4 +1,7 @@
-"""The console's admin pages in Chromium against a real `tollway serve` (embedded): redemption codes made
+"""The console's admin pages in Chromium against a real `tollway serve` (embedded): a channel made and
+edited in the page (its models fetched from the fake OpenAI upstream) that routes the next model call of
+the official openai SDK, tested from the page, copied, filtered, deleted in a batch, its key's reveal
+asking for a verification; redemption codes made
 in the page (shown once, copied and downloaded as a file) that redeem exactly once; a pending top-up
 order completed by hand that credits its owner; users created, searched, filtered by group, given and
 refused quota, disabled, promoted, demoted and deleted, with the role hierarchy's refusal shown as the
@@ -16,13 +19,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from playwright.sync_api import Page, expect
 
 from core.enums import TopUpStatus
 from models.db import Database
 from models.topups import TopUp, TopUpRepository
-from tests.console.browser import PASSWORD, Server, check_accessibility, sign_in, tollway, user_client
+from tests.console.browser import (
+    PASSWORD,
+    Server,
+    check_accessibility,
+    on_thread,
+    sign_in,
+    tollway,
+    user_client,
+)
+from tests.fakes.openai import FakeOpenAI
 from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
@@ -41,6 +54,12 @@ def server(data_dir: Path) -> Iterator[Server]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeOpenAI]:
+    with on_thread(FakeOpenAI()) as fake:
+        yield fake  # type: ignore[misc]
+
+
 def as_root(page: Page, server: Server, path: str, title: str) -> None:
     sign_in(page, server, "root", ROOT_PASSWORD)
     page.get_by_role("navigation", name="Main").get_by_role("link", name=title).click()
@@ -51,6 +70,92 @@ def as_root(page: Page, server: Server, path: str, title: str) -> None:
 def data(response: httpx.Response) -> Any:
     assert response.status_code == 200, response.text
     return response.json()["data"]
+
+
+def moderate(server: Server, key: str, model: str) -> bool:
+    """One moderation call with the official SDK; whether the text was flagged."""
+    with openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0) as client:
+        return client.moderations.create(model=model, input="I will kill the bug").results[0].flagged
+
+
+def test_a_channel_made_and_edited_in_the_page_routes_the_next_call(page: Page, server: Server,
+                                                                    upstream: FakeOpenAI) -> None:
+    name, _ = server.add_user(quota=10_000_000)
+    with user_client(server, name) as user:
+        key = data(user.post("/api/token/", json={"name": "sdk", "unlimited_quota": True}))["key"]
+    as_root(page, server, "/channels", "Channels")
+    expect(page.get_by_text("No channels yet. Create one to serve model calls.")).to_be_visible()
+    check_accessibility(page, "channels")
+
+    page.get_by_role("button", name="Create channel").click()
+    form = page.get_by_role("dialog", name="Create a channel")
+    form.get_by_label("Name").fill("fake openai")
+    form.get_by_label("Type").select_option(label="OpenAI")
+    form.get_by_label("Key", exact=True).fill("o-key")
+    form.get_by_label("Base URL").fill(upstream.url)
+    form.get_by_role("button", name="Fetch the upstream's models").click()  # root: settings not saved yet
+    models = form.get_by_label("Models")
+    expect(models).to_have_value("omni-moderation-latest,text-moderation-latest")
+    models.fill("omni-moderation-latest")
+    form.get_by_label("Model mapping").fill("[1]")
+    check_accessibility(page, "channel form")
+    form.get_by_role("button", name="Create channel").click()
+    mapping = form.get_by_label("Model mapping")
+    expect(mapping).to_have_attribute("aria-invalid", "true")  # the server's refusal, at its field
+    mapping.fill("")
+    form.get_by_role("button", name="Create channel").click()
+    expect(page.locator(".notice")).to_have_text("1 channel created.")
+    row = page.locator("tbody tr", has_text="fake openai")
+    expect(row).to_contain_text("Enabled")
+
+    assert moderate(server, key, "omni-moderation-latest") is True
+    with pytest.raises(openai.APIStatusError):
+        moderate(server, key, "text-moderation-latest")  # no channel serves it yet
+
+    row.get_by_role("button", name="Edit fake openai").click()
+    edit = page.get_by_role("dialog", name="Edit channel “fake openai”")
+    edit.get_by_role("button", name="Fetch the upstream's models").click()  # the saved channel's own key
+    expect(edit.get_by_label("Models")).to_have_value("omni-moderation-latest,text-moderation-latest")
+    edit.get_by_role("button", name="Save").click()
+    expect(edit).to_be_hidden()
+    assert moderate(server, key, "text-moderation-latest") is True  # the edit routes the next call
+    assert upstream.received[-1].json["model"] == "text-moderation-latest"
+    assert upstream.received[-1].headers["authorization"] == "Bearer o-key"  # the key was kept
+
+    row.get_by_role("button", name="Test fake openai").click()
+    answered = re.compile(r"^Channel “fake openai” answered in \d+\.\d\d s\.$")
+    expect(page.locator(".notice")).to_have_text(answered)
+    expect(row).to_contain_text(" ms")
+    page.get_by_role("button", name="Test all channels").click()
+    expect(page.locator(".notice")).to_contain_text("Testing every channel started in the background")
+
+    row.get_by_role("button", name="Copy fake openai").click()
+    copy = page.locator("tbody tr", has_text="fake openai_copy")
+    expect(copy).to_be_visible()
+    page.get_by_label("Status").select_option("disabled")
+    expect(page.get_by_text("No channels yet. Create one to serve model calls.")).to_be_visible()
+    page.get_by_label("Status").select_option("")
+    copy.get_by_label("Select fake openai_copy").check()
+    page.get_by_role("button", name="Delete the selected").click()
+    confirm = page.get_by_role("dialog", name="Delete the selected channels?")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    check_accessibility(page, "delete selected channels confirmation")
+    confirm.get_by_role("button", name="Delete selected").click()
+    expect(page.locator(".notice")).to_have_text("1 channel deleted.")
+    expect(copy).to_have_count(0)
+    listed = data(server.admin().get("/api/channel/"))
+    assert [c["name"] for c in listed["items"]] == ["fake openai"]
+
+    row.get_by_role("button", name="Reveal key fake openai").click()  # root without a verification
+    prompt = page.get_by_role("dialog", name="Confirm it is you")
+    expect(prompt).to_contain_text("secure verification required")
+    check_accessibility(page, "verification prompt")
+    prompt.get_by_label("Authenticator code").fill("123456")
+    prompt.get_by_role("button", name="Verify").click()
+    expect(prompt.get_by_label("Authenticator code").or_(prompt.get_by_role("alert"))).to_be_visible()
+    refused = server.admin().post("/api/verify", json={"method": "2fa", "code": "123456"})
+    assert refused.status_code == 400
+    expect(prompt).to_contain_text(refused.json()["message"])  # root has no 2FA: the server says so
 
 
 def test_codes_made_in_the_page_are_shown_once_and_redeem_exactly_once(page: Page, server: Server) -> None:
@@ -295,6 +400,7 @@ def test_each_admin_page_makes_few_api_calls_at_load_and_none_later(page: Page, 
             if httpx.URL(r.url).path.startswith("/api/") else None)
     sign_in(page, server, "root", ROOT_PASSWORD)
     for path, heading, own in (("/users", "Users", {"/api/user/", "/api/group/"}),
+                               ("/channels", "Channels", {"/api/channel/"}),
                                ("/redemptions", "Redemption codes", {"/api/redemption/"}),
                                ("/orders", "Orders", {"/api/user/topup"})):
         seen.clear()

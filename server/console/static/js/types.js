@@ -153,4 +153,27 @@
  * @property {number} quota
  */
 
+/**
+ * A channel (`/api/channel/…`, admins); `key` is always "" in replies.
+ * @typedef {object} Channel
+ * @property {number} id
+ * @property {number} type
+ * @property {string} name
+ * @property {number} status  1 enabled, 2 disabled by an admin, 3 disabled automatically
+ * @property {string} models
+ * @property {string} group
+ * @property {number} priority
+ * @property {number} weight
+ * @property {string} base_url
+ * @property {string} test_model
+ * @property {string} tag
+ * @property {string} remark
+ * @property {string} model_mapping
+ * @property {number} balance
+ * @property {number} balance_updated_time
+ * @property {number} test_time
+ * @property {number} response_time  ms
+ * @property {{is_multi_key: boolean, multi_key_size: number}} channel_info
+ */
+
 export {};
