@@ -35,6 +35,11 @@ PAGES: dict[str, str] = {
     "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
     "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
     "/keys": "The console's API keys page.",
+    # admin pages
+    "/users": "The console's Users page (admins): find, create, edit and manage users.",
+    "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",
+    "/redemptions": "The console's Redemption codes page (admins): create, find, disable, delete codes.",
+    "/orders": "The console's Orders page (admins): every top-up order; complete a pending one by hand.",
 }
 
 CSP = "; ".join((

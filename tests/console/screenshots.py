@@ -1,7 +1,9 @@
 """`python -m tests.console.screenshots [FOLDER]`: take the console screenshots the docs show —
-`sign-in.png` and `dashboard.png`, in `docs/console/` unless FOLDER is given — from a real `tollway serve`
-(embedded, in a temporary folder) where a user made a few real model calls through the gateway to the fake
-upstreams, so the dashboard's chart has something to draw. Needs Debian's chromium, like the tests."""
+`sign-in.png`, `dashboard.png`, and root's `channels.png` and `users.png`, in `docs/console/` unless
+FOLDER is given — from a real `tollway serve` (embedded, in a temporary folder) where a user made a few
+real model calls through the gateway to the fake upstreams, so the dashboard's chart has something to draw
+(and the channel was tested once, so its list shows the answer's time). Needs Debian's chromium, like the
+tests."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from playwright.sync_api import sync_playwright
 
 from tests.console.browser import PASSWORD, launch, on_thread, sign_in, tollway, user_client
 from tests.fakes.gemini import FakeGemini
+from tests.test_e2e_serve import ROOT_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ("gemini-2.5-flash-preview-tts", "gemini-2.5-pro-preview-tts")
@@ -58,8 +61,18 @@ def main(argv: list[str]) -> int:
             sign_in(page, server, name, PASSWORD)
             page.get_by_role("img").first.wait_for()
             page.screenshot(path=str(out / "dashboard.png"), full_page=True)
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_role("heading", level=1, name="Sign in").wait_for()
+            channel_id = made.json()["data"][0]
+            assert server.admin().get(f"/api/channel/test/{channel_id}").status_code == 200
+            sign_in(page, server, "root", ROOT_PASSWORD)
+            for path, title in (("/channels", "Channels"), ("/users", "Users")):
+                page.goto(f"{server.url}{path}")
+                page.locator("tbody tr").first.wait_for()
+                page.get_by_role("heading", level=1, name=title).wait_for()
+                page.screenshot(path=str(out / f"{path[1:]}.png"), full_page=True)
             browser.close()
-    print(f"wrote {out / 'sign-in.png'} and {out / 'dashboard.png'}")
+    print(f"wrote sign-in.png, dashboard.png, channels.png and users.png in {out}")
     return 0
 
 

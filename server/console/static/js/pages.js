@@ -30,6 +30,12 @@ export const PAGES = [
     load: () => import("./pages/forgot-password.js") },
   { path: "/user/reset", title: "Choose a new password", access: "anyone",
     load: () => import("./pages/reset-password.js") },
+  // admin pages
+  { path: "/users", title: "Users", access: "admin", nav: "Users", load: () => import("./pages/users.js") },
+  { path: "/channels", title: "Channels", access: "admin", nav: "Channels", load: () => import("./pages/channels.js") },
+  { path: "/redemptions", title: "Redemption codes", access: "admin", nav: "Redemption codes",
+    load: () => import("./pages/redemptions.js") },
+  { path: "/orders", title: "Orders", access: "admin", nav: "Orders", load: () => import("./pages/orders.js") },
 ];
 
 /** The page shown for a path no page has. */

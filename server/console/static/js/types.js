@@ -99,4 +99,81 @@
  * @property {(ctx: PageContext) => Promise<void> | void} render
  */
 
+/**
+ * A redemption code (`/api/redemption/…`, admins), shown in full.
+ * @typedef {object} Redemption
+ * @property {number} id
+ * @property {string} key
+ * @property {number} status  1 enabled, 2 disabled, 3 used
+ * @property {string} name
+ * @property {number} quota
+ * @property {number} created_time
+ * @property {number} redeemed_time
+ * @property {number} expired_time  0 never
+ * @property {number} used_user_id
+ */
+
+/**
+ * A top-up order (`GET /api/user/topup`, admins).
+ * @typedef {object} TopUp
+ * @property {number} id
+ * @property {number} user_id
+ * @property {number} amount
+ * @property {number} money
+ * @property {string} trade_no
+ * @property {string} payment_method
+ * @property {string} payment_provider
+ * @property {number} create_time
+ * @property {number} complete_time
+ * @property {string} status  pending, success, failed, expired or review
+ */
+
+/**
+ * A user as admins see them (`GET /api/user/`, `/api/user/search`).
+ * @typedef {object} AdminUser
+ * @property {number} id
+ * @property {string} username
+ * @property {string} display_name
+ * @property {string} email
+ * @property {number} role  1 user, 10 admin, 100 root
+ * @property {number} status  1 enabled, 2 disabled
+ * @property {string} group
+ * @property {number} quota
+ * @property {number} used_quota
+ * @property {number} request_count
+ * @property {string} remark
+ * @property {number} last_login_at
+ */
+
+/**
+ * `POST /api/user/manage`: the target after the action.
+ * @typedef {object} ManageResult
+ * @property {number} role
+ * @property {number} status
+ * @property {number} quota
+ */
+
+/**
+ * A channel (`/api/channel/…`, admins); `key` is always "" in replies.
+ * @typedef {object} Channel
+ * @property {number} id
+ * @property {number} type
+ * @property {string} name
+ * @property {number} status  1 enabled, 2 disabled by an admin, 3 disabled automatically
+ * @property {string} models
+ * @property {string} group
+ * @property {number} priority
+ * @property {number} weight
+ * @property {string} base_url
+ * @property {string} test_model
+ * @property {string} tag
+ * @property {string} remark
+ * @property {string} model_mapping
+ * @property {number} balance
+ * @property {number} balance_updated_time
+ * @property {number} test_time
+ * @property {number} response_time  ms
+ * @property {{is_multi_key: boolean, multi_key_size: number}} channel_info
+ */
+
 export {};
