@@ -35,6 +35,9 @@ PAGES: dict[str, str] = {
     "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
     "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
     "/keys": "The console's API keys page.",
+    # the user and root pages of issue 24
+    "/logs": "The console's logs page: your own logs, or every user's for an admin.",
+    "/topup": "The console's top-up page: redeem a code, buy online, your orders.",
 }
 
 CSP = "; ".join((

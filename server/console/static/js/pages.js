@@ -30,6 +30,9 @@ export const PAGES = [
     load: () => import("./pages/forgot-password.js") },
   { path: "/user/reset", title: "Choose a new password", access: "anyone",
     load: () => import("./pages/reset-password.js") },
+  // the user and root pages of issue 24
+  { path: "/logs", title: "Logs", access: "user", nav: "Logs", load: () => import("./pages/logs.js") },
+  { path: "/topup", title: "Top up", access: "user", nav: "Top up", load: () => import("./pages/topup.js") },
 ];
 
 /** The page shown for a path no page has. */

@@ -1,0 +1,176 @@
+"""The console's user pages in Chromium against a real `tollway serve` (embedded), with a channel pointing
+at the fake OpenAI upstream: the logs page (own logs with filters and totals for a user; every user's,
+with the channel and a filter by user, for an admin) and top up (a code redeemed in the page raises the
+balance once). Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.console.browser import (
+    Server,
+    check_accessibility,
+    on_thread,
+    set_option,
+    sign_in,
+    tollway,
+    user_client,
+)
+from tests.fakes.openai import FakeOpenAI
+from tests.test_e2e_serve import ROOT_PASSWORD
+
+pytestmark = pytest.mark.slow
+
+MODEL = "omni-moderation-latest"
+CHANNEL = "openai-logs"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with tollway(tmp_path_factory.mktemp("console-user"), set_up=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def upstream(server: Server) -> Iterator[tuple[FakeOpenAI, int]]:
+    """The fake OpenAI upstream, and the id of a channel of the default group serving its moderation
+    model."""
+    with on_thread(FakeOpenAI()) as fake:
+        channel = {"name": CHANNEL, "type": 1, "key": "o-key", "base_url": fake.url, "models": MODEL,
+                   "group": "default"}
+        created = server.admin().post("/api/channel/", json={"mode": "single", "channel": channel})
+        assert created.status_code == 200, created.text
+        set_option(server, "ModelPrice", json.dumps({MODEL: 0.01}))  # a call costs quota
+        found = server.admin().get("/api/channel/search", params={"keyword": CHANNEL}).json()["data"]
+        yield fake, int(found["items"][0]["id"])  # type: ignore[misc]
+
+
+def new_key(user: httpx.Client, name: str) -> str:
+    """A new unlimited API key of the signed-in user, whole (`sk-…`)."""
+    made = user.post("/api/token/", json={"name": name, "unlimited_quota": True})
+    assert made.status_code == 200, made.text
+    items = user.get("/api/token/search", params={"keyword": name}).json()["data"]["items"]
+    revealed = user.post(f"/api/token/{items[0]['id']}/key")
+    assert revealed.status_code == 200, revealed.text
+    return f"sk-{revealed.json()['data']['key']}"
+
+
+def moderate(server: Server, key: str) -> None:
+    with openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0) as client:
+        client.moderations.create(model=MODEL, input="I will kill the bug")
+
+
+def test_logs_show_own_calls_with_filters_and_totals_and_every_call_to_an_admin(
+        page: Page, server: Server, upstream: tuple[FakeOpenAI, int]) -> None:
+    _, channel_id = upstream
+    name, _ = server.add_user(quota=10_000_000)
+    other, _ = server.add_user(quota=10_000_000)
+    with user_client(server, other) as user:
+        moderate(server, new_key(user, "other-key"))
+    with user_client(server, name) as user:
+        moderate(server, new_key(user, "logs-key"))
+        for _ in range(100):  # a consumption log is written after the reply, off the request's path
+            own = user.get("/api/log/self", params={"type": 2}).json()["data"]
+            if own["total"]:
+                break
+            page.wait_for_timeout(100)
+        stat = user.get("/api/log/self/stat").json()["data"]
+    assert own["total"] == 1 and stat["quota"] == own["items"][0]["quota"] > 0
+    for _ in range(100):  # the other user's log is in too before the admin looks
+        if server.admin().get("/api/log/", params={"type": 2, "username": other}).json()["data"]["total"]:
+            break
+        page.wait_for_timeout(100)
+
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Logs").click()
+    expect(page.get_by_role("heading", level=1, name="Logs")).to_be_visible()
+    table = page.get_by_role("table", name="Your logs")
+    consumption = table.locator("tbody tr", has_text="Consumption")
+    expect(consumption).to_have_count(1)  # only the user's own call
+    expect(consumption).to_contain_text(MODEL)
+    expect(consumption).to_contain_text("logs-key")
+    expect(table).not_to_contain_text(CHANNEL)  # a user never sees channels
+    quota_used = page.locator(".card", has_text="Quota used").locator("dd")
+    expect(quota_used).not_to_have_text("$0.00")
+    check_accessibility(page, "logs")
+
+    page.get_by_label("API key name").fill("no-such-key")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(table).to_contain_text("No logs match.")
+    expect(quota_used).to_have_text("$0.00")  # the totals follow the filters
+    page.get_by_label("API key name").fill("logs-key")
+    page.get_by_label("Type").select_option(label="Consumption")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(table.locator("tbody tr")).to_have_count(1)
+    page.get_by_label("From").fill("2100-01-01T00:00")  # in the browser's zone; nothing is that late
+    page.get_by_role("button", name="Apply filters").click()
+    expect(table).to_contain_text("No logs match.")
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    sign_in(page, server, "root", ROOT_PASSWORD)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Logs").click()
+    every = page.get_by_role("table", name="Every user's logs")
+    expect(every.locator("tbody tr", has_text=name).filter(has_text="Consumption")).to_contain_text(
+        f"#{channel_id} {CHANNEL}")
+    expect(every).to_contain_text(other)
+    page.get_by_label("User", exact=True).fill(name)
+    page.get_by_role("button", name="Apply filters").click()
+    expect(every).not_to_contain_text(other)
+    expect(every.locator("tbody tr", has_text="Consumption")).to_have_count(1)
+    check_accessibility(page, "logs of an admin")
+
+
+def test_a_code_redeemed_in_the_page_raises_the_balance_once(page: Page, server: Server) -> None:
+    name, user_id = server.add_user(quota=1_000_000)
+    made = server.admin().post("/api/redemption/", json={"name": "gift", "quota": 2_500_000, "count": 1})
+    assert made.status_code == 200, made.text
+    code = made.json()["data"][0]
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Top up").click()
+    expect(page.get_by_role("heading", level=1, name="Top up")).to_be_visible()
+    per_unit = server.status()["quota_per_unit"]
+    balance = page.locator(".card", has_text="Balance").locator("dd")
+    expect(balance).to_have_text(f"${1_000_000 / per_unit:,.2f}")
+    expect(page.get_by_text("This site does not take payments online.")).to_be_visible()
+    expect(page.get_by_role("table", name="Your orders")).to_contain_text("No orders yet.")
+    check_accessibility(page, "top up")
+
+    page.get_by_label("Redemption code").fill(code)
+    page.get_by_role("button", name="Redeem").click()
+    expect(page.get_by_role("status").filter(has_text="Code redeemed")).to_contain_text(
+        f"${2_500_000 / per_unit:,.2f} added")
+    expect(balance).to_have_text(f"${3_500_000 / per_unit:,.2f}")
+    page.get_by_label("Redemption code").fill(code)  # the same code again: refused, nothing added
+    page.get_by_role("button", name="Redeem").click()
+    expect(page.get_by_role("alert")).to_have_text("redemption code already used")
+    user = server.admin().get(f"/api/user/{user_id}").json()["data"]
+    assert user["quota"] == 3_500_000
+    page.get_by_label("Redemption code").fill("")  # empty: refused at the field, in the page
+    page.get_by_role("button", name="Redeem").click()
+    expect(page.get_by_text("key: enter the code")).to_be_visible()
+    expect(page.get_by_label("Redemption code")).to_have_attribute("aria-invalid", "true")
+    check_accessibility(page, "top up with a refusal")
+
+
+def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -> None:
+    """The numbers of docs/CONSOLE.md's rate-limit table for these pages."""
+    calls: list[str] = []
+    page.on("request", lambda request: calls.append(httpx.URL(request.url).path)
+            if httpx.URL(request.url).path.startswith("/api/") else None)
+    name, _ = server.add_user()
+    sign_in(page, server, name)
+    for path, heading, own in (("/logs", "Logs", ["/api/log/self", "/api/log/self/stat"]),
+                               ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"])):
+        calls.clear()
+        page.goto(f"{server.url}{path}")
+        expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()
+        page.wait_for_load_state("networkidle")
+        assert calls[:2] == ["/api/status", "/api/user/self"], (path, calls)
+        assert sorted(calls[2:]) == sorted(own), (path, calls)
