@@ -1,19 +1,24 @@
 """The console's user pages in Chromium against a real `tollway serve` (embedded), with a channel pointing
 at the fake OpenAI upstream: the logs page (own logs with filters and totals for a user; every user's,
 with the channel and a filter by user, for an admin) and top up (a code redeemed in the page raises the
-balance once). Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
+balance once), account (profile, a password refused at its field then changed, 2FA set up with the
+server's QR code and a code computed from the key shown, after which a login asks for the second step).
+Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import httpx
 import openai
+import pyotp
 import pytest
 from playwright.sync_api import Page, expect
 
 from tests.console.browser import (
+    PASSWORD,
     Server,
     check_accessibility,
     on_thread,
@@ -167,10 +172,57 @@ def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -
     name, _ = server.add_user()
     sign_in(page, server, name)
     for path, heading, own in (("/logs", "Logs", ["/api/log/self", "/api/log/self/stat"]),
-                               ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"])):
+                               ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"]),
+                               ("/account", "Account", ["/api/user/2fa/status"])):
         calls.clear()
         page.goto(f"{server.url}{path}")
         expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()
         page.wait_for_load_state("networkidle")
         assert calls[:2] == ["/api/status", "/api/user/self"], (path, calls)
         assert sorted(calls[2:]) == sorted(own), (path, calls)
+
+
+def test_account_profile_password_and_two_factor_set_up_with_the_qr_code(page: Page, server: Server) -> None:
+    name, user_id = server.add_user()
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Account").click()
+    expect(page.get_by_role("heading", level=1, name="Account")).to_be_visible()
+    check_accessibility(page, "account")
+
+    page.get_by_label("Display name").fill("Ada L.")
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.get_by_role("status").filter(has_text="Display name saved.")).to_be_visible()
+    assert server.admin().get(f"/api/user/{user_id}").json()["data"]["display_name"] == "Ada L."
+
+    page.get_by_label("Current password").fill("not-the-password")
+    page.get_by_label("New password", exact=True).fill("another-password-1")
+    page.get_by_label("Confirm the new password").fill("another-password-1")
+    page.get_by_role("button", name="Change password").click()
+    refused = page.get_by_label("Current password")
+    expect(refused).to_have_attribute("aria-invalid", "true")  # the server's refusal names the field
+    expect(refused).to_be_focused()
+    page.get_by_label("Current password").fill(PASSWORD)
+    page.get_by_role("button", name="Change password").click()
+    expect(page.get_by_role("status").filter(has_text="Password changed.")).to_be_visible()
+    changed = {"username": name, "password": "another-password-1"}
+    assert httpx.post(f"{server.url}/api/user/login", json=changed).json()["success"] is True
+
+    page.get_by_role("button", name="Set up two-factor authentication").click()
+    dialog = page.get_by_role("dialog", name="Set up two-factor authentication")
+    qr = dialog.get_by_role("img", name=re.compile("^QR code"))
+    expect(qr).to_be_visible()
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=qr.element_handle())  # drawn
+    secret = dialog.get_by_label("Key for typing by hand").input_value()
+    expect(dialog.get_by_role("list", name="Backup codes").get_by_role("listitem")).to_have_count(10)
+    check_accessibility(page, "2FA set-up dialog")
+    dialog.get_by_label("Code from the app").fill("000000")
+    dialog.get_by_role("button", name="Turn on").click()
+    expect(dialog.get_by_label("Code from the app")).to_have_attribute("aria-invalid", "true")
+    dialog.get_by_label("Code from the app").fill(pyotp.TOTP(secret).now())
+    dialog.get_by_role("button", name="Turn on").click()
+    expect(page.get_by_text("Two-factor authentication is on.")).to_be_visible()
+    expect(page.get_by_text("10 backup codes left.")).to_be_visible()
+    check_accessibility(page, "account with 2FA on")
+
+    login = httpx.post(f"{server.url}/api/user/login", json=changed)
+    assert login.json()["data"] == {"require_2fa": True}  # the login now asks for the second step

@@ -33,6 +33,7 @@ export const PAGES = [
   // the user and root pages of issue 24
   { path: "/logs", title: "Logs", access: "user", nav: "Logs", load: () => import("./pages/logs.js") },
   { path: "/topup", title: "Top up", access: "user", nav: "Top up", load: () => import("./pages/topup.js") },
+  { path: "/account", title: "Account", access: "user", nav: "Account", load: () => import("./pages/account.js") },
 ];
 
 /** The page shown for a path no page has. */
