@@ -41,6 +41,7 @@ PAGES: dict[str, str] = {
     "/logs": "The console's logs page: your own logs, or every user's for an admin.",
     "/topup": "The console's top-up page: redeem a code, buy online, your orders.",
     "/account": "The console's account page: profile, password, e-mail, access token, 2FA, settings.",
+    "/playground": "The console's playground: speech from a model that speaks, and a moderation tester.",
 }
 
 CSP = "; ".join((

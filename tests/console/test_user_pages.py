@@ -1,14 +1,17 @@
-"""The console's user pages in Chromium against a real `tollway serve` (embedded), with a channel pointing
-at the fake OpenAI upstream: the logs page (own logs with filters and totals for a user; every user's,
-with the channel and a filter by user, for an admin) and top up (a code redeemed in the page raises the
-balance once), account (profile, a password refused at its field then changed, 2FA set up with the
-server's QR code and a code computed from the key shown, after which a login asks for the second step).
-Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
+"""The console's user pages in Chromium against a real `tollway serve` (embedded), with channels pointing
+at the fake OpenAI and Gemini upstreams: logs (own logs with filters and totals for a user; every user's,
+with the channel and a filter by user, for an admin); top up (a code redeemed in the page raises the
+balance once); account (profile, a password refused at its field then changed, 2FA set up with the
+server's QR code and a code computed from the key shown, after which a login asks for the second step);
+the playground (the fake Gemini's PCM played as WAV from a blob, byte for byte; the fake moderation's
+categories); the calls each page makes at load. Each result is checked through the API or the upstream
+too; each page passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
 import json
 import re
+import struct
 from collections.abc import Iterator
 
 import httpx
@@ -27,6 +30,7 @@ from tests.console.browser import (
     tollway,
     user_client,
 )
+from tests.fakes.gemini import SAMPLE_RATE, SAMPLES_PER_TOKEN, FakeGemini, pcm_audio
 from tests.fakes.openai import FakeOpenAI
 from tests.test_e2e_serve import ROOT_PASSWORD
 
@@ -34,6 +38,7 @@ pytestmark = pytest.mark.slow
 
 MODEL = "omni-moderation-latest"
 CHANNEL = "openai-logs"
+TTS_MODEL = "gemini-2.5-flash-preview-tts"
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +178,9 @@ def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -
     sign_in(page, server, name)
     for path, heading, own in (("/logs", "Logs", ["/api/log/self", "/api/log/self/stat"]),
                                ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"]),
-                               ("/account", "Account", ["/api/user/2fa/status"])):
+                               ("/account", "Account", ["/api/user/2fa/status"]),
+                               ("/playground", "Playground", ["/api/user/models", "/api/user/models",
+                                                              "/api/token/"])):
         calls.clear()
         page.goto(f"{server.url}{path}")
         expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()
@@ -226,3 +233,68 @@ def test_account_profile_password_and_two_factor_set_up_with_the_qr_code(page: P
 
     login = httpx.post(f"{server.url}/api/user/login", json=changed)
     assert login.json()["data"] == {"require_2fa": True}  # the login now asks for the second step
+
+
+@pytest.fixture(scope="module")
+def gemini(server: Server) -> Iterator[FakeGemini]:
+    """The fake Gemini upstream behind a channel of the default group (a speaking and a text model)."""
+    with on_thread(FakeGemini(audio_tokens=50)) as fake:
+        channel = {"name": "gemini", "type": 24, "key": "g-key", "base_url": fake.url,
+                   "models": f"{TTS_MODEL},gemini-2.5-flash", "group": "default"}
+        created = server.admin().post("/api/channel/", json={"mode": "single", "channel": channel})
+        assert created.status_code == 200, created.text
+        yield fake  # type: ignore[misc]
+
+
+def blob_bytes(page: Page, url: str) -> bytes:
+    """The bytes behind a `blob:` address of the page's origin. The console's policy (`connect-src 'self'`)
+    keeps its own pages from fetching it, so another tab of the same browser context reads it from an
+    address of the same origin that carries no policy (the JSON of `/api/status`)."""
+    reader = page.context.new_page()
+    try:
+        reader.goto(url.removeprefix("blob:").rsplit("/", 1)[0] + "/api/status")
+        data: list[int] = reader.evaluate(
+            "async (url) => Array.from(new Uint8Array(await (await fetch(url)).arrayBuffer()))", url)
+    finally:
+        reader.close()
+    return bytes(data)
+
+
+def test_the_playground_plays_the_upstreams_pcm_and_shows_moderation(
+        page: Page, server: Server, upstream: tuple[FakeOpenAI, int], gemini: FakeGemini) -> None:
+    name, _ = server.add_user(quota=100_000_000)
+    with user_client(server, name) as user:
+        new_key(user, "play-key")
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Playground").click()
+    expect(page.get_by_role("heading", level=1, name="Playground")).to_be_visible()
+    speech = page.get_by_role("form", name="Speech")
+    expect(speech.get_by_label("Model")).to_have_value(TTS_MODEL)  # only the model that speaks is offered
+    expect(speech.get_by_label("Model").locator("option")).to_have_count(1)
+    check_accessibility(page, "playground")
+
+    speech.get_by_label("Voice").select_option("Puck")
+    speech.get_by_label("Text to say").fill("Hello there")
+    speech.get_by_role("button", name="Speak").click()
+    audio = page.locator("audio")
+    expect(audio).to_have_attribute("src", re.compile(r"^blob:"))
+    sent = gemini.received[-1]
+    assert sent.headers["x-goog-api-key"] == "g-key"  # the gateway called the upstream with its channel key
+    voice = sent.json["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"]
+    assert voice == "Puck"
+    wav = blob_bytes(page, str(audio.get_attribute("src")))
+    pcm = pcm_audio(50 * SAMPLES_PER_TOKEN)
+    assert wav[:4] == b"RIFF" and wav[8:16] == b"WAVEfmt " and wav[36:40] == b"data"
+    assert struct.unpack("<HHIIHH", wav[20:36]) == (1, 1, SAMPLE_RATE, SAMPLE_RATE * 2, 2, 16)
+    assert struct.unpack("<I", wav[40:44])[0] == len(pcm) and wav[44:] == pcm
+    page.wait_for_function("a => a.readyState >= 1 && a.duration > 0", arg=audio.element_handle())  # it plays
+    check_accessibility(page, "playground with audio")
+
+    moderation = page.get_by_role("form", name="Moderation")
+    moderation.get_by_label("Text to check").fill("I will kill the bug")
+    moderation.get_by_role("button", name="Check").click()
+    expect(page.get_by_text("Flagged.", exact=True)).to_be_visible()
+    result = page.get_by_role("table", name="Categories")
+    expect(result.locator("tbody tr", has_text="violence").first).to_contain_text("Yes")
+    expect(result.locator("tbody tr")).to_have_count(13)  # the fake's 13 categories of omni-moderation
+    check_accessibility(page, "playground with a moderation result")

@@ -34,6 +34,8 @@ export const PAGES = [
   { path: "/logs", title: "Logs", access: "user", nav: "Logs", load: () => import("./pages/logs.js") },
   { path: "/topup", title: "Top up", access: "user", nav: "Top up", load: () => import("./pages/topup.js") },
   { path: "/account", title: "Account", access: "user", nav: "Account", load: () => import("./pages/account.js") },
+  { path: "/playground", title: "Playground", access: "user", nav: "Playground",
+    load: () => import("./pages/playground.js") },
 ];
 
 /** The page shown for a path no page has. */
