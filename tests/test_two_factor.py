@@ -33,6 +33,7 @@ from sqlalchemy import select, text
 
 from models.logs import Log
 from models.two_factor import BackupCode, TwoFactor
+from server.auth.qr import qr_svg
 from server.auth.totp import backup_digest_input
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 from tests.test_auth import session_set_cookie, set_fields
@@ -135,6 +136,27 @@ async def test_setup_shows_the_secret_once_and_enable_turns_it_on(app: Running) 
     fails(await api.post("/api/user/2fa/enable", json={"code": code_now(app, secret)}), 409,
           "already enabled")
     await first_step(app, "alice b")  # the password login now asks for the code
+
+
+async def test_the_qr_code_is_the_pending_secrets_uri_as_svg(app: Running) -> None:
+    """`GET /api/user/2fa/qr`: the `otpauth://` URI `setup` showed, drawn as an SVG QR code (the same
+    drawing as `qr_svg` of that URI, so an app scanning it reads that URI); of the latest setup; never
+    cached; 404 before a setup and 409 once 2FA is on."""
+    await add_user(app.state, "qr user")
+    api = await logged_in(app, "qr user")
+    fails(await api.get("/api/user/2fa/qr"), 404, "no 2FA setup is pending")
+    await set_up(api)
+    setup = await set_up(api)  # the latest setup's secret is the one drawn
+    response = await api.get("/api/user/2fa/qr")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "image/svg+xml"
+    assert response.headers["cache-control"] == "no-store"
+    assert response.content.startswith(b"<?xml") and b"<svg" in response.content
+    assert response.content == qr_svg(setup["qr_code_data"])
+    assert setup["secret"].encode() not in response.content  # drawn, not written as text
+    mid_step(app)
+    data_of(await api.post("/api/user/2fa/enable", json={"code": code_now(app, setup["secret"])}))
+    fails(await api.get("/api/user/2fa/qr"), 409, "2FA is already enabled")
 
 
 async def test_a_code_must_be_sent_and_bounded(embedded_app: Running) -> None:

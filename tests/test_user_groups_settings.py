@@ -8,6 +8,7 @@ Proved here:
   `AutoGroups` is usable;
 - `GET /api/user/models` lists the sorted distinct models an enabled channel serves in a usable group
   (those reached through `auto` too), never those of a disabled channel or another group;
+- with `capability`, only the models that have it (the catalog's, `ModelCapabilities` on top);
 - `PUT /api/user/setting` merges the fields sent and keeps every other key; each rule's violation is a 400
   naming the field and changes nothing; the gateway flags reach the cached user state at once.
 """
@@ -66,6 +67,23 @@ async def test_models_of_usable_groups(app: Running) -> None:
     await app.state.options.put("UserUsableGroups", json.dumps({"default": "", "zz": ""}))
     await app.state.options.put("AutoGroups", json.dumps(["zz"]))
     assert data_of(await bob.get("/api/user/models")) == ["m-a", "m-b", "m-zz"]
+
+
+async def test_user_models_by_capability(app: Running) -> None:
+    """`capability=speech_output` keeps the models the catalog (or `ModelCapabilities`) says speak; an
+    unknown capability is a 400 naming the parameter."""
+    await add_user(app.state, "dora")
+    dora = await logged_in(app, "dora")
+    await seed_channel(app.state, type=24, base_url="http://127.0.0.1:9",
+                       models="gemini-2.5-flash,gemini-2.5-flash-preview-tts,my-voice", group="default")
+    assert data_of(await dora.get("/api/user/models", params={"capability": "speech_output"})) == [
+        "gemini-2.5-flash-preview-tts"]
+    await app.state.options.put("ModelCapabilities", json.dumps({"my-voice": {"speech_output": True}}))
+    assert data_of(await dora.get("/api/user/models", params={"capability": "speech_output"})) == [
+        "gemini-2.5-flash-preview-tts", "my-voice"]
+    assert len(data_of(await dora.get("/api/user/models"))) == 3
+    fails(await dora.get("/api/user/models", params={"capability": "sing"}), 400,
+          "capability: must be one of", prefix=True)
 
 
 async def stored(app: Running, user_id: int) -> dict[str, Any]:

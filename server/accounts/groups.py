@@ -10,6 +10,7 @@ from typing import Any
 
 from core.groups import AUTO_GROUP, usable_auto_groups, usable_groups
 from core.identity import Principal
+from server.components.catalog import capabilities
 from server.components.channel_table import ChannelTable
 from server.components.options import Options
 
@@ -36,8 +37,13 @@ class GroupService:
                                "desc": settings.user_usable_groups.get(AUTO_GROUP, "the usable AutoGroups")}
         return out
 
-    def user_models(self, principal: Principal) -> list[str]:
+    def user_models(self, principal: Principal, capability: str = "") -> list[str]:
+        """The models `principal` may call; with `capability`, only those that have it (the catalog's
+        capabilities with the option `ModelCapabilities` on top, as the gateway decides)."""
         settings = self.options.settings
         own = principal.user.group
         groups = set(usable_groups(settings, own)) | set(usable_auto_groups(settings, own))
-        return self.channels.served_models(groups)
+        models = self.channels.served_models(groups)
+        if not capability:
+            return models
+        return [m for m in models if capabilities(m, settings.model_capabilities).get(capability, False)]

@@ -19,6 +19,7 @@ from server.accounts.schemas import (
     SettingUpdate,
     UserCreate,
     UserListQuery,
+    UserModelsQuery,
     UserSearchQuery,
     UserUpdate,
     UserView,
@@ -91,12 +92,13 @@ async def get_user_groups(request: Request) -> HTTPResponse:
     return ok(services_of(request).groups.user_groups(principal_of(request)))
 
 
-@route(bp, "GET", "/api/user/models", access=Access.USER, reply=list[str])
-async def get_user_models(request: Request) -> HTTPResponse:
+@route(bp, "GET", "/api/user/models", access=Access.USER, query=UserModelsQuery, reply=list[str])
+async def get_user_models(request: Request, query: UserModelsQuery) -> HTTPResponse:
     """The models you may call.
     Sorted, distinct models that an enabled channel serves in one of your usable groups (the groups
-    `auto` reaches included); an empty list if none."""
-    return ok(services_of(request).groups.user_models(principal_of(request)))
+    `auto` reaches included); an empty list if none. With `capability`, only the models that have it
+    (`speech_output`: the models the G1 route makes speak; the catalog's, with `ModelCapabilities`)."""
+    return ok(services_of(request).groups.user_models(principal_of(request), query.capability))
 
 
 @route(bp, "GET", "/api/group/", access=Access.ADMIN, reply=list[str])

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
 from core.identity import Role
 from models.tables import User
+from server.components.catalog import CAPABILITIES
 from server.components.user_rules import EMAIL_MAX
 from server.components.user_settings import settings_of
 from server.web.pagination import PageQuery
@@ -245,6 +246,18 @@ class ManageResult(Reply):
 
 
 # ---- e-mail codes and password reset -----------------------------------------------------------------
+
+class UserModelsQuery(Schema):
+    capability: Annotated[str, QueryTextRule(max_len=32)] = Field(
+        "", description="only the models with this capability: speech_output or moderation; empty: all")
+
+    @field_validator("capability")
+    @classmethod
+    def known(cls, value: str) -> str:
+        if value and value not in CAPABILITIES:
+            raise problem(f"must be one of {', '.join(CAPABILITIES)}, or empty")
+        return value
+
 
 Address = Annotated[str, QueryTextRule(max_len=EMAIL_MAX)]
 

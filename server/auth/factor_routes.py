@@ -4,7 +4,7 @@ verification (the login's second step is with the login, in server/auth/routes.p
 from __future__ import annotations
 
 from sanic import Blueprint, Request
-from sanic.response import HTTPResponse
+from sanic.response import HTTPResponse, raw
 
 from server.auth.factor_schemas import (
     BackupCodes,
@@ -16,7 +16,8 @@ from server.auth.factor_schemas import (
     Verified,
     VerifyBody,
 )
-from server.web.access import Access, route
+from server.auth.qr import qr_svg
+from server.web.access import Access, Wire, route
 from server.web.envelope import ok
 from server.web.schema import UserPath
 from server.web.state import principal_of, services_of
@@ -35,6 +36,18 @@ async def two_factor_setup(request: Request) -> HTTPResponse:
     """Start setting up 2FA: a new secret, its `otpauth://` URI and 10 backup codes, shown this once.
     Replaces a setup not yet enabled; 409 when 2FA is on. Nothing changes for logins until `enable`."""
     return ok(await services_of(request).two_factor.setup(principal_of(request)))
+
+
+@route(bp, "GET", "/api/user/2fa/qr", access=Access.USER, session_only=True, reply=str, wire=Wire.RAW,
+       media_type="image/svg+xml")
+async def two_factor_qr(request: Request) -> HTTPResponse:
+    """The pending 2FA setup's `otpauth://` URI (`qr_code_data` of `setup`) as a QR code, an SVG image for
+    an authenticator app to scan; never stored by the browser (`no-store`). 404 without a pending setup,
+    409 when 2FA is on. Sessions only; the console fetches it (with `New-Api-User`, like every call) and
+    shows it as an image."""
+    uri = await services_of(request).two_factor.pending_uri(principal_of(request))
+    return raw(qr_svg(uri), content_type="image/svg+xml",
+               headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
 
 
 @route(bp, "POST", "/api/user/2fa/enable", access=Access.USER, body=CodeBody, reply=None)

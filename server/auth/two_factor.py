@@ -90,6 +90,18 @@ class TwoFactorService:
         uri = provisioning_uri(secret, principal.user.username, self.options.settings.system_name)
         return {"secret": secret, "qr_code_data": uri, "backup_codes": codes}
 
+    async def pending_uri(self, principal: Principal) -> str:
+        """The `otpauth://` URI of the pending setup's secret (what `setup` showed as `qr_code_data`), for
+        its QR code; 404 without a pending setup, 409 when 2FA is on (its secret is never shown again)."""
+        async with self.db.transaction() as tx:
+            row = await TwoFactorRepository(tx).get(principal.id)
+        if row is None:
+            raise NotFound("no 2FA setup is pending")
+        if row.enabled:
+            raise Conflict("2FA is already enabled")
+        return provisioning_uri(self.box.decrypt(row.secret), principal.user.username,
+                                self.options.settings.system_name)
+
     async def enable(self, user_id: int, code: str) -> None:
         """Turn the pending setup on with a TOTP code of its secret (failures are not counted)."""
         async with self.db.transaction() as tx:

@@ -6,7 +6,9 @@ unknown `/api/...` path is still the JSON 404.
 
 Every answer is conditional (`ETag`, a 304 on `If-None-Match`). A page is revalidated on every load
 (`no-cache`) and carries a strict `Content-Security-Policy` (only this origin's scripts, styles and
-connections; no inline script or style; no framing). A file under `/console/<version>/` of the running
+connections; no inline script or style; no framing; images and sound also from `blob:` addresses, which
+the page makes of what it fetched with `New-Api-User` — the 2FA QR code — or made itself — the
+playground's WAV). A file under `/console/<version>/` of the running
 release never changes, so it is cached for a year as immutable; under another version (a page loaded
 before an upgrade) the current file is sent, to be revalidated.
 """
@@ -35,6 +37,11 @@ PAGES: dict[str, str] = {
     "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
     "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
     "/keys": "The console's API keys page.",
+    # the user and root pages of issue 24
+    "/logs": "The console's logs page: your own logs, or every user's for an admin.",
+    "/topup": "The console's top-up page: redeem a code, buy online, your orders.",
+    "/account": "The console's account page: profile, password, e-mail, access token, 2FA, settings.",
+    "/playground": "The console's playground: speech from a model that speaks, and a moderation tester.",
     # admin pages
     "/users": "The console's Users page (admins): find, create, edit and manage users.",
     "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",
@@ -43,7 +50,8 @@ PAGES: dict[str, str] = {
 }
 
 CSP = "; ".join((
-    "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'self'",
+    "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' blob:",
+    "media-src 'self' blob:", "connect-src 'self'",
     "font-src 'self'", "object-src 'none'", "base-uri 'none'", "form-action 'self'",
     "frame-ancestors 'none'",
 ))

@@ -75,6 +75,34 @@ export class Api {
   }
 
   /**
+   * A route that answers a file (an image), not the envelope: its body as a Blob, or the refusal (an
+   * envelope) thrown as an `ApiError`. Sent like every call, with `New-Api-User`, which an `<img src>`
+   * cannot send: a page shows the Blob through `URL.createObjectURL`.
+   * @param {string} path
+   * @returns {Promise<Blob>}
+   */
+  async blob(path) {
+    const asUser = this.userId;
+    /** @type {Record<string, string>} */
+    const headers = asUser ? { "New-Api-User": String(asUser) } : {};
+    this.calls += 1;
+    let response;
+    try {
+      response = await fetch(new URL(path, window.location.origin), { headers, credentials: "same-origin", cache: "no-store" });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ApiError(`The server could not be reached (${reason}). Check your connection and try again.`, 0);
+    }
+    if (response.ok) return response.blob();
+    /** @type {any} */
+    const envelope = await response.json().catch(() => null);
+    const message = envelope && typeof envelope.message === "string" && envelope.message
+      ? envelope.message : `The server answered ${response.status} without a message.`;
+    if (response.status === 401 && asUser && asUser === this.userId) this.onSignedOut();
+    throw new ApiError(message, response.status);
+  }
+
+  /**
    * @param {string} method
    * @param {string} path
    * @param {{query?: Query, body?: unknown}} options

@@ -30,6 +30,12 @@ export const PAGES = [
     load: () => import("./pages/forgot-password.js") },
   { path: "/user/reset", title: "Choose a new password", access: "anyone",
     load: () => import("./pages/reset-password.js") },
+  // the user and root pages of issue 24
+  { path: "/logs", title: "Logs", access: "user", nav: "Logs", load: () => import("./pages/logs.js") },
+  { path: "/topup", title: "Top up", access: "user", nav: "Top up", load: () => import("./pages/topup.js") },
+  { path: "/account", title: "Account", access: "user", nav: "Account", load: () => import("./pages/account.js") },
+  { path: "/playground", title: "Playground", access: "user", nav: "Playground",
+    load: () => import("./pages/playground.js") },
   // admin pages
   { path: "/users", title: "Users", access: "admin", nav: "Users", load: () => import("./pages/users.js") },
   { path: "/channels", title: "Channels", access: "admin", nav: "Channels", load: () => import("./pages/channels.js") },

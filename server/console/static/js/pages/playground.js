@@ -1,0 +1,178 @@
+/**
+ * Playground (`/playground`, every signed-in user): speech — a model that speaks (`GET /api/user/models`
+ * with `capability=speech_output`), one of Gemini's prebuilt voices and a text, sent to the gateway's G1
+ * route (`POST /v1beta/models/{model}:generateContent`) with one of your API keys; the base64 PCM of the
+ * answer is wrapped in a WAV header here and played from a `blob:` address. And a moderation tester
+ * (`POST /v1/moderations`) showing whether the text is flagged, by category, with the scores. The gateway's
+ * routes are outside `/api` and take the key (revealed with `POST /api/token/{id}/key` when first used),
+ * not the session. Calls at load: the speaking and the moderation models, and your keys (3).
+ */
+
+import { h, replace } from "../dom.js";
+import { field, form, heading, refuse, valueOf } from "../forms.js";
+import { ApiError } from "../api.js";
+
+/** Gemini's prebuilt voices (a selection; the upstream knows more). */
+export const VOICES = ["Kore", "Puck", "Charon", "Aoede", "Fenrir", "Leda", "Orus", "Zephyr"];
+const KEY_PREFIX = "sk-";
+const DEFAULT_RATE = 24000;
+
+/**
+ * 16-bit little-endian mono PCM as a WAV file.
+ * @param {Uint8Array<ArrayBuffer>} pcm
+ * @param {number} rate  samples per second
+ */
+export function wavOf(pcm, rate) {
+  const header = new DataView(new ArrayBuffer(44));
+  const text = (/** @type {number} */ at, /** @type {string} */ s) => {
+    for (let i = 0; i < s.length; i += 1) header.setUint8(at + i, s.charCodeAt(i));
+  };
+  text(0, "RIFF");
+  header.setUint32(4, 36 + pcm.length, true);
+  text(8, "WAVE");
+  text(12, "fmt ");
+  header.setUint32(16, 16, true);  // the fmt chunk's size
+  header.setUint16(20, 1, true);  // PCM
+  header.setUint16(22, 1, true);  // mono
+  header.setUint32(24, rate, true);
+  header.setUint32(28, rate * 2, true);  // bytes per second
+  header.setUint16(32, 2, true);  // bytes per frame
+  header.setUint16(34, 16, true);  // bits per sample
+  text(36, "data");
+  header.setUint32(40, pcm.length, true);
+  return new Blob([header.buffer, pcm], { type: "audio/wav" });
+}
+
+/**
+ * The sample rate a mime type names (`audio/L16;codec=pcm;rate=24000`), else 24 kHz.
+ * @param {string} mime
+ */
+export function rateOf(mime) {
+  const found = /(?:^|;)\s*rate=(\d+)/i.exec(mime);
+  return found ? Number(found[1]) : DEFAULT_RATE;
+}
+
+/** @param {string} base64 @returns {Uint8Array<ArrayBuffer>} */
+function bytesOf(base64) {
+  const binary = atob(base64);
+  const out = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i += 1) out[i] = binary.charCodeAt(i);
+  return out;
+}
+
+/**
+ * A call to the gateway (outside `/api`) with an API key; the JSON answer, or its error thrown with the
+ * upstream-style message (`error.message`) as an ApiError.
+ * @param {string} path
+ * @param {string} key
+ * @param {Record<string, string>} auth  the header the route reads the key from
+ * @param {unknown} body
+ * @returns {Promise<any>}
+ */
+async function gateway(path, key, auth, body) {
+  const headers = { "Content-Type": "application/json", ...Object.fromEntries(Object.entries(auth).map(([k, v]) => [k, v + key])) };
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "omit", cache: "no-store" });
+  } catch (error) {
+    throw new ApiError(`The server could not be reached (${error instanceof Error ? error.message : String(error)}).`, 0);
+  }
+  /** @type {any} */
+  const answer = await response.json().catch(() => null);
+  if (!response.ok) {
+    const message = answer && answer.error && typeof answer.error.message === "string" ? answer.error.message
+      : `The server answered ${response.status} without a message.`;
+    throw new ApiError(message, response.status);
+  }
+  return answer;
+}
+
+/** @param {import("../types.js").PageContext} ctx */
+export async function render(ctx) {
+  const { main, api } = ctx;
+  /** @type {[string[], string[], import("../types.js").Paged<import("../types.js").ApiKey>]} */
+  const [speaking, moderating, keys] = await Promise.all([
+    api.get("/api/user/models", { capability: "speech_output" }),
+    api.get("/api/user/models", { capability: "moderation" }),
+    api.get("/api/token/", { p: 1, page_size: 100 }),
+  ]);
+  /** @type {Map<number, string>} */
+  const revealed = new Map();
+  /** @param {HTMLFormElement} element */
+  const keyOf = async (element) => {
+    const id = Number(valueOf(element, "key"));
+    if (!id) throw refuse("key", "create an API key first (on the API keys page)");
+    const known = revealed.get(id);
+    if (known) return known;
+    /** @type {{key: string}} */
+    const answer = await api.post(`/api/token/${id}/key`);
+    const whole = `${KEY_PREFIX}${answer.key}`;
+    revealed.set(id, whole);
+    return whole;
+  };
+  const keyOptions = keys.items.filter((k) => k.status === 1).map((k) => ({ value: String(k.id), label: k.name || `#${k.id}` }));
+  const modelOptions = (/** @type {string[]} */ names) => names.map((n) => ({ value: n, label: n }));
+
+  const player = h("div", { class: "player", "aria-live": "polite" });
+  let audioUrl = "";
+  const speech = form("Speech", async (element) => {
+    const model = valueOf(element, "model");
+    const text = valueOf(element, "text").trim();
+    if (!model) throw refuse("model", "no model that speaks is available to you");
+    if (!text) throw refuse("text", "type something to say");
+    const key = await keyOf(element);
+    const answer = await gateway(`/v1beta/models/${encodeURIComponent(model)}:generateContent`, key,
+      { "x-goog-api-key": "" }, {
+        contents: [{ role: "user", parts: [{ text }] }],
+        generationConfig: { responseModalities: ["AUDIO"],
+          speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: valueOf(element, "voice") } } } },
+      });
+    const parts = answer?.candidates?.[0]?.content?.parts ?? [];
+    /** @type {{mimeType: string, data: string} | undefined} */
+    const audio = parts.map((/** @type {any} */ p) => p.inlineData).find((/** @type {any} */ d) => d && typeof d.data === "string");
+    if (!audio) throw new ApiError("The answer has no audio.", 200);
+    if (audioUrl) URL.revokeObjectURL(audioUrl);
+    audioUrl = URL.createObjectURL(wavOf(bytesOf(audio.data), rateOf(audio.mimeType ?? "")));
+    replace(player, h("audio", { controls: true, src: audioUrl, "aria-label": "The spoken text" }),
+      h("p", { class: "hint" }, `${model}, voice ${valueOf(element, "voice")}, ${audio.mimeType}`));
+  },
+  field("Model", "model", { type: "select", options: modelOptions(speaking), value: speaking[0] ?? "",
+    hint: speaking.length ? "" : "No model that speaks is available to you." }),
+  field("Voice", "voice", { type: "select", options: VOICES.map((v) => ({ value: v, label: v })), value: VOICES[0] }),
+  field("API key", "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "",
+    hint: "the call is made with this key and charged to it" }),
+  field("Text to say", "text", { type: "textarea" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Speak")));
+
+  const verdict = h("div", { "aria-live": "polite" });
+  const moderation = form("Moderation", async (element) => {
+    const model = valueOf(element, "model");
+    const input = valueOf(element, "input").trim();
+    if (!input) throw refuse("input", "type a text to check");
+    const answer = await gateway("/v1/moderations", await keyOf(element), { Authorization: "Bearer " },
+      model ? { model, input } : { input });
+    /** @type {{flagged: boolean, categories: Record<string, boolean>, category_scores: Record<string, number>}} */
+    const result = answer.results[0];
+    const names = Object.keys(result.category_scores).sort((a, b) => result.category_scores[b] - result.category_scores[a]);
+    replace(verdict, h("p", { class: result.flagged ? "flagged" : "clean" }, result.flagged ? "Flagged." : "Not flagged."),
+      h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Moderation result" },
+        h("table", { class: "stacking" }, h("caption", {}, "Categories"),
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Category"), h("th", { scope: "col" }, "Flagged"),
+            h("th", { scope: "col" }, "Score"))),
+          h("tbody", {}, names.map((n) => h("tr", {}, h("th", { scope: "row", "data-label": "Category" }, n),
+            h("td", { "data-label": "Flagged" }, result.categories[n] ? "Yes" : "No"),
+            h("td", { "data-label": "Score" }, result.category_scores[n].toFixed(4))))))));
+  },
+  field("Model", "model", { type: "select", options: modelOptions(moderating), value: moderating[0] ?? "" }),
+  field("API key", "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "" }),
+  field("Text to check", "input", { type: "textarea" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Check")));
+
+  replace(main,
+    heading("Playground"),
+    h("p", {}, "Try models with your API keys: each call goes through the gateway and is charged like any other."),
+    h("section", { class: "panel", "aria-labelledby": "speech-heading" }, h("h2", { id: "speech-heading" }, "Speech"),
+      speech, player),
+    h("section", { class: "panel", "aria-labelledby": "moderation-heading" },
+      h("h2", { id: "moderation-heading" }, "Moderation"), moderation, verdict));
+}
