@@ -2,8 +2,8 @@
 page is the shell's after a reload; a ModelRatio that is not JSON is refused in the page at its field and
 never sent; a value the server's rule refuses (RetryTimes 99) shows the server's message at its field; a
 good ModelRatio is saved and read back through the API; secrets saved in the page take effect and are
-never shown back; an admin has no Settings entry and is told the page is for root. Each state passes
-axe-core at 1280 and 360 px."""
+never shown back; an admin has no Settings entry and is told the page is for root; the page makes one
+`/api` call at load. Each state passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
@@ -149,3 +149,21 @@ def test_an_admin_has_no_settings_entry_and_is_told_the_page_is_for_root(page: P
     expect(page.get_by_role("heading", level=1, name="Not allowed")).to_be_visible()
     expect(page.get_by_text("This page is for root only")).to_be_visible()
     check_accessibility(page, "settings refused to an admin")
+
+
+def test_the_settings_page_makes_one_api_call_at_load_and_none_later(page: Page, server: Server) -> None:
+    """The number docs/CONSOLE.md gives; ten minutes of the page's timers add none."""
+    page.clock.install()
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(httpx.URL(r.url).path)
+            if httpx.URL(r.url).path.startswith("/api/") else None)
+    sign_in(page, server, "root", ROOT_PASSWORD)
+    seen.clear()
+    page.goto(f"{server.url}/settings")
+    expect(page.get_by_role("heading", level=1, name="Settings")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    assert seen == ["/api/status", "/api/user/self", "/api/option/"]
+    seen.clear()
+    page.clock.run_for("10:00")
+    page.wait_for_load_state("networkidle")
+    assert seen == []
