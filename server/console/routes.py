@@ -47,6 +47,8 @@ PAGES: dict[str, str] = {
     "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",
     "/redemptions": "The console's Redemption codes page (admins): create, find, disable, delete codes.",
     "/orders": "The console's Orders page (admins): every top-up order; complete a pending one by hand.",
+    # root's pages
+    "/settings": "The console's Settings page (root): every option, by section; secrets are write-only.",
 }
 
 CSP = "; ".join((

@@ -1,5 +1,6 @@
 """`python -m tests.console.screenshots [FOLDER]`: take the console screenshots the docs show —
-`sign-in.png`, `dashboard.png`, and root's `channels.png` and `users.png`, in `docs/console/` unless
+`sign-in.png`, `dashboard.png`, and root's `channels.png`, `users.png` and `settings.png` (its first
+sections), in `docs/console/` unless
 FOLDER is given — from a real `tollway serve` (embedded, in a temporary folder) where a user made a few
 real model calls through the gateway to the fake upstreams, so the dashboard's chart has something to draw
 (and the channel was tested once, so its list shows the answer's time). Needs Debian's chromium, like the
@@ -71,8 +72,11 @@ def main(argv: list[str]) -> int:
                 page.locator("tbody tr").first.wait_for()
                 page.get_by_role("heading", level=1, name=title).wait_for()
                 page.screenshot(path=str(out / f"{path[1:]}.png"), full_page=True)
+            page.goto(f"{server.url}/settings")
+            page.get_by_role("button", name="Save Site").wait_for()
+            page.screenshot(path=str(out / "settings.png"))
             browser.close()
-    print(f"wrote sign-in.png, dashboard.png, channels.png and users.png in {out}")
+    print(f"wrote sign-in.png, dashboard.png, channels.png, users.png and settings.png in {out}")
     return 0
 
 

@@ -1,8 +1,8 @@
 """How the web console is served: its pages answer `index.html` with a strict Content-Security-Policy,
 its files live under `/console/<version>/…` with ETags and long caching, nothing else of the machine can be
 reached through the file route, and `/api`, `/v1`, `/v1beta` answer exactly as before (an unknown `/api`
-path is still the JSON 404). Also: the console's files are package data, and the page list of the
-server and of the console's router agree."""
+path is still the JSON 404). Also: the console's files are package data, the page list of the
+server and of the console's router agree, and the Settings page lists every option with its kind."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from core.option_registry import REGISTRY
 from server.console.assets import Bundle
 from server.console.routes import CSP, PAGES
 from tests.harness import Running
@@ -166,6 +167,19 @@ def test_the_console_files_are_package_data() -> None:
 def test_the_router_knows_the_pages_the_server_answers() -> None:
     listed = set(re.findall(r'\{ path: "([^"]*)"', (STATIC / "js" / "pages.js").read_text()))
     assert listed == set(PAGES)
+
+
+def test_the_settings_page_lists_every_option_with_its_kind_and_secrecy() -> None:
+    """A new option in core/option_registry.py must get its field on root's Settings page, typed by its
+    kind; the page's rule for write-only fields is the registry's `secret`."""
+    page = (STATIC / "js" / "pages" / "settings.js").read_text()
+    declared = re.findall(r'\bo\("([^"]+)", "(\w+)"', page)
+    assert len(declared) == len({key for key, _ in declared}), "an option is listed twice"
+    assert dict(declared) == {key: spec.kind for key, spec in REGISTRY.items()}
+    secret = re.search(r"return /(.+)/i\.test\(key\);", page)
+    assert secret, "isSecret's pattern"
+    assert {k for k in REGISTRY if re.search(secret.group(1), k, re.I)} == \
+        {k for k, spec in REGISTRY.items() if spec.secret}
 
 
 async def test_the_api_document_lists_the_console_routes(embedded_app: Running) -> None:

@@ -63,7 +63,9 @@ async function boot() {
     const least = LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)] ?? 0;
     try {
       if (session.role < least) {
-        replace(main, heading("Not allowed"), h("p", {}, "Your account's role cannot open this page."));
+        const whom = { user: "signed-in users", admin: "admins and root", root: "root only" }[
+          /** @type {"user" | "admin" | "root"} */ (page.access)];
+        replace(main, heading("Not allowed"), h("p", {}, `This page is for ${whom}: your account's role cannot open it.`));
       } else {
         const module = await page.load();
         if (sequence !== shown) return;

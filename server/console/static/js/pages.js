@@ -42,6 +42,8 @@ export const PAGES = [
   { path: "/redemptions", title: "Redemption codes", access: "admin", nav: "Redemption codes",
     load: () => import("./pages/redemptions.js") },
   { path: "/orders", title: "Orders", access: "admin", nav: "Orders", load: () => import("./pages/orders.js") },
+  // root's pages
+  { path: "/settings", title: "Settings", access: "root", nav: "Settings", load: () => import("./pages/settings.js") },
 ];
 
 /** The page shown for a path no page has. */
