@@ -26,6 +26,7 @@ from tests.console.browser import (
     user_client,
 )
 from tests.fakes.openai import FakeOpenAI
+from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -144,6 +145,39 @@ def test_a_key_made_in_the_page_calls_a_model_until_disabled(page: Page, server:
     page.get_by_text("Show the numbers").click()
     expect(page.get_by_role("table", name="Requests by model, last 7 days")).to_contain_text(MODEL)
     check_accessibility(page, "dashboard with a chart")
+
+
+def test_an_admin_chooses_everyones_usage_on_the_dashboard(page: Page, server: Server,
+                                                           upstream: FakeOpenAI) -> None:
+    """A user's calls show in root's dashboard only when root chooses everyone's usage (`GET /api/data/`);
+    "Yours" keeps showing root's own (none); a common user is not offered the choice."""
+    name, _ = server.add_user(quota=10_000_000)
+    with user_client(server, name) as user:
+        made = user.post("/api/token/", json={"name": "chart", "unlimited_quota": True})
+        assert made.status_code == 200, made.text
+        assert moderate(server, made.json()["data"]["key"]) is True
+    admin = server.admin()
+    for _ in range(100):  # the call reaches the usage buckets with the next sync run
+        everyone = admin.get("/api/data/").json()["data"]
+        if any(b["model_name"] == MODEL for b in everyone):
+            break
+        page.wait_for_timeout(100)
+    assert admin.get("/api/data/self").json()["data"] == []  # root itself made no call
+
+    sign_in(page, server, name)
+    expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
+    expect(page.get_by_label("Whose usage")).to_have_count(0)
+    page.get_by_role("button", name="Sign out").click()
+
+    sign_in(page, server, "root", ROOT_PASSWORD)
+    expect(page.get_by_text("No usage in this period yet.")).to_be_visible()  # "Yours": root's own
+    with page.expect_request(lambda r: "/api/data/?" in r.url) as asked:
+        page.get_by_label("Whose usage").select_option(label="Everyone")
+    assert "start_timestamp=" in asked.value.url
+    page.get_by_label("Show").select_option(label="Requests")
+    chart = page.get_by_role("img", name=re.compile(r"^Requests by model, last 7 days"))
+    expect(chart.locator("rect title").first).to_contain_text(f"{MODEL}, ")
+    check_accessibility(page, "dashboard, everyone's usage")
 
 
 def test_a_key_with_every_limit_then_deleted(page: Page, server: Server, upstream: FakeOpenAI) -> None:

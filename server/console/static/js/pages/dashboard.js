@@ -1,13 +1,17 @@
 /**
  * Dashboard (`/`, every signed-in user): balance, quota used and request count (`GET /api/user/self`,
  * already read when the console loaded), and a chart of the user's own usage by model over the last 24
- * hours, 7 or 30 days (`GET /api/data/self`). Calls at load: `GET /api/data/self` (and `/api/user/self`
- * when the one read at load is older than 5 s); one more each time the period changes.
+ * hours, 7 or 30 days (`GET /api/data/self`); an admin may choose everyone's usage instead, summed per
+ * model (`GET /api/data/`). Calls at load: `GET /api/data/self` (and `/api/user/self` when the one read at
+ * load is older than 5 s); one more each time the period or whose usage changes.
  */
 
 import { h, replace, uid } from "../dom.js";
 import { heading } from "../forms.js";
 import { METRICS, PERIODS, slotsOf, usageChart } from "../widgets/usage-chart.js";
+
+/** The lowest role that may read everyone's usage (`GET /api/data/` is for admins). */
+const ADMIN = 10;
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render({ main, api, session, site }) {
@@ -22,6 +26,10 @@ export async function render({ main, api, session, site }) {
   const metric = h("select", { id: metricId },
     Object.entries(METRICS).map(([value, label]) => h("option", { value }, label)));
   const area = h("div", { class: "chart-area" });
+  const whoseId = uid("whose");
+  // admins and root may see everyone's usage, summed per model and hour (`GET /api/data/`)
+  const whose = user.role >= ADMIN ? h("select", { id: whoseId },
+    h("option", { value: "self" }, "Yours"), h("option", { value: "all" }, "Everyone")) : null;
   replace(main,
     heading("Dashboard"),
     h("dl", { class: "cards" },
@@ -32,7 +40,8 @@ export async function render({ main, api, session, site }) {
       h("h2", { id: `${periodId}-heading` }, "Usage by model"),
       h("div", { class: "controls" },
         h("div", { class: "control" }, h("label", { for: periodId }, "Period"), period),
-        h("div", { class: "control" }, h("label", { for: metricId }, "Show"), metric)),
+        h("div", { class: "control" }, h("label", { for: metricId }, "Show"), metric),
+        whose ? h("div", { class: "control" }, h("label", { for: whoseId }, "Whose usage"), whose) : null),
       area));
 
   /** @type {{buckets: import("../types.js").UsageBucket[], slots: import("../widgets/usage-chart.js").Slot[]}} */
@@ -50,8 +59,9 @@ export async function render({ main, api, session, site }) {
     area.setAttribute("aria-busy", "true");
     replace(area, h("p", { class: "loading" }, "Loading…"));
     try {
+      const path = whose?.value === "all" ? "/api/data/" : "/api/data/self";
       /** @type {import("../types.js").UsageBucket[]} */
-      const buckets = await api.get("/api/data/self", { start_timestamp: span.start, end_timestamp: span.end });
+      const buckets = await api.get(path, { start_timestamp: span.start, end_timestamp: span.end });
       data = { buckets, slots: span.slots };
       draw();
     } catch (error) {
@@ -61,6 +71,7 @@ export async function render({ main, api, session, site }) {
     }
   };
   period.addEventListener("change", () => void load());
+  whose?.addEventListener("change", () => void load());
   metric.addEventListener("change", draw);
   await load();
 }
