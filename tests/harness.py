@@ -29,6 +29,7 @@ from server.destinations import ANY_ADDRESS
 from server.upstream.client import UpstreamResponse
 from server.upstream.providers.base import UpstreamCall
 from server.web.connections import Connection
+from tests.services import IN_LOOP_REDIS_TIMEOUT
 
 Sanic.test_mode = True
 
@@ -40,10 +41,7 @@ def make_config(database_url: str, data_dir: Path, redis_url: str | None = None,
         redis_url=redis_url, redis_prefix=prefix,
         global_rate_limit=RateLimit(0, 0), critical_rate_limit=RateLimit(0, 0),
         upstream_allow_private=ANY_ADDRESS,  # the fake upstreams listen on 127.0.0.1
-        # The Redis deadline is time on the event loop, and here one loop runs the app, its clients and the
-        # fake upstreams: on a loaded CI machine a burst of 30 calls kept replies waiting past the 2 s
-        # default (503s). The deadline itself is tested with a short one (tests/quota/test_backends.py).
-        redis_timeout=15.0,
+        redis_timeout=IN_LOOP_REDIS_TIMEOUT,  # tests/services.py says why
     )
     return replace(config, **overrides)
 

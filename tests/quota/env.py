@@ -21,6 +21,7 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
 from quota.store import QuotaStore
 from quota.sync import QuotaSync
+from tests.services import IN_LOOP_REDIS_TIMEOUT
 
 
 @dataclass
@@ -98,7 +99,7 @@ class QuotaEnv:
 
 def build(db_url: str, redis_url: str | None, prefix: str, *, lease_seconds: float = 600.0) -> QuotaEnv:
     db = Database(db_url)
-    redis = RedisBackend(redis_url, prefix) if redis_url else None
+    redis = RedisBackend(redis_url, prefix, timeout=IN_LOOP_REDIS_TIMEOUT) if redis_url else None
     limiter: Backend = redis if redis is not None else MemoryBackend()
     store: QuotaStore = (RedisQuotaStore(redis) if redis is not None
                          else MemoryQuotaStore(limiter=cast(MemoryBackend, limiter)))
