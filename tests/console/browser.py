@@ -137,7 +137,7 @@ def sign_in(page: Page, server: Server, name: str, password: str = PASSWORD) -> 
     page.goto(f"{server.url}/login")
     page.get_by_label("Username").fill(name)
     page.get_by_label("Password", exact=True).fill(password)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
 
 
