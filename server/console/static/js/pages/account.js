@@ -168,8 +168,8 @@ export async function render(ctx) {
       verifyThen(api, error.message, () => void addPasskey(), { twoFactor: true, passkey: false });
       return;
     }
-    shell.say("Passkey added: you can sign in with it.");
     await reloadPasskeys();
+    shell.say("Passkey added: you can sign in with it.");
   });
   /** @param {Passkey} passkey @param {boolean} [asked] */
   const remove = (passkey, asked = false) => acted(async () => {
@@ -184,8 +184,8 @@ export async function render(ctx) {
       verifyThen(api, error.message, () => void remove(passkey, true), { twoFactor: twoFactorOn, passkey: true });
       return;
     }
-    shell.say(`Passkey ${shortId(passkey.credential_id)} removed.`);
     await reloadPasskeys();
+    shell.say(`Passkey ${shortId(passkey.credential_id)} removed.`);
   });
   drawPasskeys(passkeys);
 
