@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page, Playwright
 
 from tests.fakes.base import FakeServer
 from tests.services import unavailable
-from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, mariadb_redis_env, serving, setup_root
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -75,17 +75,32 @@ def tollway(tmp: Path, *, set_up: bool) -> Iterator[Server]:
                     UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK, GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="0",
                     TRUSTED_PROXIES="127.0.0.1/32")
     with serving(tmp, env) as (_proc, url):
-        server = Server(url)
         if not set_up:
-            yield server
+            yield Server(url)
             return
-        setup_root(url, "sqlite")
-        with httpx.Client(base_url=url, timeout=30) as root:
-            login = root.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
-            assert login.status_code == 200, login.text
-            root.headers["New-Api-User"] = str(login.json()["data"]["id"])
-            server.root = root
+        with set_up_as_root(url, "sqlite") as server:
             yield server
+
+
+@contextmanager
+def tollway_on_mariadb_redis(tmp: Path, workers: int = 2) -> Iterator[Server]:
+    """`tollway serve --workers N` on a fresh MariaDB database and Redis key prefix
+    (`tests/test_e2e_serve.py` `mariadb_redis_env`), the fakes' network allowed, set up with root."""
+    with (mariadb_redis_env(tmp, "console", UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK) as (env, _, _),
+          serving(tmp, env, "--workers", str(workers)) as (_proc, url),
+          set_up_as_root(url, "mysql") as server):
+        yield server
+
+
+@contextmanager
+def set_up_as_root(url: str, database_type: str) -> Iterator[Server]:
+    """Set the server at `url` up (its database reports `database_type`) and sign root in."""
+    setup_root(url, database_type)
+    with httpx.Client(base_url=url, timeout=30) as root:
+        login = root.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
+        assert login.status_code == 200, login.text
+        root.headers["New-Api-User"] = str(login.json()["data"]["id"])
+        yield Server(url, root)
 
 
 @contextmanager
@@ -137,7 +152,7 @@ def sign_in(page: Page, server: Server, name: str, password: str = PASSWORD) -> 
     page.goto(f"{server.url}/login")
     page.get_by_label("Username").fill(name)
     page.get_by_label("Password", exact=True).fill(password)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
 
 

@@ -178,7 +178,7 @@ def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -
     sign_in(page, server, name)
     for path, heading, own in (("/logs", "Logs", ["/api/log/self", "/api/log/self/stat"]),
                                ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"]),
-                               ("/account", "Account", ["/api/user/2fa/status"]),
+                               ("/account", "Account", ["/api/user/2fa/status", "/api/user/passkey"]),
                                ("/playground", "Playground", ["/api/user/models", "/api/user/models",
                                                               "/api/token/"])):
         calls.clear()

@@ -16,6 +16,7 @@
  * @property {string} custom_currency_symbol
  * @property {number} custom_currency_exchange_rate
  * @property {boolean} email_verification
+ * @property {boolean} passkey_login  passkeys are on: sign-in with one, and adding one
  */
 
 /**

@@ -5,17 +5,27 @@
  * a new one each time, shown once); two-factor authentication: set-up with a QR code drawn by the server
  * (`POST /api/user/2fa/setup`; the image `GET /api/user/2fa/qr`, fetched as a Blob), the secret and the backup codes shown
  * once, then on with a code (`POST /api/user/2fa/enable`); off (`/2fa/disable`) and new backup codes
- * (`/2fa/backup_codes`) with a code; and the notification settings (`PUT /api/user/setting`).
- * Calls at load: `GET /api/user/2fa/status` (1), and `/api/user/self` when the one read is over 5 s old.
+ * (`/2fa/backup_codes`) with a code; passkeys: the list (`GET /api/user/passkey`), one added
+ * (`POST /api/user/passkey/register/begin`, `navigator.credentials.create()`, `…/register/finish`; only
+ * when the site has passkeys on) and one removed after a confirmation (`DELETE /api/user/passkey
+ * ?credential_id=`, which needs a secure verification: its 403 opens `widgets/verify.js`); and the
+ * notification settings (`PUT /api/user/setting`).
+ * Calls at load: `GET /api/user/2fa/status` and `GET /api/user/passkey` (2), and `/api/user/self` when the
+ * one read is over 5 s old.
  */
 
 import { h, replace } from "../dom.js";
 import { checkbox, checked, field, form, heading, refuse, run, valueOf } from "../forms.js";
+import { dateTime } from "../site.js";
+import { browserRefusal, createCredential, passkeysSupported } from "../webauthn.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { secretBox } from "../widgets/secret-once.js";
+import { needsVerification, verifyThen } from "../widgets/verify.js";
 
 /** @typedef {{enabled: boolean, locked: boolean, backup_codes_remaining: number}} TwoFactorStatus */
 /** @typedef {{secret: string, qr_code_data: string, backup_codes: string[]}} TwoFactorSetup */
+/** @typedef {{credential_id: string, attachment: string, created_at: number, last_used_at: number}} Passkey */
+/** @typedef {{enabled: boolean, count: number, last_used_at: number, credentials: Passkey[]}} PasskeyStatus */
 
 /**
  * A section of the page with its heading.
@@ -30,9 +40,12 @@ function section(id, title, ...children) {
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
   const { main, api, session, shell } = ctx;
-  const [user, twoFactor] = await Promise.all([
+  const [user, twoFactor, passkeys] = await Promise.all([
     /** @type {Promise<import("../types.js").SelfUser & {setting?: string}>} */ (session.refresh(5000)),
-    /** @type {Promise<TwoFactorStatus>} */ (api.get("/api/user/2fa/status"))]);
+    /** @type {Promise<TwoFactorStatus>} */ (api.get("/api/user/2fa/status")),
+    /** @type {Promise<PasskeyStatus>} */ (api.get("/api/user/passkey"))]);
+  /** Whether 2FA is on now (the verification prompt offers its code only then). */
+  let twoFactorOn = twoFactor.enabled;
   /** @type {Record<string, unknown>} */
   let settings = {};
   try {
@@ -104,11 +117,13 @@ export async function render(ctx) {
   };
 
   const twoFactorArea = h("div", {});
-  const drawTwoFactor = (/** @type {TwoFactorStatus} */ status) => replace(twoFactorArea, status.enabled
-    ? twoFactorOn(ctx, status, () => void reloadTwoFactor())
+  const drawTwoFactor = (/** @type {TwoFactorStatus} */ status) => {
+    twoFactorOn = status.enabled;
+    replace(twoFactorArea, status.enabled ? twoFactorManage(ctx, status, () => void reloadTwoFactor())
     : [h("p", {}, "Two-factor authentication is off: signing in needs only your password."),
       h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void startTwoFactor() },
         "Set up two-factor authentication"))]);
+  };
   const reloadTwoFactor = async () => drawTwoFactor(await api.get("/api/user/2fa/status"));
   const startTwoFactor = async () => {
     try {
@@ -120,6 +135,59 @@ export async function render(ctx) {
     }
   };
   drawTwoFactor(twoFactor);
+
+  const passkeyArea = h("div", {});
+  const drawPasskeys = (/** @type {PasskeyStatus} */ status) => replace(passkeyArea, passkeyList(status, remove),
+    !ctx.site.status.passkey_login
+      ? h("p", {}, "Passkeys are switched off on this site: you cannot add one now.")
+      : passkeysSupported()
+        ? h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void addPasskey() }, "Add a passkey"))
+        : h("p", {}, "This browser cannot make passkeys."));
+  const reloadPasskeys = async () => drawPasskeys(await api.get("/api/user/passkey"));
+  /** @param {() => Promise<void>} work */
+  const acted = async (work) => {
+    try {
+      await work();
+    } catch (error) {
+      shell.say(error instanceof Error ? error.message : String(error));
+    }
+  };
+  const addPasskey = () => acted(async () => {
+    try {
+      /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
+      const begun = await api.post("/api/user/passkey/register/begin");
+      let answer;
+      try {
+        answer = await createCredential(begun.options);
+      } catch (error) {
+        throw new Error(browserRefusal(error));
+      }
+      await api.post("/api/user/passkey/register/finish", answer);
+    } catch (error) {
+      if (!needsVerification(error)) throw error;  // with 2FA on, adding one needs a verification made with 2FA
+      verifyThen(api, error.message, () => void addPasskey(), { twoFactor: true, passkey: false });
+      return;
+    }
+    await reloadPasskeys();
+    shell.say("Passkey added: you can sign in with it.");
+  });
+  /** @param {Passkey} passkey @param {boolean} [asked] */
+  const remove = (passkey, asked = false) => acted(async () => {
+    const sure = asked || await confirmAction({ title: "Remove this passkey?",
+      message: `Passkey ${shortId(passkey.credential_id)} will no longer sign you in. The authenticator may still `
+        + "list it: remove it there too.", confirm: "Remove passkey" });
+    if (!sure) return;
+    try {
+      await api.delete(`/api/user/passkey?credential_id=${encodeURIComponent(passkey.credential_id)}`);
+    } catch (error) {
+      if (!needsVerification(error)) throw error;
+      verifyThen(api, error.message, () => void remove(passkey, true), { twoFactor: twoFactorOn, passkey: true });
+      return;
+    }
+    await reloadPasskeys();
+    shell.say(`Passkey ${shortId(passkey.credential_id)} removed.`);
+  });
+  drawPasskeys(passkeys);
 
   const notify = form("Notifications", async (element) => {
     const threshold = valueOf(element, "quota_warning_threshold").trim();
@@ -150,6 +218,9 @@ export async function render(ctx) {
     section("email-heading", "E-mail address", email),
     token,
     section("twofa-heading", "Two-factor authentication", twoFactorArea),
+    section("passkeys-heading", "Passkeys",
+      h("p", {}, "A passkey signs you in without a password or a code: your device or security key holds it."),
+      passkeyArea),
     section("settings-heading", "Notifications and privacy", notify));
 }
 
@@ -192,7 +263,7 @@ function openTwoFactorSetup({ api, shell }, setup, done) {
  * @param {TwoFactorStatus} status
  * @param {() => void} changed
  */
-function twoFactorOn({ api, shell }, status, changed) {
+function twoFactorManage({ api, shell }, status, changed) {
   const codes = h("div", {});
   const manage = form("Manage two-factor authentication", async () => {},
     field("Code from the app or a backup code", "code", { autocomplete: "one-time-code" }),
@@ -217,4 +288,34 @@ function twoFactorOn({ api, shell }, status, changed) {
   });
   return [h("p", {}, `Two-factor authentication is on${status.locked ? " (locked after failed codes: try later)" : ""}. `
     + `${status.backup_codes_remaining} backup codes left.`), manage, codes];
+}
+
+/**
+ * A passkey's id as people read it: its first 12 characters.
+ * @param {string} credentialId
+ */
+function shortId(credentialId) {
+  return credentialId.length > 12 ? `${credentialId.slice(0, 12)}…` : credentialId;
+}
+
+const ATTACHMENT = /** @type {Record<string, string>} */ ({ platform: "This device",
+  "cross-platform": "Security key or phone" });
+
+/**
+ * The user's passkeys as a table, each with its Remove button.
+ * @param {PasskeyStatus} status
+ * @param {(passkey: Passkey) => void} remove
+ */
+function passkeyList(status, remove) {
+  if (status.credentials.length === 0) return h("p", {}, "You have no passkey.");
+  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Your passkeys" },
+    h("table", { class: "stacking" }, h("caption", {}, `Your passkeys (${status.count})`),
+      h("thead", {}, h("tr", {}, ["Passkey", "Kind", "Added", "Last used", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, status.credentials.map((p) => h("tr", {},
+        h("th", { scope: "row", "data-label": "Passkey" }, h("code", {}, shortId(p.credential_id))),
+        h("td", { "data-label": "Kind" }, ATTACHMENT[p.attachment] ?? "Not said"),
+        h("td", { "data-label": "Added" }, dateTime(p.created_at)),
+        h("td", { "data-label": "Last used" }, dateTime(p.last_used_at)),
+        h("td", { "data-label": "Actions" }, h("button", { type: "button", class: "danger",
+          "aria-label": `Remove passkey ${shortId(p.credential_id)}`, onclick: () => remove(p) }, "Remove")))))));
 }

@@ -9,7 +9,7 @@
  * the selected channels deleted or tagged (`POST /api/channel/batch`, `/batch/tag`); every disabled one
  * deleted (`DELETE /api/channel/disabled`); abilities rebuilt (`POST /api/channel/fix`). Root reveals a
  * key (`POST /api/channel/{id}/key`) after a secure verification: the 403 `VERIFICATION_REQUIRED` opens a
- * prompt for the authenticator code (`POST /api/verify`), then the key is asked again. Destructive actions
+ * prompt for the authenticator code (`widgets/verify.js`, `POST /api/verify`), then the key is asked again. Destructive actions
  * ask first. Calls at load: `GET /api/channel/`.
  */
 
@@ -21,6 +21,7 @@ import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { secretBox } from "../widgets/secret-once.js";
+import { needsVerification, verifyThen } from "../widgets/verify.js";
 import { CHANNEL_TYPES, openChannelForm, typeName } from "./channel-form.js";
 
 /** @typedef {import("../types.js").Channel} Channel */
@@ -77,34 +78,13 @@ export async function render(ctx) {
         "Anyone holding this key can spend the provider account: keep it like a password."),
       h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, "Close")));
     } catch (error) {
-      if (error instanceof ApiError && (error.code === "VERIFICATION_REQUIRED" || error.code === "VERIFICATION_EXPIRED")) {
-        verify(error.message, () => void reveal(c));
+      if (needsVerification(error)) {
+        verifyThen(api, error.message, () => void reveal(c));
       } else {
         shell.say(error instanceof Error ? error.message : String(error));
       }
     }
   };
-  /**
-   * Ask for the authenticator code (`POST /api/verify`), then run `then`.
-   * @param {string} why  the server's message
-   * @param {() => void} then
-   */
-  const verify = (why, then) => {
-    const dialog = openDialog("Confirm it is you");
-    const editor = form("Confirm it is you", async (f) => {
-      await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
-      dialog.close();
-      then();
-    },
-    h("p", {}, `The server answered: ${why}. Enter the code of your authenticator app (or a backup code).`),
-    field("Authenticator code", "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true }),
-    h("div", { class: "actions" },
-      h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-      h("button", { type: "submit" }, "Verify")));
-    dialog.body.append(editor);
-    editor.querySelector("input")?.focus();
-  };
-
   /** @param {Channel} c */
   const actions = (c) => {
     /** @param {string} text @param {() => void} onclick @param {string} [kind] */

@@ -1,14 +1,18 @@
 /**
  * Sign in (`/login`): username (or e-mail) and password (`POST /api/user/login`); when the account has
- * 2FA on, the second step asks for a code (`POST /api/user/login/2fa`). No calls at load.
+ * 2FA on, the second step asks for a code (`POST /api/user/login/2fa`). When the site has passkeys on
+ * (`passkey_login` of `/api/status`) and the browser can use them, `Sign in with a passkey`
+ * (`POST /api/user/passkey/login/begin`, `navigator.credentials.get()`, `…/login/finish`) signs in like a
+ * password, with no second step. No calls at load.
  */
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, valueOf } from "../forms.js";
 import { nextOf } from "../pages.js";
+import { browserRefusal, getCredential, passkeysSupported } from "../webauthn.js";
 
 /** @param {import("../types.js").PageContext} ctx */
-export function render({ main, api, session, router, url }) {
+export function render({ main, api, session, router, site, url }) {
   /** @param {any} login */
   const finish = async (login) => {
     await session.signedIn(login);
@@ -34,7 +38,21 @@ export function render({ main, api, session, router, url }) {
   field("Username", "username", { autocomplete: "username", required: true, hint: "Or your e-mail address." }),
   field("Password", "password", { type: "password", autocomplete: "current-password", required: true }),
   h("div", { class: "actions" }, h("button", { type: "submit" }, "Sign in")));
-  replace(main, h("section", { class: "narrow" }, heading("Sign in"), signIn,
+  const withPasskey = site.status.passkey_login && passkeysSupported()
+    ? form("Sign in with a passkey", async () => {
+      /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
+      const begun = await api.post("/api/user/passkey/login/begin");
+      let answer;
+      try {
+        answer = await getCredential(begun.options);
+      } catch (error) {
+        throw new Error(browserRefusal(error));
+      }
+      await finish(await api.post("/api/user/passkey/login/finish", answer));
+    },
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary" }, "Sign in with a passkey")))
+    : null;
+  replace(main, h("section", { class: "narrow" }, heading("Sign in"), signIn, withPasskey,
     h("p", { class: "links" }, h("a", { href: "/forgot-password" }, "Forgotten password?"), " · ",
       h("a", { href: "/register" }, "Create an account"))));
 }
