@@ -91,6 +91,8 @@ SYNC_BATCH = Histogram("tollway_quota_sync_batch_seconds", "Time the quota sync 
 BUILD_INFO = Gauge("tollway_build_info", "Always 1: the version running and its Python",
                    ("version", "python"), multiprocess_mode="livemax")
 
+METRICS = (HTTP_REQUESTS, HTTP_DURATION, MODEL_CALLS, SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH, BUILD_INFO)
+
 
 def _version() -> str:
     try:
