@@ -33,14 +33,16 @@ TOKEN = "metrics-" + "a1" * 16
 FAKES_NETWORK = "127.0.0.1/32"
 REFUSED, CHARGED = 3, 5
 SPEECH = {"contents": [{"parts": [{"text": "Say hi"}]}],
-          "generationConfig": {"responseModalities": ["AUDIO"],
-                               "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Kore"}}}}}
+          "generationConfig": {
+              "responseModalities": ["AUDIO"],
+              "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Kore"}}}}}
 
 
 def test_the_registered_metrics_are_the_declared_list() -> None:
-    families = {family.name: family.type for family in REGISTRY.collect() if family.name.startswith("tollway_")}
+    families = {family.name: family.type for family in REGISTRY.collect()
+                if family.name.startswith("tollway_")}
     assert families == {name: kind for name, (kind, _) in metrics.DECLARED.items()}
-    labels = {metric._name: tuple(metric._labelnames) for metric in metrics.METRICS}  # noqa: SLF001
+    labels = {metric._name: tuple(metric._labelnames) for metric in metrics.METRICS}
     assert labels == {name: names for name, (_, names) in metrics.DECLARED.items()}
 
 
@@ -53,14 +55,14 @@ def samples(body: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return found
 
 
-async def workload(base_url: str) -> None:
+async def workload(base_url: str, upstream: str) -> None:
     await asyncio.to_thread(setup_root, base_url, "sqlite")
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as admin:
         login = await admin.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
         uid = login.json()["data"]["id"]
         admin.headers["New-Api-User"] = str(uid)
-        channel = {"name": "gemini", "type": 24, "key": "g-key", "base_url": "", "models": TTS, "group": "default"}
-        channel["base_url"] = WORKLOAD_UPSTREAM[0]
+        channel = {"name": "gemini", "type": 24, "key": "g-key", "base_url": upstream, "models": TTS,
+                   "group": "default"}
         created = await admin.post("/api/channel/", json={"mode": "single", "channel": channel})
         assert created.status_code == 200, created.text
         balance = (await admin.get("/api/user/self")).json()["data"]["quota"]
@@ -82,15 +84,11 @@ async def workload(base_url: str) -> None:
             assert answered.status_code == 200, answered.text
 
 
-WORKLOAD_UPSTREAM: list[str] = []
-
-
 @pytest.mark.slow
 async def test_embedded_serve_counts_a_known_workload(tmp_path: Path) -> None:
     env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()),
                     UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK, METRICS_TOKEN=TOKEN, LOG_FORMAT="json")
     async with FakeGemini() as gemini:
-        WORKLOAD_UPSTREAM[:] = [gemini.url]
         with serving(tmp_path, env) as (proc, base_url):
             async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
                 assert (await client.get("/metrics")).status_code == 404
@@ -99,7 +97,7 @@ async def test_embedded_serve_counts_a_known_workload(tmp_path: Path) -> None:
                 assert wrong.json()["message"] == (await client.get("/no-such-route")).json()["message"]
                 health = await client.get("/healthz")
                 assert (health.status_code, health.text) == (200, "ok")
-                await workload(base_url)
+                await workload(base_url, gemini.url)
                 ready = await client.get("/readyz")
                 assert (ready.status_code, ready.text) == (200, "ok")
                 scrape = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
