@@ -6,6 +6,7 @@ migrates a main database, `upgrade(engine, logs=True)` a log database; each unde
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,14 @@ async def upgrade(engine: AsyncEngine, revision: str = "head", *, logs: bool = F
             elif dialect == "postgresql":
                 await lock_conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key})
             await lock_conn.commit()
+
+
+@functools.cache
+def head(*, logs: bool = False) -> str | None:
+    """The newest revision of the migrations this code carries (read from the scripts once)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config(logs=logs)).get_current_head()
 
 
 async def current(engine: AsyncEngine, *, logs: bool = False) -> str | None:

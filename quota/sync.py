@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -36,19 +37,32 @@ class UsageSink(Protocol):
         ...
 
 
+Progress = Callable[[int, "int | None", "float | None"], None]
+"""Told after each pass of `run_forever`: the entries still waiting, the stream time (ms) of the oldest
+entry the pass committed (None: nothing waited) and the batch's duration in seconds (None: no batch)."""
+
+
+def entry_ms(entry_id: str) -> int:
+    """The stream time of an entry: the milliseconds of its id "ms-seq"."""
+    return int(entry_id.partition("-")[0])
+
+
 class QuotaSync:
-    def __init__(self, store: QuotaStore, sink: UsageSink, *, interval: float = 1.0, batch: int = 2000
-                 ) -> None:
+    def __init__(self, store: QuotaStore, sink: UsageSink, *, interval: float = 1.0, batch: int = 2000,
+                 progress: Progress | None = None) -> None:
         self.store = store
         self.sink = sink
         self.interval = interval
         self.batch = batch
+        self.progress = progress
         self._stop = asyncio.Event()
+        self._oldest_ms: int | None = None  # of the last batch run_once committed
 
     async def run_once(self) -> int:
         """One batch; returns how many entries it read (0 when the stream is drained)."""
         cursor = await self.sink.cursor()
         epoch, entries = await self.store.read(cursor, self.batch)
+        self._oldest_ms = entry_ms(entries[0].id) if entries else None
         if entries:
 
             async def current() -> bool:
@@ -64,6 +78,11 @@ class QuotaSync:
             cursor = applied
         await self.store.synced(cursor)
         return len(entries)
+
+    async def oldest_waiting(self) -> int | None:
+        """The stream time (ms) of the oldest entry not yet applied to SQL; None when nothing waits."""
+        _, entries = await self.store.read(await self.sink.cursor(), 1)
+        return entry_ms(entries[0].id) if entries else None
 
     async def drain(self, max_batches: int = 1000) -> None:
         """Sync until the stream is empty (shutdown, tests)."""
@@ -81,8 +100,12 @@ class QuotaSync:
         delay = self.interval
         while not self._stop.is_set():
             try:
+                started = time.perf_counter()
                 read = await self.run_once()
                 delay = self.interval
+                if self.progress is not None:
+                    took = time.perf_counter() - started if read else None
+                    self.progress(await self.store.pending(), self._oldest_ms if read else None, took)
             except Exception:  # keep syncing after a database or Redis hiccup; nothing was applied
                 log.exception("quota sync failed; retrying")
                 read, delay = 0, min(max(delay * 2, self.interval), 30.0)

@@ -23,6 +23,7 @@ from server.container import build_services
 from server.context import State
 from server.keys.routes import bp as keys_bp
 from server.logs.routes import bp as logs_bp
+from server.observability.routes import bp as observability_bp
 from server.payments.routes import bp as payments_bp
 from server.redemptions.routes import bp as redemptions_bp
 from server.relay.errors import shape_for
@@ -34,7 +35,7 @@ from server.web.connections import END_MARGIN, ConnectionLimits
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
-              keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, console_bp)
+              keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, observability_bp, console_bp)
 APP_NAME = "tollway"
 
 

@@ -12,12 +12,15 @@ import argparse
 import asyncio
 import gc
 import ipaddress
-import logging
+import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.db import Database, DatabaseUnavailable
@@ -28,6 +31,8 @@ from server.config import Config, ConfigError, load
 
 if TYPE_CHECKING:
     from sanic import Sanic
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class StartupError(RuntimeError):
@@ -118,10 +123,12 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
     """`create_app` for `tollway serve` (built in each worker process): plus `_settle_heap` once the
     worker serves, and the first stop signal only (`server/supervise.py` `stop_once`)."""
     from server.app import create_app
+    from server.logging_setup import configure
     from server.supervise import stop_once
 
     app = create_app(config)
     stop_once(app)
+    configure(config.log_level, config.log_format)  # after Sanic set up its own loggers in this worker
 
     @app.after_server_start
     async def settle_heap(app: Sanic[Any, Any]) -> None:
@@ -130,10 +137,27 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
     return app
 
 
+def _metrics_dir() -> Path:
+    """A fresh multiprocess directory for prometheus-client, in this process's environment before anything
+    imports it: the workers and the quota-sync process inherit it (server/metrics.py)."""
+    directory = Path(tempfile.mkdtemp(prefix="tollway-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(directory)
+    return directory
+
+
 def _serve(config: Config) -> None:
+    metrics_dir = _metrics_dir()
+    try:
+        _serve_with(replace(config, metrics_dir=metrics_dir))
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve_with(config: Config) -> None:
     from sanic import Sanic
     from sanic.worker.loader import AppLoader
 
+    from server import metrics
     from server.supervise import Helper, install, protect_state_manager
     from server.web.connections import Connection
 
@@ -154,7 +178,8 @@ def _serve(config: Config) -> None:
     sync: Helper | None = None
     if config.redis_url and config.quota_sync_in_server and config.quota_sync_process:
         config = replace(config, quota_sync_in_server=False)  # the workers leave it to the process below
-        sync = Helper("quota sync", [sys.executable, "-m", "server.cli", "quota-sync"])
+        sync = Helper("quota sync", [sys.executable, "-m", "server.cli", "quota-sync"],
+                      gone=partial(metrics.process_gone, directory=config.metrics_dir))
     loader = AppLoader(factory=partial(_serving_app, config))
     app = loader.load()
     single = config.workers == 1
@@ -214,7 +239,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ConfigError as exc:
         _fail(str(exc), 2)
         return
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from server.logging_setup import configure
+
+    configure(config.log_level, config.log_format)
 
     try:
         if args.command == "serve":

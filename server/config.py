@@ -42,6 +42,10 @@ REQUEST_HEAD_TIMEOUT = Seconds("REQUEST_HEAD_TIMEOUT", 20.0, 1.0, 600.0)
 REQUEST_BODY_TIMEOUT = Seconds("REQUEST_BODY_TIMEOUT", 120.0, 1.0, 3600.0)
 # How long requests in flight get to finish when the server is asked to stop (SIGTERM, SIGINT).
 SHUTDOWN_GRACE = Seconds("SHUTDOWN_GRACE", 30.0, 0.0, 3600.0)
+# `GET /readyz`: how long each dependency may take to answer, and how far the quota sync may lag behind.
+READY_TIMEOUT = Seconds("READY_TIMEOUT", 1.0, 0.05, 30.0)
+READY_MAX_SYNC_LAG = Seconds("READY_MAX_SYNC_LAG", 60.0, 1.0, 86_400.0)
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,13 @@ class Config:
     request_head_timeout: float = REQUEST_HEAD_TIMEOUT.default
     request_body_timeout: float = REQUEST_BODY_TIMEOUT.default
     shutdown_grace: float = SHUTDOWN_GRACE.default
+    # `GET /metrics` answers only a caller sending this bearer token; unset, it answers 404
+    metrics_token: str | None = None
+    # prometheus-client's multiprocess directory (`tollway serve` sets a fresh one for its processes)
+    metrics_dir: Path | None = None
+    ready_timeout: float = READY_TIMEOUT.default
+    ready_max_sync_lag: float = READY_MAX_SYNC_LAG.default
+    log_format: str = "text"  # or "json": one JSON object per line (server/logging_setup.py)
     # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
     kill_after_credit_commit: bool = False
     # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
@@ -273,6 +284,14 @@ def from_env(env: Mapping[str, str]) -> Config:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
 
+    log_format = env.get("LOG_FORMAT", "text").strip().lower() or "text"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError("LOG_FORMAT: expected text or json")
+    metrics_token = env.get("METRICS_TOKEN", "").strip() or None
+    if metrics_token is not None and len(metrics_token) < 16:
+        raise ConfigError("METRICS_TOKEN: too short (at least 16 characters, e.g. `openssl rand -hex 32`)")
+    metrics_dir = env.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+
     transport = env.get("UPSTREAM_TRANSPORT", "aiohttp").strip().lower() or "aiohttp"
     if transport not in ("httpx", "aiohttp"):
         raise ConfigError("UPSTREAM_TRANSPORT: expected httpx or aiohttp")
@@ -314,6 +333,11 @@ def from_env(env: Mapping[str, str]) -> Config:
         request_head_timeout=REQUEST_HEAD_TIMEOUT.read(env),
         request_body_timeout=REQUEST_BODY_TIMEOUT.read(env),
         shutdown_grace=SHUTDOWN_GRACE.read(env),
+        metrics_token=metrics_token,
+        metrics_dir=Path(metrics_dir) if metrics_dir else None,
+        ready_timeout=READY_TIMEOUT.read(env),
+        ready_max_sync_lag=READY_MAX_SYNC_LAG.read(env),
+        log_format=log_format,
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
         kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
     )

@@ -33,6 +33,7 @@ from server.keys.service import KeyService
 from server.logs.data import UsageDataService
 from server.logs.service import LogService
 from server.mailer import SmtpMailer
+from server.observability.service import ObservabilityService
 from server.payments.checkout import Checkout
 from server.payments.service import PaymentService
 from server.redemptions.service import RedemptionService
@@ -66,6 +67,7 @@ class Services:
     redemptions: RedemptionService
     topups: TopUpService
     payments: PaymentService
+    observability: ObservabilityService
 
 
 def build_services(state: State) -> Services:
@@ -119,7 +121,12 @@ def build_services(state: State) -> Services:
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
     payments = PaymentService(db=state.db, credits=state.credits, options=state.options,
                               checkout=Checkout(state.upstream), clock=state.clock)
+    observability = ObservabilityService(
+        db=state.db, backend=state.backend, sync=state.quota_sync, redis=not config.embedded,
+        token=config.metrics_token, metrics_dir=config.metrics_dir, timeout=config.ready_timeout,
+        max_sync_lag=config.ready_max_sync_lag)
     return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
                     passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,
                     keys=keys, channels=channels, logs=logs, usage_data=usage_data, system=system,
-                    redemptions=redemptions, topups=topups, relay=relay, payments=payments)
+                    redemptions=redemptions, topups=topups, relay=relay, payments=payments,
+                    observability=observability)

@@ -29,6 +29,7 @@ from quota.engine import QuotaEngine
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
 from quota.versions import RECORDS, VersionTracker
+from server import metrics
 from server.clock import Clock
 from server.components.channel_table import ChannelTable
 from server.components.keys import KeyDirectory
@@ -155,7 +156,8 @@ class State:
                                                      export=lambda: options.settings.data_export_enabled,
                                                      logs=log_db if logs_url else None,
                                                      on_logs_committed=crash_hook),
-                                 interval=config.quota_sync_interval, batch=config.quota_sync_batch),
+                                 interval=config.quota_sync_interval, batch=config.quota_sync_batch,
+                                 progress=metrics.sync_progress),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),

@@ -21,6 +21,7 @@ from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.sync import QuotaSync
+from server import metrics
 from server.clock import Clock
 from server.config import Config, ConfigError, load
 from server.credits import kill_self
@@ -43,7 +44,7 @@ async def run(config: Config, *, once: bool = False) -> None:
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
     sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
-                     batch=config.quota_sync_batch)
+                     batch=config.quota_sync_batch, progress=metrics.sync_progress)
     try:
         await db.check()
         if log_db is not None:

@@ -58,6 +58,8 @@ from sanic.worker.constants import ProcessState
 from sanic.worker.manager import WorkerManager
 from sanic.worker.process import WorkerProcess
 
+from server import metrics
+
 log = logging.getLogger("tollway.supervisor")
 
 FIRST_DELAY = 0.5
@@ -94,9 +96,11 @@ class _Watch:
 
 
 class Supervisor:
-    def __init__(self, manager: WorkerManager, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, manager: WorkerManager, clock: Callable[[], float] = time.monotonic,
+                 gone: Callable[[int], None] | None = None) -> None:
         self.manager = manager
         self.clock = clock
+        self.gone = gone  # told the pid of a worker that died (its live metrics are dropped)
         self.stopping = threading.Event()
         self._watches: dict[str, _Watch] = {}
         self._thread: threading.Thread | None = None
@@ -124,6 +128,8 @@ class Supervisor:
             if state not in DEAD:
                 continue
             if watch.due is None:
+                if self.gone is not None and process.pid is not None:
+                    self.gone(process.pid)
                 watch.delay = next_delay(watch.delay, now - watch.up_since)
                 watch.due = now + watch.delay
                 log.warning("worker %s (pid %s) %s; restarting it in %.1f s", process.name, process.pid,
@@ -191,7 +197,8 @@ def install(app: Sanic[Any, Any]) -> None:
 
     @app.main_process_ready
     def start(app: Sanic[Any, Any]) -> None:
-        supervisor = Supervisor(app.manager)
+        directory = app.ctx.config.metrics_dir
+        supervisor = Supervisor(app.manager, gone=partial(metrics.process_gone, directory=directory))
         for signum in (signal.SIGINT, signal.SIGTERM):
             _stop_first(supervisor, signum)
         supervisor.start()
@@ -251,8 +258,10 @@ class Helper:
     """One helper process (`argv`), restarted after the back-off of `next_delay` whenever it dies."""
 
     def __init__(self, name: str, argv: Sequence[str], *, grace: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, gone: Callable[[int], None] | None = None
+                 ) -> None:
         self.name = name
+        self.gone = gone  # told the pid of a helper that died
         self.argv = list(argv)
         self.grace = grace
         self.clock = clock
@@ -276,6 +285,8 @@ class Helper:
                 continue
             if self.stopping.is_set():
                 return
+            if self.gone is not None:
+                self.gone(process.pid)
             delay = next_delay(delay, self.clock() - up_since)
             log.warning("%s (pid %s) %s; restarting it in %.1f s", self.name, process.pid,
                         describe_exit(process.returncode), delay)

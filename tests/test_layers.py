@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups",
-           "payments", "console")
+           "payments", "console", "observability")
 COMPONENT_PACKAGES = ("components", "upstream")
 TOP_MODULES = ("app", "container", "context", "cli", "supervise", "quota_sync")
 

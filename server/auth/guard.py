@@ -26,6 +26,7 @@ from sanic.response import BaseHTTPResponse
 
 from quota.backends.base import Backend, Limit
 from quota.versions import VersionTracker
+from server import logging_setup
 from server.auth.cookies import SessionCookies
 from server.auth.identity import Identity, check_user_header
 from server.components.sessions import COOKIE
@@ -58,6 +59,7 @@ class Guard:
         """Steps 1–2: the request id and the client IP."""
         ctx = request.ctx
         ctx.request_id = request_id_from(request.headers.get("x-request-id"))
+        logging_setup.request_id.set(ctx.request_id)  # for the lines the request writes (LOG_FORMAT=json)
         ctx.client_ip = client_ip(request, self.trusted_proxies)
 
     def checks_for(self, request: Request) -> tuple[Step, ...]:

@@ -40,6 +40,7 @@ from quota.engine import QuotaEngine
 from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota, RateLimited
 from quota.versions import VersionTracker
+from server import metrics
 from server.clock import Clock
 from server.components.catalog import SPEECH_OUTPUT, capabilities
 from server.components.channel_table import ChannelTable
@@ -47,9 +48,12 @@ from server.components.keys import KeyDirectory
 from server.components.options import Options
 from server.components.users import UserDirectory
 from server.errors import (
+    AllChannelsFailed,
+    ChannelUnavailable,
     GatewayError,
     GroupNotAllowed,
     InvalidApiKey,
+    InvalidRequest,
     IpNotAllowed,
     ModelNotAllowed,
     ModelNotFound,
@@ -59,9 +63,13 @@ from server.errors import (
     TokenDisabled,
     TokenExhausted,
     TokenExpired,
+    UnknownMethod,
     UnsupportedModality,
+    UpstreamPassthrough,
+    UpstreamTimeout,
     UserDisabled,
 )
+from server.metrics import Outcome
 from server.relay import attempts
 from server.relay.call import Call, Incoming, Reply
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
@@ -79,6 +87,18 @@ Step = Callable[[Call], Awaitable[None] | None]  # a synchronous step returns No
 CACHED_REFUSALS = (InvalidApiKey, TokenDisabled, TokenExpired, TokenExhausted, UserDisabled, IpNotAllowed,
                    GroupNotAllowed, ModelNotAllowed, ModelNotFound, UnsupportedModality, ModelPriceError)
 """Refusals decided on the worker's cached view: re-decided once if the worker turns out to be behind."""
+
+OUTCOMES: dict[type[GatewayError], Outcome] = {
+    NotEnoughQuota: Outcome.INSUFFICIENT_QUOTA, TokenExhausted: Outcome.INSUFFICIENT_QUOTA,
+    RateLimitExceeded: Outcome.RATE_LIMITED, ChannelUnavailable: Outcome.NO_CHANNEL,
+    AllChannelsFailed: Outcome.UPSTREAM_FAILED, UpstreamPassthrough: Outcome.UPSTREAM_REJECTED,
+    UpstreamTimeout: Outcome.TIMEOUT,
+    **{refusal: Outcome.REFUSED_KEY for refusal in (InvalidApiKey, TokenDisabled, TokenExpired, UserDisabled,
+                                                    IpNotAllowed, GroupNotAllowed, ModelNotAllowed)},
+    **{refusal: Outcome.BAD_REQUEST for refusal in (InvalidRequest, UnknownMethod, ModelNotFound,
+                                                    UnsupportedModality, ModelPriceError)},
+}
+"""The outcome label of each refusal (`tollway_model_calls_total`); another exception is `error`."""
 
 FORWARDED_HEADERS = ("content-type",)
 """The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
@@ -124,15 +144,28 @@ class Relay:
     async def call(self, incoming: Incoming, provider: Provider, target: str) -> Reply | None:
         """One model call: the reply of a plain call, None once a stream has been written."""
         call = Call(incoming, provider, target)
+        outcome = Outcome.SUCCESS
         try:
             for step in self.steps:
                 pending = step(call)
                 if pending is not None:
                     await pending
             return call.reply
+        except GatewayError as refusal:
+            outcome = OUTCOMES.get(type(refusal), Outcome.ERROR)
+            raise
+        except asyncio.CancelledError:
+            outcome = Outcome.CANCELLED
+            raise
+        except BaseException:
+            outcome = Outcome.ERROR
+            raise
         finally:
             if call.hold is not None and not call.settled:
                 await self._release(call)
+            # a charged call is a success however it ended (a stream cut by its client is still charged)
+            metrics.count_call(call.model if call.price is not None else metrics.OTHER_MODEL,
+                               Outcome.SUCCESS if call.settled else outcome)
 
     # ---- the steps --------------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from time import monotonic
+from time import monotonic, perf_counter
 from typing import Any
 
 from sanic import Request
@@ -44,6 +44,7 @@ from sanic.http import Stage
 from sanic.log import error_logger
 from sanic.server.protocols.http_protocol import HttpProtocol
 
+from server import metrics
 from server.config import Config
 
 SHUTTING_DOWN = "tollway: the server is stopping"
@@ -111,7 +112,22 @@ class Connection(HttpProtocol):
         """Sanic calls this as soon as a head is parsed: the body's deadline starts now."""
         self._head_since = None
         self._body_since = monotonic()
-        await self.app.handle_request(request)
+        try:
+            await self.app.handle_request(request)
+        finally:
+            self._count(request)
+
+    def _count(self, request: Request) -> None:
+        """`tollway_http_requests_total` and the duration histogram: by the route's template, every
+        request (the model calls run without the app's middleware, so it is counted here)."""
+        http = self._http
+        if http is None:
+            return
+        route = request.route
+        template = getattr(route.ctx, "path_template", route.path) if route is not None else metrics.UNMATCHED
+        response = http.response
+        metrics.observe_http(template, request.method, response.status if response is not None else 500,
+                             perf_counter() - http.perft0)
 
     def data_received(self, data: bytes) -> None:
         if self._head_since is None:

@@ -1,0 +1,1 @@
+"""Operators' routes: `/metrics` (Prometheus), `/healthz` and `/readyz` (load balancers, probes)."""

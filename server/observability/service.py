@@ -1,0 +1,83 @@
+"""What the operators' routes answer: the metrics scrape (behind `METRICS_TOKEN`) and readiness.
+
+Readiness asks, each within `READY_TIMEOUT` seconds: the database answers and its schema is at the head
+revision this code carries; Redis answers (embedded mode has none to ask); and the quota sync's oldest
+waiting entry is younger than `READY_MAX_SYNC_LAG` seconds. Each check that fails is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from enum import StrEnum
+from pathlib import Path
+
+from models.db import Database
+from models.migrate import current, head
+from quota.backends.base import Backend
+from quota.sync import QuotaSync
+from server import metrics
+
+
+class Check(StrEnum):
+    """A readiness check, as `/readyz` names it when it fails."""
+
+    DATABASE = "database"
+    SCHEMA = "schema"
+    REDIS = "redis"
+    QUOTA_SYNC = "quota_sync"
+
+
+class ObservabilityService:
+    def __init__(self, *, db: Database, backend: Backend, sync: QuotaSync, redis: bool, token: str | None,
+                 metrics_dir: Path | None, timeout: float, max_sync_lag: float) -> None:
+        self.db, self.backend, self.sync, self.redis = db, backend, sync, redis
+        self.token, self.metrics_dir = token, metrics_dir
+        self.timeout, self.max_sync_lag = timeout, max_sync_lag
+
+    def scrape(self, authorization: str | None) -> bytes | None:
+        """The metrics in the text format, or None when the caller may not read them."""
+        if not metrics.authorized(self.token, authorization):
+            return None
+        return metrics.exposition(self.metrics_dir)
+
+    async def _within(self, pending: Awaitable[object]) -> bool:
+        try:
+            await asyncio.wait_for(pending, self.timeout)
+        except Exception:
+            return False
+        return True
+
+    async def _schema(self) -> Check | None:
+        try:
+            revision = await asyncio.wait_for(current(self.db.engine), self.timeout)
+        except Exception:
+            return Check.DATABASE
+        return None if revision == head() else Check.SCHEMA
+
+    async def _sync(self) -> Check | None:
+        try:
+            oldest = await asyncio.wait_for(self.sync.oldest_waiting(), self.timeout)
+        except Exception:
+            return Check.QUOTA_SYNC
+        if oldest is not None and time.time() - oldest / 1000 > self.max_sync_lag:
+            return Check.QUOTA_SYNC
+        return None
+
+    async def not_ready(self) -> list[Check]:
+        """The checks that fail (none: ready), asked at once."""
+        failed: list[Check] = []
+        redis_ok = True
+        if self.redis:
+            redis_ok = await self._within(self.backend.ping())
+            if not redis_ok:
+                failed.append(Check.REDIS)
+        schema = await self._schema()
+        if schema is not None:
+            failed.append(schema)
+        if redis_ok and schema is not Check.DATABASE:  # the sync check needs both
+            sync = await self._sync()
+            if sync is not None:
+                failed.append(sync)
+        return failed
