@@ -9,8 +9,8 @@ worker is restarted: its replacement writes a file of its own); its `live…` ga
 supervisor (`process_gone`). Without that directory (a test's in-process app) the values live in memory.
 
 The hot path pays one dict lookup and one increment per figure: the labelled children are looked up once
-per label set and kept (`_children`), and every label set is bounded — route templates (never raw paths),
-the HTTP methods we route, the statuses we answer, the models a price was found for, `Outcome`.
+per label set and kept (`_http`, `_calls`), and every label set is bounded — route templates (never raw
+paths), the HTTP methods we route, the statuses we answer, the models a price was found for, `Outcome`.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ CACHED_REFUSALS = (InvalidApiKey, TokenDisabled, TokenExpired, TokenExhausted, U
                    GroupNotAllowed, ModelNotAllowed, ModelNotFound, UnsupportedModality, ModelPriceError)
 """Refusals decided on the worker's cached view: re-decided once if the worker turns out to be behind."""
 
-OUTCOMES: dict[type[GatewayError], Outcome] = {
+OUTCOMES: dict[type[BaseException], Outcome] = {
     NotEnoughQuota: Outcome.INSUFFICIENT_QUOTA, TokenExhausted: Outcome.INSUFFICIENT_QUOTA,
     RateLimitExceeded: Outcome.RATE_LIMITED, ChannelUnavailable: Outcome.NO_CHANNEL,
     AllChannelsFailed: Outcome.UPSTREAM_FAILED, UpstreamPassthrough: Outcome.UPSTREAM_REJECTED,
@@ -99,6 +99,13 @@ OUTCOMES: dict[type[GatewayError], Outcome] = {
                                                     UnsupportedModality, ModelPriceError)},
 }
 """The outcome label of each refusal (`tollway_model_calls_total`); another exception is `error`."""
+
+
+def outcome_of(ended: BaseException) -> Outcome:
+    """The outcome label of a call that raised: its refusal's, `cancelled`, or `error`."""
+    if isinstance(ended, asyncio.CancelledError):
+        return Outcome.CANCELLED
+    return OUTCOMES.get(type(ended), Outcome.ERROR)
 
 FORWARDED_HEADERS = ("content-type",)
 """The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
@@ -151,14 +158,8 @@ class Relay:
                 if pending is not None:
                     await pending
             return call.reply
-        except GatewayError as refusal:
-            outcome = OUTCOMES.get(type(refusal), Outcome.ERROR)
-            raise
-        except asyncio.CancelledError:
-            outcome = Outcome.CANCELLED
-            raise
-        except BaseException:
-            outcome = Outcome.ERROR
+        except BaseException as ended:
+            outcome = outcome_of(ended)
             raise
         finally:
             if call.hold is not None and not call.settled:
