@@ -156,6 +156,16 @@ def sign_in(page: Page, server: Server, name: str, password: str = PASSWORD) -> 
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
 
 
+def sign_out(page: Page) -> None:
+    """Sign out through the page and wait until it shows the sign-in form: the logout request has
+    answered by then, so a navigation that follows cannot abort it and find the session still open."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="You are signed out.")).to_be_visible()
+
+
 def set_option(server: Server, key: str, value: Any) -> None:
     response = server.admin().put("/api/option/", json={"key": key, "value": value})
     assert response.status_code == 200, response.text

@@ -21,6 +21,7 @@ from tests.console.browser import (
     check_accessibility,
     set_option,
     sign_in,
+    sign_out,
     tollway,
     user_client,
 )
@@ -104,9 +105,7 @@ def test_sign_in_then_sign_out(page: Page, server: Server) -> None:
     as_page = {"cookies": {"session": cookie}, "headers": {"New-Api-User": str(user_id)}}
     assert httpx.get(f"{server.url}/api/user/self", **as_page).json()["data"]["username"] == name  # type: ignore[arg-type]
 
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
-    expect(page.get_by_role("status").filter(has_text="You are signed out.")).to_be_visible()
+    sign_out(page)
     assert httpx.get(f"{server.url}/api/user/self", **as_page).status_code == 401  # type: ignore[arg-type]
     page.goto(f"{server.url}/")
     expect(page).to_have_url(f"{server.url}/login")

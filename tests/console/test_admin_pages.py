@@ -32,6 +32,7 @@ from tests.console.browser import (
     check_accessibility,
     on_thread,
     sign_in,
+    sign_out,
     tollway,
     user_client,
 )
@@ -366,7 +367,7 @@ def test_users_are_managed_in_the_page_and_refusals_show_the_servers_message(pag
     expect(page.locator(".notice")).to_have_text(no_2fa.json()["message"])
 
     # the new admin, signed in, is refused on root: the server's 403 message, as it words it
-    page.get_by_role("button", name="Sign out").click()
+    sign_out(page)
     sign_in(page, server, name)
     page.goto(f"{server.url}/users")
     root_row = page.locator("tbody tr", has_text="root").first
@@ -377,7 +378,7 @@ def test_users_are_managed_in_the_page_and_refusals_show_the_servers_message(pag
     assert forbidden.status_code == 403
     expect(page.locator(".notice")).to_have_text(forbidden.json()["message"])
     expect(root_row).to_contain_text("Enabled")
-    page.get_by_role("button", name="Sign out").click()
+    sign_out(page)
 
     as_root(page, server, "/users", "Users")
     row = page.locator("tbody tr", has_text=name)

@@ -22,6 +22,7 @@ from tests.console.browser import (
     on_thread,
     set_option,
     sign_in,
+    sign_out,
     tollway,
     user_client,
 )
@@ -167,7 +168,7 @@ def test_an_admin_chooses_everyones_usage_on_the_dashboard(page: Page, server: S
     sign_in(page, server, name)
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
     expect(page.get_by_label("Whose usage")).to_have_count(0)
-    page.get_by_role("button", name="Sign out").click()
+    sign_out(page)
 
     sign_in(page, server, "root", ROOT_PASSWORD)
     expect(page.get_by_text("No usage in this period yet.")).to_be_visible()  # "Yours": root's own

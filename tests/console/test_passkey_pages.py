@@ -26,6 +26,7 @@ from tests.console.browser import (
     check_accessibility,
     set_option,
     sign_in,
+    sign_out,
     tollway,
     user_client,
 )
@@ -85,8 +86,7 @@ def test_a_passkey_added_in_the_page_signs_in_and_is_removed_after_a_passkey_ver
     expect(table).to_contain_text("Never")  # not used yet
     check_accessibility(page, "account with a passkey")
 
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    sign_out(page)
     check_accessibility(page, "sign-in with passkeys on")
     page.get_by_role("button", name="Sign in with a passkey").click()
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()

@@ -27,6 +27,7 @@ from tests.console.browser import (
     on_thread,
     set_option,
     sign_in,
+    sign_out,
     tollway,
     user_client,
 )
@@ -122,8 +123,7 @@ def test_logs_show_own_calls_with_filters_and_totals_and_every_call_to_an_admin(
     page.get_by_role("button", name="Apply filters").click()
     expect(table).to_contain_text("No logs match.")
 
-    page.get_by_role("button", name="Sign out").click()
-    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    sign_out(page)
     sign_in(page, server, "root", ROOT_PASSWORD)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Logs").click()
     every = page.get_by_role("table", name="Every user's logs")

@@ -33,6 +33,14 @@ class Worker:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
 
+    def read_until(self, wanted: str) -> None:
+        """Read the worker's lines until one has the field `wanted` (kept for `finish`), or it ends."""
+        assert self.proc.stdout is not None
+        while line := self.proc.stdout.readline():
+            self.lines.append(json.loads(line))
+            if wanted in self.lines[-1]:
+                return
+
     def finish(self, timeout: float = 120) -> list[dict[str, Any]]:
         out, err = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode in (0, -signal.SIGKILL), err

@@ -143,7 +143,8 @@ async def test_i3_kill_9_of_a_serving_process_releases_its_holds(cluster: Cluste
 
     def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         victim, survivor = start_all([{**cfg, "seed": 3}, {**cfg, "seed": 4, "iterations": 40}])
-        time.sleep(0.6)
+        victim.read_until("held")  # its first hold is open (a fixed wait raced a slow start)
+        time.sleep(0.3)
         victim.kill()
         return victim.finish(), survivor.finish()
 
