@@ -1,7 +1,8 @@
 """The console's account pages in Chromium against a real `tollway serve` (embedded): first run, sign in
 and out, a session ended elsewhere, a refused password, the 2FA step, registration with the mailed code,
-and the forgotten-password link. Each result is checked through the API too; each page passes axe-core
-at 1280 and 360 px."""
+the forgotten-password link; on the Account page, an e-mail address bound with the mailed code (a wrong
+code refused at its field) and an access token made, copied, used the way the page says, and ended by
+the next one. Each result is checked through the API too; each page passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
@@ -234,3 +235,82 @@ def test_forgotten_password_and_the_reset_link(page: Page, server: Server, mail:
     sign_in(page, server, name, "a-new-password-1")
     login = httpx.post(f"{server.url}/api/user/login", json={"username": name, "password": PASSWORD})
     assert login.status_code == 401  # the old password is gone
+
+
+def test_an_email_address_is_bound_on_the_account_page_with_the_mailed_code(
+        page: Page, server: Server, mail: FakeSmtp) -> None:
+    page.context.set_extra_http_headers(from_ip())  # a client of its own for the per-IP e-mail limit
+    name, _ = server.add_user()
+    address = f"{name}@example.com"
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Account").click()
+    expect(page.get_by_role("heading", level=1, name="Account")).to_be_visible()
+    email = page.get_by_role("form", name="E-mail address")
+    email.get_by_label("E-mail address").fill(address)
+    email.get_by_role("button", name="Send code").click()
+    expect(page.get_by_role("status").filter(has_text=f"A code was sent to {address}.")).to_be_visible()
+    code = mail.code_for(address)
+
+    wrong = email.get_by_label("Code from the e-mail")
+    wrong.fill("000000" if code != "000000" else "111111")
+    email.get_by_role("button", name="Bind address").click()
+    expect(wrong).to_have_attribute("aria-invalid", "true")  # the server's refusal names the field
+    expect(wrong).to_have_accessible_description(re.compile("code: is wrong or has expired"))
+    check_accessibility(page, "account with a refused e-mail code")
+    with user_client(server, name) as user:
+        assert user.get("/api/user/self").json()["data"]["email"] == ""  # not bound by a wrong code
+
+    email.get_by_label("Code from the e-mail").fill(code)
+    email.get_by_role("button", name="Bind address").click()
+    expect(page.get_by_role("status").filter(has_text=f"E-mail address {address} bound to your account.")
+           ).to_be_visible()
+    check_accessibility(page, "account with an e-mail address bound")
+    with user_client(server, name) as user:
+        assert user.get("/api/user/self").json()["data"]["email"] == address
+    page.reload()  # the page reads the bound address back from the server
+    bound = page.get_by_role("form", name="E-mail address").get_by_label("E-mail address")
+    expect(bound).to_have_value(address)
+
+
+def test_an_access_token_made_on_the_account_page_works_until_the_next_one(page: Page,
+                                                                          server: Server) -> None:
+    name, _ = server.add_user()
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Account").click()
+    area = page.get_by_role("region", name="Access token")
+
+    area.get_by_role("button", name="Make a new access token").click()
+    confirm = page.get_by_role("dialog", name="Make a new access token?")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    check_accessibility(page, "access token confirmation")
+    confirm.get_by_role("button", name="Make a new token").click()
+    shown = area.get_by_label("Your new access token")
+    expect(shown).to_have_value(re.compile(r"^\S{16,}$"))
+    first = shown.input_value()
+    area.get_by_role("button", name="Copy").click()
+    expect(area.get_by_text("Copied to the clipboard.")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == first
+    check_accessibility(page, "account with a new access token")
+
+    # the page says how to send it: Authorization, and New-Api-User with the id it shows
+    said = re.search(r"New-Api-User: (\d+)", area.inner_text())
+    assert said is not None, area.inner_text()
+    header = {"New-Api-User": said.group(1)}
+    me = httpx.get(f"{server.url}/api/user/self", headers={"Authorization": f"Bearer {first}", **header})
+    assert me.status_code == 200, me.text
+    assert me.json()["data"]["username"] == name
+
+    area.get_by_role("button", name="Make a new access token").click()
+    page.get_by_role("dialog", name="Make a new access token?").get_by_role(
+        "button", name="Make a new token").click()
+    expect(shown).not_to_have_value(first)
+    second = shown.input_value()
+    old = httpx.get(f"{server.url}/api/user/self", headers={"Authorization": f"Bearer {first}", **header})
+    assert old.status_code == 401  # making a new one ended the old one
+    new = httpx.get(f"{server.url}/api/user/self", headers={"Authorization": f"Bearer {second}", **header})
+    assert new.status_code == 200 and new.json()["data"]["username"] == name
+
+    page.reload()  # shown once: not after the page is left
+    expect(page.get_by_role("heading", level=1, name="Account")).to_be_visible()
+    again = page.get_by_role("region", name="Access token")
+    expect(again.get_by_label("Your new access token")).to_have_count(0)

@@ -98,8 +98,9 @@ export async function render(ctx) {
 
   const tokenArea = h("div", {});
   const token = section("token-heading", "Access token",
-    h("p", {}, "A token lets a program call the management API as you (sent as ", h("code", {}, "Authorization"),
-      "). Making one replaces the one before."),
+    h("p", {}, "A token lets a program call the management API as you: send it as ",
+      h("code", {}, "Authorization: Bearer <token>"), " with ", h("code", {}, `New-Api-User: ${user.id}`),
+      " (your user id; a call without it is refused). Making one replaces the one before."),
     h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void makeToken() }, "Make a new access token")),
     tokenArea);
   const makeToken = async () => {
