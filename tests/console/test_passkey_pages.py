@@ -4,8 +4,11 @@ root switches them on through the API; a user adds a passkey on the Account page
 `GET /api/user/passkey`), signs out, signs in with the passkey alone (the session is that user's:
 `GET /api/user/self`), and removes it on the Account page — the server's 403 VERIFICATION_REQUIRED opens
 the verification prompt, answered with the same passkey; with 2FA on, adding one first asks for a
-verification made with 2FA, which the prompt takes as a code before the passkey is added. axe-core on
-the changed pages and dialogs at 1280 and 360 px.
+verification made with 2FA, which the prompt takes as a code before the passkey is added. An admin
+removes a user's passkeys on the Users page: the API lists none, and the passkey the browser still holds
+no longer signs in. With the limit of 10 passkeys reached, adding another in the page shows the server's
+refusal beside the button and stores nothing (on the server or in the authenticator). axe-core on the
+changed pages and dialogs at 1280 and 360 px.
 
 The browser opens the server as `http://localhost:<port>`: WebAuthn refuses an IP address as the relying
 party id, and `localhost` is a secure context over plain http, so the server's own resolution (the
@@ -13,6 +16,7 @@ request's `Host`) gives the RP id `localhost` and the origin the browser reports
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +24,7 @@ import pyotp
 import pytest
 from playwright.sync_api import Page, expect
 
+from server.auth.passkeys import LOGIN_FAILED, MAX_PER_USER
 from tests.console.browser import (
     PASSWORD,
     Server,
@@ -30,6 +35,8 @@ from tests.console.browser import (
     tollway,
     user_client,
 )
+from tests.fakes.passkey import SoftPasskey
+from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -144,3 +151,73 @@ def test_with_two_factor_on_adding_a_passkey_asks_for_a_code_first(page: Page, s
         prompt.get_by_role("button", name="Verify").click()
         expect(page.get_by_role("status").filter(has_text="Passkey added")).to_be_visible()
         assert user.get("/api/user/passkey").json()["data"]["count"] == 1
+
+
+def test_an_admin_resets_a_users_passkeys_on_the_users_page(page: Page, server: Server) -> None:
+    site = at_localhost(server)
+    set_option(server, "passkey.enabled", True)
+    name, _ = server.add_user()
+    cdp, authenticator = add_authenticator(page)
+    sign_in(page, site, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Account").click()
+    passkeys = page.get_by_role("region", name="Passkeys", exact=True)
+    passkeys.get_by_role("button", name="Add a passkey").click()
+    expect(page.get_by_role("status").filter(has_text="Passkey added")).to_be_visible()
+    with user_client(server, name) as user:
+        assert user.get("/api/user/passkey").json()["data"]["count"] == 1
+    sign_out(page)
+
+    sign_in(page, site, "root", ROOT_PASSWORD)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Users").click()
+    search = page.get_by_role("search", name=re.compile("^Search by id"))
+    search.get_by_role("searchbox").fill(name)
+    search.get_by_role("button", name="Search").click()
+    row = page.locator("tbody tr", has_text=name)
+    row.get_by_role("button", name=f"Reset passkeys {name}").click()
+    confirm = page.get_by_role("dialog", name="Remove this user's passkeys?")
+    expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    check_accessibility(page, "reset passkeys confirmation")
+    confirm.get_by_role("button", name="Remove passkeys").click()
+    expect(page.get_by_role("status").filter(has_text=f"{name}: passkeys removed.")).to_be_visible()
+    check_accessibility(page, "users after a passkey reset")
+    with user_client(server, name) as user:
+        status = user.get("/api/user/passkey").json()["data"]
+    assert status["count"] == 0 and status["credentials"] == [], status
+    sign_out(page)
+
+    # the browser still holds the passkey; the server no longer knows it
+    assert len(cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]) == 1
+    page.get_by_role("button", name="Sign in with a passkey").click()
+    expect(page.get_by_role("alert")).to_have_text(LOGIN_FAILED)  # the server's words
+    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    assert page.evaluate("localStorage.getItem('tollway.user')") is None
+    check_accessibility(page, "a refused passkey sign-in")
+
+
+def test_an_eleventh_passkey_is_refused_beside_the_button_and_nothing_is_stored(
+        page: Page, server: Server) -> None:
+    site = at_localhost(server)
+    set_option(server, "passkey.enabled", True)
+    name, user_id = server.add_user()
+    with user_client(site, name) as user:  # the limit's worth of passkeys, made over the API
+        for _ in range(MAX_PER_USER):
+            begun = user.post("/api/user/passkey/register/begin")
+            assert begun.status_code == 200, begun.text
+            answer = SoftPasskey("localhost", site.url, user_id).register(begun.json()["data"]["options"])
+            finished = user.post("/api/user/passkey/register/finish", json=answer)
+            assert finished.status_code == 200, finished.text
+        refused = user.post("/api/user/passkey/register/begin")
+    assert refused.status_code == 409, refused.text
+    cdp, authenticator = add_authenticator(page)
+    sign_in(page, site, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Account").click()
+    passkeys = page.get_by_role("region", name="Passkeys", exact=True)
+    expect(passkeys.get_by_role("table").locator("tbody tr")).to_have_count(MAX_PER_USER)
+
+    passkeys.get_by_role("button", name="Add a passkey").click()
+    expect(passkeys.get_by_role("alert")).to_have_text(refused.json()["message"])  # beside the button
+    check_accessibility(page, "account with the passkey limit's refusal")
+    assert cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"] == []
+    with user_client(server, name) as user:
+        assert user.get("/api/user/passkey").json()["data"]["count"] == MAX_PER_USER
+    expect(passkeys.get_by_role("table").locator("tbody tr")).to_have_count(MAX_PER_USER)

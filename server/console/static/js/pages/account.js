@@ -7,9 +7,9 @@
  * once, then on with a code (`POST /api/user/2fa/enable`); off (`/2fa/disable`) and new backup codes
  * (`/2fa/backup_codes`) with a code; passkeys: the list (`GET /api/user/passkey`), one added
  * (`POST /api/user/passkey/register/begin`, `navigator.credentials.create()`, `…/register/finish`; only
- * when the site has passkeys on) and one removed after a confirmation (`DELETE /api/user/passkey
- * ?credential_id=`, which needs a secure verification: its 403 opens `widgets/verify.js`); and the
- * notification settings (`PUT /api/user/setting`).
+ * when the site has passkeys on; a refusal, such as the limit of 10, is shown beside the button) and one
+ * removed after a confirmation (`DELETE /api/user/passkey?credential_id=`, which needs a secure
+ * verification: its 403 opens `widgets/verify.js`); and the notification settings (`PUT /api/user/setting`).
  * Calls at load: `GET /api/user/2fa/status` and `GET /api/user/passkey` (2), and `/api/user/self` when the
  * one read is over 5 s old.
  */
@@ -142,7 +142,7 @@ export async function render(ctx) {
     !ctx.site.status.passkey_login
       ? h("p", {}, "Passkeys are switched off on this site: you cannot add one now.")
       : passkeysSupported()
-        ? h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void addPasskey() }, "Add a passkey"))
+        ? adder
         : h("p", {}, "This browser cannot make passkeys."));
   const reloadPasskeys = async () => drawPasskeys(await api.get("/api/user/passkey"));
   /** @param {() => Promise<void>} work */
@@ -153,7 +153,8 @@ export async function render(ctx) {
       shell.say(error instanceof Error ? error.message : String(error));
     }
   };
-  const addPasskey = () => acted(async () => {
+  /** Add a passkey; a refusal (the server's, or the browser's) is thrown, for `adder` to show beside its button. */
+  const addPasskey = async () => {
     try {
       /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
       const begun = await api.post("/api/user/passkey/register/begin");
@@ -166,12 +167,14 @@ export async function render(ctx) {
       await api.post("/api/user/passkey/register/finish", answer);
     } catch (error) {
       if (!needsVerification(error)) throw error;  // with 2FA on, adding one needs a verification made with 2FA
-      verifyThen(api, error.message, () => void addPasskey(), { twoFactor: true, passkey: false });
+      verifyThen(api, error.message, () => void run(adder, addPasskey), { twoFactor: true, passkey: false });
       return;
     }
     await reloadPasskeys();
     shell.say("Passkey added: you can sign in with it.");
-  });
+  };
+  const adder = form("Add a passkey", addPasskey,
+    h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Add a passkey")));
   /** @param {Passkey} passkey @param {boolean} [asked] */
   const remove = (passkey, asked = false) => acted(async () => {
     const sure = asked || await confirmAction({ title: "Remove this passkey?",
