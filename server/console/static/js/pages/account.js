@@ -78,7 +78,12 @@ export async function render(ctx) {
 
   const email = form("E-mail address", async (element) => {
     const address = valueOf(element, "email").trim();
-    await api.get("/api/oauth/email/bind", { email: address, code: valueOf(element, "code").trim() });
+    const code = valueOf(element, "code").trim();
+    if (!code) {  // Enter in the address field, before any code came: ask for one
+      await mailCode(address);
+      return;
+    }
+    await api.get("/api/oauth/email/bind", { email: address, code });
     await session.refresh(0);
     shell.say(`E-mail address ${address} bound to your account.`);
   },
@@ -87,14 +92,13 @@ export async function render(ctx) {
     "Send code")),
   field("Code from the e-mail", "code", { autocomplete: "one-time-code", inputmode: "numeric" }),
   h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Bind address")));
-  const sendCode = async () => {
-    await run(email, async () => {
-      const address = valueOf(email, "email").trim();
-      if (!address) throw refuse("email", "enter the address to bind");
-      await api.get("/api/verification", { email: address });
-      shell.say(`A code was sent to ${address}.`);
-    });
+  /** @param {string} address */
+  const mailCode = async (address) => {
+    if (!address) throw refuse("email", "enter the address to bind");
+    await api.get("/api/verification", { email: address });
+    shell.say(`A code was sent to ${address}.`);
   };
+  const sendCode = () => run(email, () => mailCode(valueOf(email, "email").trim()));
 
   const tokenArea = h("div", {});
   const token = section("token-heading", "Access token",
