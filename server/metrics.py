@@ -9,8 +9,10 @@ worker is restarted: its replacement writes a file of its own); its `live…` ga
 supervisor (`process_gone`). Without that directory (a test's in-process app) the values live in memory.
 
 The hot path pays one dict lookup and one increment per figure: the labelled children are looked up once
-per label set and kept (`_http`, `_calls`), and every label set is bounded — route templates (never raw
-paths), the HTTP methods we route, the statuses we answer, the models a price was found for, `Outcome`.
+per label set and kept (`_http`, `_calls`, `_attempts`, `_providers`, `_retries`, `_charges`, `_disables`),
+and every label set is bounded — route templates (never raw paths), the HTTP methods we route, the statuses
+we answer, the models a price was found for, channel ids and types (the admin's channels), `Outcome`,
+`UpstreamResult`, `DisableReason`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+
+from core.enums import ChannelType
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -64,11 +68,20 @@ METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
 DECLARED: dict[str, tuple[str, tuple[str, ...]]] = {
     "tollway_http_requests": ("counter", ("route", "method", "status")),
     "tollway_http_request_duration_seconds": ("histogram", ("route", "method")),
-    "tollway_model_calls": ("counter", ("model", "outcome")),
+    "tollway_model_calls": ("counter", ("model", "provider", "channel", "outcome")),
     "tollway_quota_sync_backlog": ("gauge", ()),
     "tollway_quota_sync_lag_seconds": ("gauge", ()),
     "tollway_quota_sync_batch_seconds": ("histogram", ()),
     "tollway_build_info": ("gauge", ("version", "python")),
+    # ---- relay
+    "tollway_upstream_requests": ("counter", ("provider", "channel", "result")),
+    "tollway_upstream_duration_seconds": ("histogram", ("provider",)),
+    "tollway_upstream_ttfb_seconds": ("histogram", ("provider",)),
+    "tollway_model_call_retries": ("counter", ("model",)),
+    "tollway_tokens": ("counter", ("model", "direction")),
+    "tollway_quota_charged": ("counter", ("model",)),
+    "tollway_channel_auto_disables": ("counter", ("reason",)),
+    "tollway_channel_auto_enables": ("counter", ()),
 }
 """Every metric (its name as prometheus-client registers it: a counter without `_total`), its type and its
 labels. A new metric is a deliberate change: tests/test_metrics.py checks the registry against this."""
@@ -79,8 +92,9 @@ HTTP_REQUESTS = Counter("tollway_http_requests",
 HTTP_DURATION = Histogram("tollway_http_request_duration_seconds",
                           "Time from a request's head to the end of its answer, by route template and method",
                           ("route", "method"))
-MODEL_CALLS = Counter("tollway_model_calls", "Model calls by model and outcome (success: a charged call)",
-                      ("model", "outcome"))
+MODEL_CALLS = Counter("tollway_model_calls",
+                      "Model calls by model, provider and channel (the last one tried) and outcome "
+                      "(success: a charged call)", ("model", "provider", "channel", "outcome"))
 SYNC_BACKLOG = Gauge("tollway_quota_sync_backlog", "Entries waiting in the quota store for the sync",
                      multiprocess_mode="livemax")
 SYNC_LAG = Gauge("tollway_quota_sync_lag_seconds",
@@ -91,7 +105,33 @@ SYNC_BATCH = Histogram("tollway_quota_sync_batch_seconds", "Time the quota sync 
 BUILD_INFO = Gauge("tollway_build_info", "Always 1: the version running and its Python",
                    ("version", "python"), multiprocess_mode="livemax")
 
-METRICS = (HTTP_REQUESTS, HTTP_DURATION, MODEL_CALLS, SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH, BUILD_INFO)
+# ---- relay
+UPSTREAM_REQUESTS = Counter("tollway_upstream_requests",
+                            "Upstream attempts of model calls, by provider, channel and result",
+                            ("provider", "channel", "result"))
+UPSTREAM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+UPSTREAM_DURATION = Histogram("tollway_upstream_duration_seconds",
+                              "Time of one upstream attempt, from sending it to the end of its answer (a "
+                              "stream: to its end; a failure: to the failure), by provider",
+                              ("provider",), buckets=UPSTREAM_BUCKETS)
+UPSTREAM_TTFB = Histogram("tollway_upstream_ttfb_seconds",
+                          "Time from sending an upstream attempt to the head of its answer, by provider",
+                          ("provider",), buckets=UPSTREAM_BUCKETS)
+MODEL_CALL_RETRIES = Counter("tollway_model_call_retries",
+                             "Upstream attempts of model calls after their first, by model", ("model",))
+TOKENS = Counter("tollway_tokens", "Tokens of charged model calls, by model and direction (input, output)",
+                 ("model", "direction"))
+QUOTA_CHARGED = Counter("tollway_quota_charged", "Quota units charged by model calls, by model", ("model",))
+CHANNEL_AUTO_DISABLES = Counter("tollway_channel_auto_disables",
+                                "Channels (or keys of multi-key channels) taken out of routing "
+                                "automatically, by reason", ("reason",))
+CHANNEL_AUTO_ENABLES = Counter("tollway_channel_auto_enables",
+                               "Automatically disabled channels brought back by a channel test run")
+
+METRICS = (HTTP_REQUESTS, HTTP_DURATION, MODEL_CALLS, SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH, BUILD_INFO,
+           # ---- relay
+           UPSTREAM_REQUESTS, UPSTREAM_DURATION, UPSTREAM_TTFB, MODEL_CALL_RETRIES, TOKENS, QUOTA_CHARGED,
+           CHANNEL_AUTO_DISABLES, CHANNEL_AUTO_ENABLES)
 
 
 def _version() -> str:
@@ -104,7 +144,7 @@ def _version() -> str:
 BUILD_INFO.labels(_version(), platform.python_version()).set(1)
 
 _http: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-_calls: dict[tuple[str, Outcome], Any] = {}
+_calls: dict[tuple[str, int, int, Outcome], Any] = {}
 
 
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
@@ -120,11 +160,14 @@ def observe_http(route: str, method: str, status: int, seconds: float) -> None:
     children[1].observe(seconds)
 
 
-def count_call(model: str, outcome: Outcome) -> None:
-    """One model call ended; `model` must be a bounded name (one with a price) or `OTHER_MODEL`."""
-    child = _calls.get((model, outcome))
+def count_call(model: str, outcome: Outcome, channel_type: int = 0, channel_id: int = 0) -> None:
+    """One model call ended; `model` must be a bounded name (one with a price) or `OTHER_MODEL`; the
+    channel is the last one tried (the one that answered, for a success), 0 and 0 when none was."""
+    key = (model, channel_type, channel_id, outcome)
+    child = _calls.get(key)
     if child is None:
-        child = _calls[(model, outcome)] = MODEL_CALLS.labels(model, outcome.value)
+        child = _calls[key] = MODEL_CALLS.labels(model, provider_label(channel_type) if channel_id else "",
+                                                 str(channel_id) if channel_id else "", outcome.value)
     child.inc()
 
 
@@ -160,3 +203,117 @@ def process_gone(pid: int, directory: Path | None) -> None:
     """A process of the node died: drop its `live…` gauges (its counters stay, so nothing is lost)."""
     if directory is not None:
         multiprocess.mark_process_dead(pid, str(directory))  # type: ignore[no-untyped-call]
+
+
+# ---- relay
+
+
+class UpstreamResult(StrEnum):
+    """How one upstream attempt of a model call ended (`tollway_upstream_requests_total`)."""
+
+    OK = "ok"  # a 2xx, its body read (a stream: its head came; how the stream ends is the call's)
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    HTTP_OTHER = "http_other"  # a 1xx or 3xx final answer (redirects are never followed)
+    TIMEOUT = "timeout"  # no answer, or no whole body, in time
+    CONNECT_ERROR = "connect_error"  # refused, unreachable, dropped before the answer, not HTTP
+    BAD_REPLY = "bad_reply"  # a 2xx whose body broke off
+
+
+class DisableReason(StrEnum):
+    """Why a channel (or a key of a multi-key channel) was taken out of routing automatically."""
+
+    UPSTREAM_STATUS = "upstream_status"  # a model call's answer had a status of AutomaticDisableStatusCodes
+    UPSTREAM_KEYWORD = "upstream_keyword"  # a model call's failure held an AutomaticDisableKeywords word
+    TEST_FAILED = "test_failed"  # a channel test run's test failed that way
+    TEST_SLOW = "test_slow"  # a channel test run's answer took longer than ChannelDisableThreshold
+    BALANCE_USED_UP = "balance_used_up"  # the balance update of every channel read 0 or less
+
+
+def provider_label(channel_type: int) -> str:
+    """The `provider` label of a channel type: the name of its `ChannelType` (`gemini`, `openai`), else
+    `type_<n>` (a number from the channel catalog the code does not name)."""
+    try:
+        return ChannelType(channel_type).name.lower()
+    except ValueError:
+        return f"type_{channel_type}"
+
+
+def result_of_status(status: int) -> UpstreamResult:
+    """The result of an attempt the upstream answered with `status`."""
+    if 200 <= status < 300:
+        return UpstreamResult.OK
+    if 400 <= status < 500:
+        return UpstreamResult.HTTP_4XX
+    if status >= 500:
+        return UpstreamResult.HTTP_5XX
+    return UpstreamResult.HTTP_OTHER
+
+
+_attempts: dict[tuple[int, int, UpstreamResult], Any] = {}
+_providers: dict[int, tuple[Any, Any]] = {}
+_retries: dict[str, Any] = {}
+_charges: dict[str, tuple[Any, Any, Any]] = {}
+_disables: dict[DisableReason, Any] = {}
+
+
+def _timings(channel_type: int) -> tuple[Any, Any]:
+    children = _providers.get(channel_type)
+    if children is None:
+        label = provider_label(channel_type)
+        children = _providers[channel_type] = (UPSTREAM_DURATION.labels(label), UPSTREAM_TTFB.labels(label))
+    return children
+
+
+def upstream_attempt(channel_type: int, channel_id: int, result: UpstreamResult, *, ttfb: float | None,
+                     seconds: float | None) -> None:
+    """One upstream attempt ended as `result`: `ttfb` once the head of its answer came, `seconds` once
+    the attempt is over (None: a stream, timed by `upstream_done` at its end)."""
+    key = (channel_type, channel_id, result)
+    child = _attempts.get(key)
+    if child is None:
+        child = _attempts[key] = UPSTREAM_REQUESTS.labels(provider_label(channel_type), str(channel_id),
+                                                          result.value)
+    child.inc()
+    duration, first_byte = _timings(channel_type)
+    if ttfb is not None:
+        first_byte.observe(ttfb)
+    if seconds is not None:
+        duration.observe(seconds)
+
+
+def upstream_done(channel_type: int, seconds: float) -> None:
+    """A streamed attempt's answer ended, `seconds` after it was sent."""
+    _timings(channel_type)[0].observe(seconds)
+
+
+def retried(model: str) -> None:
+    """A model call makes another attempt (`model`: one with a price)."""
+    child = _retries.get(model)
+    if child is None:
+        child = _retries[model] = MODEL_CALL_RETRIES.labels(model)
+    child.inc()
+
+
+def charged(model: str, input_tokens: int, output_tokens: int, quota: int) -> None:
+    """A model call was charged `quota` units for its tokens (`model`: one with a price)."""
+    children = _charges.get(model)
+    if children is None:
+        children = _charges[model] = (TOKENS.labels(model, "input"), TOKENS.labels(model, "output"),
+                                      QUOTA_CHARGED.labels(model))
+    children[0].inc(input_tokens)
+    children[1].inc(output_tokens)
+    children[2].inc(quota)
+
+
+def auto_disabled(reason: DisableReason) -> None:
+    """A channel, or a key of a multi-key channel, was taken out of routing automatically."""
+    child = _disables.get(reason)
+    if child is None:
+        child = _disables[reason] = CHANNEL_AUTO_DISABLES.labels(reason.value)
+    child.inc()
+
+
+def auto_enabled() -> None:
+    """An automatically disabled channel passed a channel test run's test and serves again."""
+    CHANNEL_AUTO_ENABLES.inc()

@@ -23,6 +23,7 @@ from sqlalchemy import select
 from models.abilities import Ability
 from models.channels import Channel
 from models.routing import load_json
+from server.metrics import DisableReason
 from tests.harness import Api, Running, add_user, data_of, logged_in
 from tests.harness import fails as envelope_fails
 
@@ -216,7 +217,7 @@ async def test_all_keys_back_revives_an_auto_disabled_multi_key_channel(app: Run
 async def _disable_key(app: Running, cid: int, index: int) -> None:
     channel = app.state.channels.get(cid)
     assert channel is not None
-    await app.state.channels.auto_disable(channel, index, "test")
+    await app.state.channels.auto_disable(channel, index, "test", why=DisableReason.UPSTREAM_STATUS)
 
 
 # ---- delete -----------------------------------------------------------------------------------------

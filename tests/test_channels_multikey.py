@@ -20,6 +20,7 @@ import asyncio
 from typing import Any
 
 from models.routing import load_json
+from server.metrics import DisableReason
 from tests.harness import Api, Running
 from tests.test_channels import abilities_of, admin_of, create, data_of, fails, keys_in_db, routed, row_of
 
@@ -43,7 +44,7 @@ async def test_key_status_pages_filters_masks_and_counts(app: Running) -> None:
     channel = app.state.channels.get(cid)
     assert channel is not None
     before = app.state.clock.now_s()
-    await app.state.channels.auto_disable(channel, 3, "upstream 401")
+    await app.state.channels.auto_disable(channel, 3, "upstream 401", why=DisableReason.UPSTREAM_STATUS)
     page = data_of(await manage(admin, cid, "get_key_status", page=2, page_size=2))
     assert (page["total"], page["page"], page["page_size"], page["total_pages"]) == (5, 2, 2, 3)
     assert (page["enabled_count"], page["manual_disabled_count"], page["auto_disabled_count"]) == (3, 1, 1)
@@ -92,8 +93,8 @@ async def test_deleting_keys_reindexes_the_rest_and_keeps_one(app: Running) -> N
     data_of(await manage(admin, cid, "disable_key", key_index=4))
     channel = app.state.channels.get(cid)
     assert channel is not None
-    await app.state.channels.auto_disable(channel, 0, "bad key")
-    await app.state.channels.auto_disable(channel, 2, "bad key")
+    await app.state.channels.auto_disable(channel, 0, "bad key", why=DisableReason.UPSTREAM_STATUS)
+    await app.state.channels.auto_disable(channel, 2, "bad key", why=DisableReason.UPSTREAM_STATUS)
     assert data_of(await manage(admin, cid, "delete_key", key_index=1)) is None
     row = await row_of(app, cid)
     assert row is not None and keys_in_db(app, row) == [KEYS[0], KEYS[2], KEYS[3], KEYS[4]]
@@ -117,7 +118,7 @@ async def test_deleting_keys_reindexes_the_rest_and_keeps_one(app: Running) -> N
     channel = app.state.channels.get(only_bad)
     assert channel is not None
     for index in (0, 1):
-        await app.state.channels.auto_disable(channel, index, "bad key")
+        await app.state.channels.auto_disable(channel, index, "bad key", why=DisableReason.UPSTREAM_STATUS)
     fails(await manage(admin, only_bad, "delete_disabled_keys"), 409, "a channel keeps at least one key")
     assert keys_in_db(app, await row_of(app, only_bad)) == ["b-1", "b-2"]  # type: ignore[arg-type]
 

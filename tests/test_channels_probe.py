@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from core.enums import ChannelStatus
 from models.channels import Channel
@@ -65,6 +66,19 @@ async def status_of(app: Running, channel_id: int) -> int:
     row = await row_of(app, channel_id)
     assert row is not None
     return row.status
+
+
+def automatic_changes() -> dict[str, float]:
+    """This process's automatic disables by reason (of a test run) and enables, as the metrics count them
+    (the app under test serves in this process)."""
+    counts = {reason: REGISTRY.get_sample_value("tollway_channel_auto_disables_total", {"reason": reason})
+              for reason in ("test_failed", "test_slow")}
+    counts["enabled"] = REGISTRY.get_sample_value("tollway_channel_auto_enables_total")
+    return {name: value or 0.0 for name, value in counts.items()}
+
+
+def changes_since(before: dict[str, float]) -> dict[str, float]:
+    return {name: value - before[name] for name, value in automatic_changes().items()}
 
 
 def seconds_of(body: dict[str, Any]) -> float:
@@ -221,8 +235,11 @@ async def test_testing_every_channel_disables_the_failing_and_enables_the_recove
             (await tx.get(Channel, back)).status = ChannelStatus.AUTO_DISABLED  # type: ignore[union-attr]
         await state.channels.changed()
 
+        before = automatic_changes()
         assert data_of(await admin.get("/api/channel/test")) is None
         await run_finished(probe_app)
+        # counted once each (tollway_channel_auto_disables_total{reason}, tollway_channel_auto_enables_total)
+        assert changes_since(before) == {"test_failed": 1, "test_slow": 1, "enabled": 1}
         assert {cid: await status_of(probe_app, cid) for cid in (ok, bad_key, kept, too_slow, erroring,
                                                                  back, off)} == {
             ok: 1, bad_key: 3, kept: 1, too_slow: 3, erroring: 1, back: 1, off: 2}
@@ -239,9 +256,11 @@ async def test_testing_every_channel_disables_the_failing_and_enables_the_recove
         await state.options.put("AutomaticEnableChannelEnabled", False)
         slow.reset()
         [other_bad] = await create(admin, base_url=strict.url, name="bad2", key="AIza-bad", models="m-bad2")
+        before = automatic_changes()
         data_of(await admin.get("/api/channel/test"))
         await run_finished(probe_app)
         assert await status_of(probe_app, other_bad) == 1 and await status_of(probe_app, too_slow) == 3
+        assert changes_since(before) == {"test_failed": 0, "test_slow": 0, "enabled": 0}
 
 
 async def test_one_run_at_a_time(probe_app: Running) -> None:

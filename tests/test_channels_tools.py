@@ -30,6 +30,7 @@ from server.channels.service import ChannelService
 from server.channels.tools import FIX_LOCK
 from server.components.verification import VERIFICATION_EXPIRED
 from server.errors import Forbidden, NotFound
+from server.metrics import DisableReason
 from tests.harness import Running, add_user, logged_in
 from tests.test_channels import (
     abilities_of,
@@ -125,7 +126,7 @@ async def test_delete_disabled_removes_status_2_and_3_with_their_abilities(app: 
     [auto] = await create(admin, name="auto")
     channel = app.state.channels.get(auto)
     assert channel is not None
-    await app.state.channels.auto_disable(channel, None, "upstream 401")
+    await app.state.channels.auto_disable(channel, None, "upstream 401", why=DisableReason.UPSTREAM_STATUS)
     assert data_of(await admin.delete("/api/channel/disabled")) == 2
     assert await row_of(app, manual) is None and await row_of(app, auto) is None
     assert await abilities_of(app, manual) == set() and await abilities_of(app, auto) == set()

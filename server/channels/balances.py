@@ -28,6 +28,7 @@ from server.channels.runs import each
 from server.components.catalog import type_name
 from server.components.channel_table import RoutedChannel
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
+from server.metrics import DisableReason
 
 log = logging.getLogger("tollway.channels")
 
@@ -96,7 +97,8 @@ class ChannelBalances(ChannelBase):
             counts["updated"] += 1
             settings = self.options.settings
             if balance <= 0 and channel.auto_ban and settings.automatic_disable_channel_enabled:
-                await self.channels.auto_disable(channel, None, USED_UP.format(balance=balance))
+                await self.channels.auto_disable(channel, None, USED_UP.format(balance=balance),
+                                                 why=DisableReason.BALANCE_USED_UP)
 
         try:
             async with exclusive(self.backend, BALANCE_LOCK,

@@ -34,12 +34,14 @@ from core.enums import ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
 from quota.locks import Busy, exclusive
+from server import metrics
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
 from server.channels.rules import clean_fields, key_lines
 from server.channels.runs import each, until_stopped
 from server.components.catalog import capabilities, type_name
 from server.components.channel_table import RoutedChannel, choose_key, map_model
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
+from server.metrics import DisableReason
 from server.upstream.admin import Tested
 
 log = logging.getLogger("tollway.channels")
@@ -164,7 +166,9 @@ class ChannelProbe(ChannelBase):
             reason = (f"channel test: the answer took {tested.seconds:.2f} s, over the "
                       f"{settings.channel_disable_threshold:g} s threshold" if slow
                       else f"channel test: {tested.message}")
-            await self.channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255])
+            why = DisableReason.TEST_SLOW if slow else DisableReason.TEST_FAILED
+            await self.channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255],
+                                             why=why)
         elif tested.ok and not slow and channel.status == ChannelStatus.AUTO_DISABLED \
                 and settings.automatic_enable_channel_enabled:
             await self._auto_enable(channel.id, key_index)
@@ -189,6 +193,7 @@ class ChannelProbe(ChannelBase):
                     return
             self.set_status(channel, ChannelStatus.ENABLED, TEST_PASSED, now)
             await repo.save(channel)
+        metrics.auto_enabled()
         log.warning("channel %d enabled again: %s", channel_id, TEST_PASSED)
         await self.channels.changed()
 

@@ -33,7 +33,9 @@ from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
 from quota.backends.base import Backend
 from quota.versions import CHANNELS, VersionTracker
+from server import metrics
 from server.crypto import SecretBox
+from server.metrics import DisableReason
 
 log = logging.getLogger("tollway.relay.channels")
 
@@ -227,9 +229,11 @@ class ChannelTable:
 
     # ---- automatic disable --------------------------------------------------------------------------
 
-    async def auto_disable(self, channel: RoutedChannel, key_index: int | None, reason: str) -> None:
+    async def auto_disable(self, channel: RoutedChannel, key_index: int | None, reason: str, *,
+                           why: DisableReason) -> None:
         """Take the channel (or one key of a multi-key channel) out of routing here at once, then persist
-        the status with its reason and tell every worker and node."""
+        the status with its reason and tell every worker and node. Counted (by `why`) only when this
+        call changed the stored status: a channel two workers disable at once is counted once."""
         now = int(self._now())
         if channel.multi_key and key_index is not None:
             if 0 <= key_index < len(channel.key_status):
@@ -241,6 +245,7 @@ class ChannelTable:
             async with self.db.transaction() as tx:
                 changed = await auto_disable_channel(tx, channel.id, reason, now)
         if changed:
+            metrics.auto_disabled(why)
             log.warning("channel %d%s auto-disabled: %s", channel.id,
                         f" key #{key_index}" if channel.multi_key and key_index is not None else "", reason)
             await self.changed()

@@ -8,18 +8,25 @@ or a status in `AutomaticRetryStatusCodes` tries the next channel; a status in
 channel — or the key of a multi-key channel — out of routing first; any other upstream answer goes back to
 the caller (`UpstreamPassthrough`). What an upstream said is redacted with the channel's keys before it is
 stored, logged or passed on.
+
+Every attempt is counted by its channel and result, with its time to the head of the answer and its whole
+time (a stream's when it ends); every attempt after the first is a retry; every automatic disable is
+counted, with its reason, by the channel table (server/metrics.py).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx
 
 from core.settings import Settings
 from quota.backends.base import Backend
+from server import metrics
 from server.components.channel_table import ChannelTable, RoutedChannel, choose_key, map_model
 from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout
+from server.metrics import DisableReason, UpstreamResult, result_of_status
 from server.redaction import redact
 from server.relay.call import Call
 from server.upstream.client import Upstream
@@ -46,36 +53,52 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
     assert op is not None and asked is not None
     model, request_id = asked.model, call.incoming.request_id
     last_timeout = False
-    for _ in range(1 + settings.retry_times):
+    for attempt_number in range(1 + settings.retry_times):
         channel = channels.pick(call.group, model, provider.channel_types, call.tried)
         if channel is None:
             break
+        if attempt_number:
+            metrics.retried(model)
         call.tried.append(channel.id)
+        call.last = channel
         key_index = await choose_key(channel, backend)
         upstream_model = map_model(channel.model_mapping, model)
         request = provider.upstream_call(channel, channel.keys[key_index], op, asked, upstream_model,
                                          call.incoming.body)
+        kind, channel_id = channel.type, channel.id
+        sent = time.perf_counter()
         try:
             response = await upstream.open(request)
         except httpx.TransportError as exc:
             last_timeout = is_timeout(exc)
+            failed = UpstreamResult.TIMEOUT if last_timeout else UpstreamResult.CONNECT_ERROR
+            metrics.upstream_attempt(kind, channel_id, failed, ttfb=None, seconds=time.perf_counter() - sent)
             reason = redact(describe(exc), channel.keys)
             log.warning("channel %d failed (request id %s): %s", channel.id, request_id, reason[:200])
             if keyword_disables(settings, reason):
-                await _disable(settings, channels, channel, key_index, reason)
+                await _disable(settings, channels, channel, key_index, reason, DisableReason.UPSTREAM_KEYWORD)
             continue
+        ttfb = time.perf_counter() - sent
         status = response.status
         if 200 <= status < 300:
-            if not op.stream:
+            if op.stream:  # its duration is observed when the stream ends (pipeline `_stream`)
+                call.sent = sent
+                metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb, seconds=None)
+            else:
                 try:
                     call.body = await response.read()
                 except httpx.TransportError as exc:
                     last_timeout = is_timeout(exc)
+                    failed = UpstreamResult.TIMEOUT if last_timeout else UpstreamResult.BAD_REPLY
+                    metrics.upstream_attempt(kind, channel_id, failed, ttfb=ttfb,
+                                             seconds=time.perf_counter() - sent)
                     log.warning("channel %d %s its reply (request id %s)", channel.id,
                                 "timed out in" if last_timeout else "dropped", request_id)
                     continue
                 finally:
                     await response.close()
+                metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb,
+                                         seconds=time.perf_counter() - sent)
             call.channel, call.upstream_model, call.response = channel, upstream_model, response
             return
         try:
@@ -84,6 +107,8 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
             body = b""
         finally:
             await response.close()
+        metrics.upstream_attempt(kind, channel_id, result_of_status(status), ttfb=ttfb,
+                                 seconds=time.perf_counter() - sent)
         # What the upstream said is stored (disable reason), logged and passed through only redacted.
         body = redact(body, channel.keys)
         error = provider.upstream_error(status, body)
@@ -92,7 +117,8 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         log.warning("channel %d answered %d (request id %s)", channel.id, status, request_id)
         if verdict.disable:
             reason = f"status code {error.status}: {error.message}"
-            await _disable(settings, channels, channel, key_index, reason)
+            why = DisableReason.UPSTREAM_KEYWORD if verdict.by_keyword else DisableReason.UPSTREAM_STATUS
+            await _disable(settings, channels, channel, key_index, reason, why)
         if not verdict.retry:
             raise UpstreamPassthrough(mapped_status(channel, status), body, error.message)
     if not call.tried:
@@ -103,10 +129,10 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
 
 
 async def _disable(settings: Settings, channels: ChannelTable, channel: RoutedChannel, key_index: int,
-                   reason: str) -> None:
+                   reason: str, why: DisableReason) -> None:
     if not settings.automatic_disable_channel_enabled or not channel.auto_ban:
         return
     try:
-        await channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255])
+        await channels.auto_disable(channel, key_index if channel.multi_key else None, reason[:255], why=why)
     except Exception:  # a failed side effect never fails the request
         log.exception("could not auto-disable channel %d", channel.id)

@@ -71,6 +71,8 @@ class Call:
     price: Price | None = None
     hold: Reservation | None = None
     tried: list[int] = field(default_factory=list)
+    last: RoutedChannel | None = None  # the channel of the latest attempt (the call's metric labels)
+    sent: float = 0.0  # time.perf_counter() when the answering attempt was sent (a stream's duration)
     # the attempt that answered 2xx
     channel: RoutedChannel | None = None
     upstream_model: str = ""

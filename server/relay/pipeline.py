@@ -165,8 +165,10 @@ class Relay:
             if call.hold is not None and not call.settled:
                 await self._release(call)
             # a charged call is a success however it ended (a stream cut by its client is still charged)
+            last = call.last
             metrics.count_call(call.model if call.price is not None else metrics.OTHER_MODEL,
-                               Outcome.SUCCESS if call.settled else outcome)
+                               Outcome.SUCCESS if call.settled else outcome,
+                               last.type if last is not None else 0, last.id if last is not None else 0)
 
     # ---- the steps --------------------------------------------------------------------------------------
 
@@ -379,6 +381,8 @@ class Relay:
             raise
         finally:
             await upstream.close()
+            if call.channel is not None:
+                metrics.upstream_done(call.channel.type, time.perf_counter() - call.sent)
             call.settled = True
             settling = self._settle(call, delivery.usage or Usage(call.prompt_tokens, 0), stream=True,
                                     interrupted=delivery.interrupted, first_byte_ms=delivery.first_byte_ms)
@@ -420,6 +424,7 @@ class Relay:
         if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
             charges = self._limits(caller.user.id, caller.key.id, policy)[1]
         settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
+        metrics.charged(model, usage.prompt, usage.completion, cost)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
             try:

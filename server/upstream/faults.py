@@ -41,14 +41,16 @@ def describe(exc: httpx.TransportError) -> str:
 class Verdict:
     retry: bool  # try another channel
     disable: bool  # take the channel (or key) out of routing
+    by_keyword: bool = False  # disabled for a keyword only (its status is not a disabling one)
 
 
 def judge(settings: Settings, status: int, message: str) -> Verdict:
     """What a failed upstream answer means; `status` is the one the provider counts it as."""
     retry = status_in(status, settings.automatic_retry_status_codes)
     keyword = retry and keyword_disables(settings, message)
-    disable = status_in(status, settings.automatic_disable_status_codes) or keyword
-    return Verdict(retry or disable, disable)
+    by_status = status_in(status, settings.automatic_disable_status_codes)
+    disable = by_status or keyword
+    return Verdict(retry or disable, disable, disable and not by_status)
 
 
 def keyword_disables(settings: Settings, message: str) -> bool:
