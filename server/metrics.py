@@ -34,6 +34,9 @@ from prometheus_client import (
     multiprocess,
 )
 
+from quota.observer import ErrorKind, ReserveResult, SettleResult
+from quota.versions import NAMES as VERSIONED
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
@@ -69,6 +72,22 @@ DECLARED: dict[str, tuple[str, tuple[str, ...]]] = {
     "tollway_quota_sync_lag_seconds": ("gauge", ()),
     "tollway_quota_sync_batch_seconds": ("histogram", ()),
     "tollway_build_info": ("gauge", ("version", "python")),
+    # ---- quota, outbox, payments, infrastructure
+    "tollway_quota_reservations": ("counter", ("result",)),
+    "tollway_quota_reservation_seconds": ("histogram", ()),
+    "tollway_quota_settlements": ("counter", ("result",)),
+    "tollway_quota_settlement_seconds": ("histogram", ()),
+    "tollway_quota_holds_in_flight": ("gauge", ()),
+    "tollway_quota_holds_swept": ("counter", ()),
+    "tollway_credits_pending": ("gauge", ()),
+    "tollway_credits_failed": ("gauge", ()),
+    "tollway_payment_webhooks": ("counter", ("provider", "outcome")),
+    "tollway_redis_errors": ("counter", ("kind",)),
+    "tollway_db_errors": ("counter", ("kind",)),
+    "tollway_db_pool_connections": ("gauge", ("state",)),
+    "tollway_cache_reloads": ("counter", ("kind",)),
+    "tollway_sign_in_failures": ("counter", ("reason",)),
+    "tollway_sign_in_lockouts": ("counter", ()),
 }
 """Every metric (its name as prometheus-client registers it: a counter without `_total`), its type and its
 labels. A new metric is a deliberate change: tests/test_metrics.py checks the registry against this."""
@@ -91,7 +110,8 @@ SYNC_BATCH = Histogram("tollway_quota_sync_batch_seconds", "Time the quota sync 
 BUILD_INFO = Gauge("tollway_build_info", "Always 1: the version running and its Python",
                    ("version", "python"), multiprocess_mode="livemax")
 
-METRICS = (HTTP_REQUESTS, HTTP_DURATION, MODEL_CALLS, SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH, BUILD_INFO)
+METRICS: tuple[Any, ...] = (HTTP_REQUESTS, HTTP_DURATION, MODEL_CALLS, SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH,
+                            BUILD_INFO)
 
 
 def _version() -> str:
@@ -160,3 +180,122 @@ def process_gone(pid: int, directory: Path | None) -> None:
     """A process of the node died: drop its `live…` gauges (its counters stay, so nothing is lost)."""
     if directory is not None:
         multiprocess.mark_process_dead(pid, str(directory))  # type: ignore[no-untyped-call]
+
+
+# ---- quota, outbox, payments, infrastructure
+
+QUOTA_BUCKETS = (0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+RESERVATIONS = Counter("tollway_quota_reservations", "Quota reservations by result", ("result",))
+RESERVATION_SECONDS = Histogram("tollway_quota_reservation_seconds", "Time one quota reservation took",
+                                buckets=QUOTA_BUCKETS)
+SETTLEMENTS = Counter("tollway_quota_settlements", "Quota settlements and releases by result", ("result",))
+SETTLEMENT_SECONDS = Histogram("tollway_quota_settlement_seconds",
+                               "Time one quota settlement or release took", buckets=QUOTA_BUCKETS)
+HOLDS_IN_FLIGHT = Gauge("tollway_quota_holds_in_flight",
+                        "Quota holds open in the store (calls reserved, not settled yet), read at the scrape",
+                        multiprocess_mode="livemostrecent")
+HOLDS_SWEPT = Counter("tollway_quota_holds_swept", "Holds released by the sweeper after their lease passed")
+CREDITS_PENDING = Gauge("tollway_credits_pending",
+                        "Credits in the outbox not yet durable in SQL, read at the scrape",
+                        multiprocess_mode="livemostrecent")
+CREDITS_FAILED = Gauge("tollway_credits_failed", "Credits in the outbox refused for good (kept for an admin)",
+                       multiprocess_mode="livemostrecent")
+PAYMENT_WEBHOOKS = Counter("tollway_payment_webhooks", "Payment webhook deliveries by provider and outcome",
+                           ("provider", "outcome"))
+REDIS_ERRORS = Counter("tollway_redis_errors", "Failed Redis calls by kind", ("kind",))
+DB_ERRORS = Counter("tollway_db_errors", "Database transactions failed by the database, by kind", ("kind",))
+DB_POOL = Gauge("tollway_db_pool_connections", "Database pool connections by state (sampled)", ("state",),
+                multiprocess_mode="livesum")
+CACHE_RELOADS = Counter("tollway_cache_reloads", "Reloads of a worker's cached shared state by kind",
+                        ("kind",))
+SIGN_IN_FAILURES = Counter("tollway_sign_in_failures", "Failed sign-ins by reason", ("reason",))
+SIGN_IN_LOCKOUTS = Counter("tollway_sign_in_lockouts",
+                           "Sign-in locks started (password: per account and IP; 2FA: per account)")
+
+METRICS += (RESERVATIONS, RESERVATION_SECONDS, SETTLEMENTS, SETTLEMENT_SECONDS, HOLDS_IN_FLIGHT,
+            HOLDS_SWEPT, CREDITS_PENDING, CREDITS_FAILED, PAYMENT_WEBHOOKS, REDIS_ERRORS, DB_ERRORS, DB_POOL,
+            CACHE_RELOADS, SIGN_IN_FAILURES, SIGN_IN_LOCKOUTS)
+
+
+class SignInFailure(StrEnum):
+    """Why a sign-in failed (the caller is told less: `invalid username or password`)."""
+
+    PASSWORD = "password"  # a wrong password, or no such user  # noqa: S105 (a label, not a secret)
+    DISABLED = "disabled"  # the right password of a disabled account
+    LOCKED = "locked"  # refused unchecked: too many failures (the lockout)
+    TOTP = "totp"  # a wrong 2FA code in the second step
+    PASSKEY = "passkey"  # a passkey assertion refused
+
+
+class QuotaMetrics:
+    """The quota engine's observer (quota/observer.py): one increment and one observation per step, on
+    children looked up once."""
+
+    def __init__(self) -> None:
+        self._reserved = {result: RESERVATIONS.labels(result.value) for result in ReserveResult}
+        self._settled = {result: SETTLEMENTS.labels(result.value) for result in SettleResult}
+
+    def reserved(self, result: ReserveResult, seconds: float) -> None:
+        self._reserved[result].inc()
+        RESERVATION_SECONDS.observe(seconds)
+
+    def settled(self, result: SettleResult, seconds: float) -> None:
+        self._settled[result].inc()
+        SETTLEMENT_SECONDS.observe(seconds)
+
+    def swept(self, count: int) -> None:
+        HOLDS_SWEPT.inc(count)
+
+
+QUOTA = QuotaMetrics()
+_redis_errors = {kind: REDIS_ERRORS.labels(kind.value) for kind in ErrorKind}
+_db_errors = {kind: DB_ERRORS.labels(kind.value) for kind in ErrorKind}
+_reloads = {kind: CACHE_RELOADS.labels(kind) for kind in VERSIONED}
+_sign_in = {reason: SIGN_IN_FAILURES.labels(reason.value) for reason in SignInFailure}
+
+
+def redis_error(kind: ErrorKind) -> None:
+    """The Redis backend's error observer."""
+    _redis_errors[kind].inc()
+
+
+def db_error(kind: ErrorKind) -> None:
+    """The database's error observer."""
+    _db_errors[kind].inc()
+
+
+def cache_reload(kind: str) -> None:
+    """The version tracker's reload observer: `kind` is one of quota/versions.py's NAMES."""
+    child = _reloads.get(kind)
+    if child is not None:
+        child.inc()
+
+
+def sign_in_failed(reason: SignInFailure) -> None:
+    _sign_in[reason].inc()
+
+
+def sign_in_locked() -> None:
+    """A sign-in lock started (a later refusal while it lasts is a failure `locked`, not another lock)."""
+    SIGN_IN_LOCKOUTS.inc()
+
+
+def payment_webhook(provider: str, outcome: str) -> None:
+    """One webhook delivery; `outcome` is a bounded enum value (server/payments/service.py `Outcome`)."""
+    PAYMENT_WEBHOOKS.labels(provider, outcome).inc()
+
+
+def outbox(pending: int, failed: int) -> None:
+    CREDITS_PENDING.set(pending)
+    CREDITS_FAILED.set(failed)
+
+
+def holds_in_flight(count: int) -> None:
+    HOLDS_IN_FLIGHT.set(count)
+
+
+def db_pool(in_use: int, idle: int) -> None:
+    """This process's database connections (its pools summed); summed over the node's processes."""
+    DB_POOL.labels("in_use").set(in_use)
+    DB_POOL.labels("idle").set(idle)
