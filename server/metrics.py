@@ -11,6 +11,12 @@ supervisor (`process_gone`). Without that directory (a test's in-process app) th
 The hot path pays one dict lookup and one increment per figure: the labelled children are looked up once
 per label set and kept (`_http`, `_calls`), and every label set is bounded — route templates (never raw
 paths), the HTTP methods we route, the statuses we answer, the models a price was found for, `Outcome`.
+
+The quota engine, the Redis backend, the database and the version tracker live below server/ and never
+import this module: they are given an observer (quota/observer.py) where they are built (server/context.py,
+server/quota_sync.py), which the objects and functions of the quota block below implement. The figures of
+the whole deployment that no process counts as it goes (holds open in the store, the credit outbox) are
+read when scraped (server/observability/service.py), never on the model-call path.
 """
 
 from __future__ import annotations
