@@ -21,10 +21,12 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from models.logs import LOGS_ELSEWHERE
+from quota.observer import ErrorKind, ErrorObserver, ignore_error
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -113,25 +115,70 @@ def _rollback_quietly(raw: Any) -> None:
         raw.rollback()
 
 
+MYSQL_CONNECTION_CODES = frozenset({2002, 2003, 2005, 2006, 2013, 2055})  # can't connect, gone away, lost
+MYSQL_TIMEOUT_CODES = frozenset({1205, 3024})  # lock wait timeout, statement time exceeded
+PG_TIMEOUT_STATES = frozenset({"57014", "55P03"})  # query cancelled (statement_timeout), lock not available
+
+
+def error_kind(exc: BaseException) -> ErrorKind | None:
+    """How a failed transaction is counted (`Database.on_error`); None for what is not a failure of the
+    database: a service's own exception, or a constraint the service answers (IntegrityError, a 409)."""
+    if isinstance(exc, IntegrityError):
+        return None
+    if isinstance(exc, (PoolTimeout, TimeoutError)):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, DBAPIError):
+        orig = exc.orig
+        code = orig.args[0] if orig is not None and orig.args else None
+        state = getattr(orig, "sqlstate", None) or ""
+        if exc.connection_invalidated or isinstance(exc, InterfaceError) or isinstance(orig, OSError) \
+                or code in MYSQL_CONNECTION_CODES or state.startswith("08"):
+            return ErrorKind.CONNECTION
+        if code in MYSQL_TIMEOUT_CODES or state in PG_TIMEOUT_STATES or "database is locked" in str(orig):
+            return ErrorKind.TIMEOUT
+        return ErrorKind.OTHER
+    if isinstance(exc, (OSError, DisconnectionError)):
+        return ErrorKind.CONNECTION
+    return None
+
+
 class Database:
     """An engine plus a session factory; `transaction()` is the one way services write.
 
     `logs_elsewhere`: the main database of a deployment whose logs live in a database of their own
-    (`LOG_DATABASE_URL`); its sessions say so to `models.logs.LogRepository` (session info)."""
+    (`LOG_DATABASE_URL`); its sessions say so to `models.logs.LogRepository` (session info).
+    `on_error` (quota/observer.py) is told the kind of every transaction the database failed
+    (`error_kind`)."""
 
-    def __init__(self, url: str, *, pool_size: int = 10, logs_elsewhere: bool = False) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, logs_elsewhere: bool = False,
+                 on_error: ErrorObserver = ignore_error) -> None:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
         self.backend = self.engine.dialect.name  # sqlite | mysql | postgresql
         self.logs_elsewhere = logs_elsewhere
+        self.on_error = on_error
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False, autoflush=False,
                                             info={LOGS_ELSEWHERE: True} if logs_elsewhere else None)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """A session inside one transaction: committed on success, rolled back on any exception."""
-        async with self._sessions() as session, session.begin():
-            yield session
+        try:
+            async with self._sessions() as session, session.begin():
+                yield session
+        except Exception as exc:
+            kind = error_kind(exc)
+            if kind is not None:
+                self.on_error(kind)
+            raise
+
+    def connections(self) -> tuple[int, int]:
+        """(in use, idle) connections of the pool (0, 0 for a pool that keeps no count)."""
+        pool = self.engine.pool
+        checkedout, checkedin = getattr(pool, "checkedout", None), getattr(pool, "checkedin", None)
+        if checkedout is None or checkedin is None:
+            return 0, 0
+        return int(checkedout()), int(checkedin())
 
     async def check(self) -> None:
         """Fail fast with a readable message when the database cannot be reached."""

@@ -25,9 +25,11 @@ import os
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
+from time import perf_counter
 from typing import Any, Protocol
 
 from quota.backends.base import Limit, active_limits
+from quota.observer import NO_OBSERVER, QuotaObserver, ReserveResult, SettleResult
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore
 from quota.types import (
     BALANCE_MAX,
@@ -37,6 +39,7 @@ from quota.types import (
     BalanceOutOfRange,
     BalanceUnknown,
     InsufficientQuota,
+    RateLimited,
     Reservation,
     Settlement,
     SubtractTooLarge,
@@ -94,11 +97,16 @@ class BalanceSource(Protocol):
 
 
 class QuotaEngine:
-    def __init__(self, store: QuotaStore, source: BalanceSource, *, lease_seconds: float = 600.0) -> None:
+    """`observer` (quota/observer.py) is told how each reservation, settlement and release ended and how
+    long it took; the default counts nothing."""
+
+    def __init__(self, store: QuotaStore, source: BalanceSource, *, lease_seconds: float = 600.0,
+                 observer: QuotaObserver = NO_OBSERVER) -> None:
         self.store = store
         self.source = source
         self.lease_ms = int(lease_seconds * 1000)
         self.hold_ids = HoldIds()
+        self.observer = observer
 
     async def _load(self, account: Account, account_id: int) -> int:
         for attempt in range(LOAD_ATTEMPTS):
@@ -137,8 +145,24 @@ class QuotaEngine:
         same prefix; in process: built with `limiter=`)."""
         if amount < 0:
             raise ValueError("amount must be ≥ 0")
+        started = perf_counter()
+        try:
+            reservation = await self._reserve(user_id, amount, key_id, key_limited and key_id > 0, limits)
+        except InsufficientQuota:
+            self.observer.reserved(ReserveResult.REFUSED_QUOTA, perf_counter() - started)
+            raise
+        except RateLimited:
+            self.observer.reserved(ReserveResult.REFUSED_RATE, perf_counter() - started)
+            raise
+        except Exception:
+            self.observer.reserved(ReserveResult.ERROR, perf_counter() - started)
+            raise
+        self.observer.reserved(ReserveResult.HELD, perf_counter() - started)
+        return reservation
+
+    async def _reserve(self, user_id: int, amount: int, key_id: int, limited: bool, limits: Sequence[Limit]
+                       ) -> Reservation:
         hold_id = self.hold_ids.next()
-        limited = key_limited and key_id > 0
         active = active_limits(limits)
         for _ in range(3):
             try:
@@ -161,20 +185,43 @@ class QuotaEngine:
         their own."""
         if actual < 0:
             raise ValueError("actual cost must be ≥ 0")
-        applied, user, key = await self.store.settle(
-            reservation.hold_id, reservation.user_id, reservation.key_id, reservation.key_limited,
-            channel_id, actual, log, [limit for limit in active_limits(charges) if limit.cost > 0],
-        )
+        started = perf_counter()
+        try:
+            applied, user, key = await self.store.settle(
+                reservation.hold_id, reservation.user_id, reservation.key_id, reservation.key_limited,
+                channel_id, actual, log, [limit for limit in active_limits(charges) if limit.cost > 0],
+            )
+        except Exception:
+            self.observer.settled(SettleResult.ERROR, perf_counter() - started)
+            raise
+        self.observer.settled(SettleResult.APPLIED if applied else SettleResult.DUPLICATE,
+                              perf_counter() - started)
         return Settlement(applied, user, key)
 
     async def release(self, reservation: Reservation) -> bool:
-        return await self.store.release(reservation.hold_id)
+        """Return the hold; False (nothing changed) when it was already settled, released or swept."""
+        started = perf_counter()
+        try:
+            released = await self.store.release(reservation.hold_id)
+        except Exception:
+            self.observer.settled(SettleResult.ERROR, perf_counter() - started)
+            raise
+        self.observer.settled(SettleResult.RELEASED if released else SettleResult.DUPLICATE,
+                              perf_counter() - started)
+        return released
 
     async def renew(self, reservation: Reservation) -> bool:
         return await self.store.renew(reservation.hold_id, self.lease_ms)
 
+    async def holds_in_flight(self) -> int:
+        """Holds reserved and not yet settled, released or swept, in the whole store."""
+        return await self.store.open_holds()
+
     async def sweep(self) -> int:
-        return await self.store.sweep()
+        released = await self.store.sweep()
+        if released:
+            self.observer.swept(released)
+        return released
 
     async def _adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                       log: dict[str, Any] | None, allow_negative: bool = False) -> Adjustment:

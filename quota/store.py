@@ -106,3 +106,7 @@ class QuotaStore(Protocol):
     async def pending(self) -> int:
         """Entries in the stream (synced ones may linger until trimmed)."""
         ...
+
+    async def open_holds(self) -> int:
+        """Holds reserved and not yet settled, released or swept (one cheap read: for the metrics)."""
+        ...

@@ -114,11 +114,12 @@ class QuotaSync:
                     await asyncio.wait_for(self._stop.wait(), delay)
 
 
-async def sweep_forever(store: QuotaStore, interval: float, stop: asyncio.Event) -> None:
-    """Release the holds of workers that died between reserve and settle, until `stop` is set."""
+async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float, stop: asyncio.Event) -> None:
+    """Release the holds of workers that died between reserve and settle, until `stop` is set; `sweep`
+    is `QuotaEngine.sweep` (which tells the engine's observer how many it released)."""
     while not stop.is_set():
         try:
-            released = await store.sweep()
+            released = await sweep()
             if released:
                 log.warning("released %d expired quota holds", released)
         except Exception:

@@ -38,6 +38,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from quota.observer import ReloadObserver, ignore_reload
+
 if TYPE_CHECKING:
     from quota.broadcasts import Broadcasts
 
@@ -63,9 +65,14 @@ class VersionStore(Protocol):
 
 
 class VersionTracker:
-    def __init__(self, store: VersionStore, *, clock: Callable[[], float] = time.monotonic) -> None:
+    """`on_reload` (quota/observer.py) is told the kind of every reload that catching up, a change or a
+    resynchronisation ran and that succeeded (not the first load at `start`)."""
+
+    def __init__(self, store: VersionStore, *, clock: Callable[[], float] = time.monotonic,
+                 on_reload: ReloadObserver = ignore_reload) -> None:
         self.store = store
         self._clock = clock
+        self.on_reload = on_reload
         self.known: dict[str, int] = dict.fromkeys(NAMES, 0)
         self._reloaders: dict[str, Callable[[], Awaitable[None]]] = {}
         self._locks = {name: asyncio.Lock() for name in NAMES}
@@ -171,6 +178,7 @@ class VersionTracker:
                         return
                     self._failed_at.pop(name, None)
                     self.known[name] = version  # newer than the one held unless forced
+                    self.on_reload(name)
         except TimeoutError:
             log.warning("reload of %s took longer than %.0f s; going on with what this worker holds",
                         name, RELOAD_DEADLINE)

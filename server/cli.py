@@ -139,7 +139,7 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
 
 def _metrics_dir() -> Path:
     """A fresh multiprocess directory for prometheus-client, in this process's environment before anything
-    imports it: the workers and the quota-sync process inherit it (server/metrics.py)."""
+    imports it: the workers and the quota-sync process inherit it (server/metrics/)."""
     directory = Path(tempfile.mkdtemp(prefix="tollway-metrics-"))
     os.environ[MULTIPROC_ENV] = str(directory)
     return directory

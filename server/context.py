@@ -44,6 +44,8 @@ from server.upstream.client import Upstream
 
 log = logging.getLogger("tollway")
 
+POOL_SAMPLE_INTERVAL = 5.0  # seconds between two samples of a worker's database pool (and at each scrape)
+
 
 class Tasks:
     """Named background tasks owned by the worker. `drain` first asks the tasks that have a graceful
@@ -126,14 +128,15 @@ class State:
     async def open(cls, config: Config, clock: Clock | None = None) -> State:
         clock = clock or Clock()
         logs_url = config.separate_logs_url
-        db = Database(config.database_url, logs_elsewhere=logs_url is not None)
-        log_db = Database(logs_url) if logs_url else db
+        db = Database(config.database_url, logs_elsewhere=logs_url is not None, on_error=metrics.db_error)
+        log_db = Database(logs_url, on_error=metrics.db_error) if logs_url else db
         backend: Backend
         sessions: SessionStore
         kv: KeyValue
         store: QuotaStore
         if config.redis_url:
-            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
+                                         on_error=metrics.redis_error)
             backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
             store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
@@ -142,8 +145,9 @@ class State:
             store = MemoryQuotaStore(versions=memory.versions_now, limiter=memory,
                                      marker_ms=int(config.quota_hold_timeout * 1000))
         box = SecretBox(config.secret_key)
-        versions = VersionTracker(backend)
-        quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout)
+        versions = VersionTracker(backend, on_reload=metrics.cache_reload)
+        quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout,
+                            observer=metrics.QUOTA)
         crash_hook = kill_self if config.kill_after_log_commit else None
         options = Options(db, backend, box, versions)
         state = cls(
@@ -180,12 +184,14 @@ class State:
             purge_stop = asyncio.Event()
             state.tasks.start("session-purge", state._purge_sessions(purge_stop), stop=purge_stop.set)
         state.tasks.start("quota-sweeper",
-                          sweep_forever(store, min(5.0, config.quota_hold_timeout / 4), sweeper_stop),
+                          sweep_forever(quota.sweep, min(5.0, config.quota_hold_timeout / 4), sweeper_stop),
                           stop=sweeper_stop.set)
         keys_stop = asyncio.Event()
         state.tasks.start("key-access-flush", state.keys.flush_forever(keys_stop), stop=keys_stop.set)
         credits_stop = asyncio.Event()  # credits a crashed process recorded but never delivered
         state.tasks.start("credit-replay", state.credits.run_forever(credits_stop), stop=credits_stop.set)
+        pool_stop = asyncio.Event()
+        state.tasks.start("pool-gauges", state._sample_pools(pool_stop), stop=pool_stop.set)
         if state.log_outbox is not None:
             outbox_stop = asyncio.Event()
             state.tasks.start("log-outbox", state.log_outbox.run_forever(outbox_stop), stop=outbox_stop.set)
@@ -194,6 +200,20 @@ class State:
     async def _forget_records(self) -> None:
         self.users.forget_all()
         self.keys.forget_all()
+
+    def sample_pools(self) -> None:
+        """Set this process's database pool gauges (the main and the log database's pools, summed)."""
+        in_use, idle = self.db.connections()
+        if self.log_db is not self.db:
+            more_in_use, more_idle = self.log_db.connections()
+            in_use, idle = in_use + more_in_use, idle + more_idle
+        metrics.db_pool(in_use, idle)
+
+    async def _sample_pools(self, stop: asyncio.Event, every: float = POOL_SAMPLE_INTERVAL) -> None:
+        while not stop.is_set():
+            self.sample_pools()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
 
     async def _purge_sessions(self, stop: asyncio.Event, every: float = 3600.0) -> None:
         """Delete expired SQL sessions and short-lived keys (Redis expires its own)."""

@@ -38,9 +38,11 @@ async def run(config: Config, *, once: bool = False) -> None:
     if not config.redis_url:
         raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")
     logs_url = config.separate_logs_url
-    db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None)
-    log_db = Database(logs_url, pool_size=2) if logs_url else None
-    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+    db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None,
+                  on_error=metrics.db_error)
+    log_db = Database(logs_url, pool_size=2, on_error=metrics.db_error) if logs_url else None
+    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
+                           on_error=metrics.redis_error)
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
     sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,

@@ -411,6 +411,9 @@ class MemoryQuotaStore:
     async def pending(self) -> int:
         return len(self._stream)
 
+    async def open_holds(self) -> int:
+        return len(self._holds)
+
 
 def _copy_json(value: Any) -> Any:
     """A copy of a JSON-shaped value (dicts, lists, tuples of scalars), as detached from the caller's as

@@ -35,6 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError, RedisError
 from redis.exceptions import ConnectionError as LostConnection
+from redis.exceptions import TimeoutError as RedisTimeout
 from redis.maint_notifications import MaintNotificationsConfig
 
 from quota import lua
@@ -48,6 +49,7 @@ from quota.backends.base import (
     active_limits,
 )
 from quota.backends.redis_pipe import RedisPipe
+from quota.observer import ErrorKind, ErrorObserver, ignore_error
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
@@ -61,9 +63,20 @@ def _lost_connection(exc: BaseException) -> bool:
     return isinstance(exc, (LostConnection, ConnectionResetError, BrokenPipeError))
 
 
+def error_kind(exc: BaseException) -> ErrorKind:
+    """How a failed Redis call is counted (`RedisBackend.on_error`)."""
+    if isinstance(exc, (TimeoutError, RedisTimeout)):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, (LostConnection, OSError)):
+        return ErrorKind.CONNECTION
+    return ErrorKind.OTHER
+
+
 def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:
     @wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        # the object the method is called on (the backend, or a store built on it) carries the backend's
+        # deadline and error observer as `timeout` and `on_error`
         timeout = getattr(args[0], "timeout", None) if args else None
         try:
             async with asyncio.timeout(timeout):
@@ -76,6 +89,7 @@ def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P
                 # closed one is replaced when taken), so the second attempt runs on a fresh connection.
                 return await fn(*args, **kwargs)
         except (TimeoutError, RedisError, OSError) as exc:
+            getattr(args[0], "on_error", ignore_error)(error_kind(exc))
             raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}") from exc
 
     return wrapper
@@ -131,10 +145,14 @@ class LuaScript:
 
 
 class RedisBackend:
+    """`on_error` (quota/observer.py) is told the kind of every failed call, by this backend and by the
+    stores built on it (each counted once, after its retry if it had one)."""
+
     def __init__(self, url: str, prefix: str = "tollway:", *, timeout: float = 2.0,
-                 max_connections: int = 64) -> None:
+                 max_connections: int = 64, on_error: ErrorObserver = ignore_error) -> None:
         self.prefix = prefix
         self.timeout = timeout
+        self.on_error = on_error
         # A blocking pool: when every connection is busy a command waits for one (within the `_guard`
         # deadline) instead of failing at once with MaxConnectionsError, as the default pool does —
         # measured: 9 of 5,464 calls answered 503 at 64 concurrent callers before this.

@@ -55,6 +55,7 @@ class RedisQuotaStore:
         self.r = backend.client
         self.k = backend.key
         self.timeout = backend.timeout
+        self.on_error = backend.on_error
         def register(source: str) -> LuaScript:
             return backend.script(source)
 
@@ -222,6 +223,10 @@ class RedisQuotaStore:
     @idempotent
     async def pending(self) -> int:
         return int(await self.r.xlen(self.stream))
+
+    @idempotent
+    async def open_holds(self) -> int:
+        return int(await self.r.zcard(self.holds))
 
 
 def _gcra_args(limits: Sequence[Limit]) -> list[int]:

@@ -31,6 +31,7 @@ from models.passkeys import CREDENTIAL_ID_MAX, PasskeyCredential, PasskeyReposit
 from models.tables import User
 from models.users import UserRepository
 from quota.backends.base import KeyValue
+from server import metrics
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known
 from server.auth.passkey_schemas import PasskeyStatus
@@ -193,6 +194,19 @@ class PasskeyService:
 
     async def login_finish(self, site: RequestSite, credential: dict[str, Any], old_session: str | None
                            ) -> PasskeyLogin:
+        """A passkey sign-in; a refused assertion (unknown credential, another owner, a bad signature or
+        an expired ceremony) is a failure `passkey`, a disabled account one `disabled`."""
+        try:
+            return await self._login_finish(site, credential, old_session)
+        except Unauthorized:
+            metrics.sign_in_failed(metrics.SignInFailure.PASSKEY)
+            raise
+        except Forbidden:
+            metrics.sign_in_failed(metrics.SignInFailure.DISABLED)
+            raise
+
+    async def _login_finish(self, site: RequestSite, credential: dict[str, Any], old_session: str | None
+                            ) -> PasskeyLogin:
         rp = self._relying_party(site)
         response = credential["response"]
         challenge = ceremony.client_challenge(response["clientDataJSON"])

@@ -27,6 +27,7 @@ import hmac
 from models.db import Database
 from models.two_factor import TwoFactorRepository
 from quota.backends.base import KeyValue
+from server import metrics
 from server.auth.totp import backup_digest_input, is_totp_code, matching_step
 from server.clock import Clock
 from server.crypto import SecretBox
@@ -75,6 +76,7 @@ class TotpFactor:
     async def _lock(self, user_id: int) -> None:
         await self.backend.set_text(lock_key(user_id), str(self.clock.now_s() + LOCK_SECONDS), LOCK_SECONDS)
         await self.backend.delete(fail_key(user_id))
+        metrics.sign_in_locked()  # it locks the sign-in's second step too
 
     async def clear(self, user_id: int) -> None:
         """Forget failures and any lock (2FA was removed)."""

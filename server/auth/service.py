@@ -15,6 +15,7 @@ from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
 from quota.backends.base import KeyValue
+from server import metrics
 from server.clock import Clock
 from server.components.email_codes import EmailCodes, Voucher
 from server.components.options import Options
@@ -30,6 +31,7 @@ from server.components.users import UserDirectory
 from server.components.verification import AuthMethod, SecondFactor
 from server.crypto import Passwords, SecretBox, sha256_hex
 from server.errors import BadRequest, Conflict, Forbidden, TooManyRequests, Unauthorized
+from server.metrics import SignInFailure
 
 LOGIN_FAIL_TTL = 900
 LOGIN_FAIL_LIMIT = 10  # attempts per (account, client IP) and window that may reach the password check
@@ -76,11 +78,17 @@ class AuthService:
         fail_key = login_fail_key(account, client_ip)
         # Counted before the password check, in one atomic step (INCR), so that however many attempts run
         # at once, at most LOGIN_FAIL_LIMIT of them reach `verify`; a correct password clears the count.
-        if await self.backend.incr(fail_key, LOGIN_FAIL_TTL) > LOGIN_FAIL_LIMIT:
+        attempt = await self.backend.incr(fail_key, LOGIN_FAIL_TTL)
+        if attempt > LOGIN_FAIL_LIMIT:
+            metrics.sign_in_failed(SignInFailure.LOCKED)
             raise TooManyRequests("too many failed logins, try again later",
                               retry_after=await self.backend.ttl(fail_key) or LOGIN_FAIL_TTL)
         valid = await self.passwords.verify(user.password if user else None, password)
         if user is None or not valid or user.status != UserStatus.ENABLED:
+            disabled = user is not None and valid
+            metrics.sign_in_failed(SignInFailure.DISABLED if disabled else SignInFailure.PASSWORD)
+            if attempt == LOGIN_FAIL_LIMIT:  # the last attempt the window allows failed: the lock starts
+                metrics.sign_in_locked()
             raise Unauthorized(INVALID_LOGIN)
         await self.backend.delete(fail_key)
 

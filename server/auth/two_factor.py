@@ -20,6 +20,7 @@ from models.logs import LogRepository
 from models.tables import User
 from models.two_factor import TwoFactorRepository
 from models.users import UserRepository
+from server import metrics
 from server.auth.second_factor import TotpFactor
 from server.auth.service import INVALID_LOGIN, AuthService
 from server.auth.totp import (
@@ -35,7 +36,7 @@ from server.components.sessions import SessionStore
 from server.components.user_rules import require_hierarchy
 from server.components.verification import AuthMethod
 from server.crypto import SecretBox
-from server.errors import BadRequest, Conflict, NotFound, Unauthorized
+from server.errors import BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized
 
 LOGIN_EXPIRED = "login expired, please log in again"
 WRONG_CODE = "code: invalid 2FA code"
@@ -180,7 +181,13 @@ class TwoFactorService:
             raise Unauthorized(INVALID_LOGIN)
         if not await self.factor.enabled(user_id):  # 2FA was removed meanwhile: a new login needs no step 2
             raise Unauthorized(LOGIN_EXPIRED)
-        if not await self.factor.check(user_id, code):
+        try:
+            passed = await self.factor.check(user_id, code)
+        except TooManyRequests:
+            metrics.sign_in_failed(metrics.SignInFailure.LOCKED)
+            raise
+        if not passed:
+            metrics.sign_in_failed(metrics.SignInFailure.TOTP)
             raise Unauthorized("invalid 2FA code")
         # one pending login opens one session: of concurrent step 2s with different valid codes, the one
         # that takes the pending mark goes on (a wrong code above leaves it for another try)

@@ -97,6 +97,7 @@ class RedisSessionStore:
         self.r = backend.client
         self.key = backend.key
         self.timeout = backend.timeout
+        self.on_error = backend.on_error
 
     @idempotent
     async def get(self, raw_id: str) -> dict[str, Any] | None:

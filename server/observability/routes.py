@@ -21,7 +21,7 @@ async def get_metrics(request: Request) -> HTTPResponse:
     """The Prometheus metrics of this node (every worker and the quota-sync process, summed).
     Send `Authorization: Bearer <METRICS_TOKEN>`; without it (or with `METRICS_TOKEN` unset, or a wrong
     token) the answer is the 404 of an unknown route."""
-    body = services_of(request).observability.scrape(request.headers.get("authorization"))
+    body = await services_of(request).observability.scrape(request.headers.get("authorization"))
     if body is None:  # no token configured, none sent or a wrong one: as if the route did not exist
         raise NotFound("no such route")
     return raw(body, content_type=metrics.CONTENT_TYPE)

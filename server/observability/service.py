@@ -8,16 +8,22 @@ waiting entry is younger than `READY_MAX_SYNC_LAG` seconds. Each check that fail
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable
 from enum import StrEnum
 from pathlib import Path
 
+from core.enums import CreditStatus
+from models.credits import PendingCreditRepository
 from models.db import Database
 from models.migrate import current, head
 from quota.backends.base import Backend
+from quota.engine import QuotaEngine
 from quota.sync import QuotaSync
 from server import metrics
+
+log = logging.getLogger("tollway.observability")
 
 
 class Check(StrEnum):
@@ -30,17 +36,33 @@ class Check(StrEnum):
 
 
 class ObservabilityService:
-    def __init__(self, *, db: Database, backend: Backend, sync: QuotaSync, redis: bool, token: str | None,
-                 metrics_dir: Path | None, timeout: float, max_sync_lag: float) -> None:
-        self.db, self.backend, self.sync, self.redis = db, backend, sync, redis
+    def __init__(self, *, db: Database, backend: Backend, sync: QuotaSync, quota: QuotaEngine, redis: bool,
+                 token: str | None, metrics_dir: Path | None, timeout: float, max_sync_lag: float) -> None:
+        self.db, self.backend, self.sync, self.quota, self.redis = db, backend, sync, quota, redis
         self.token, self.metrics_dir = token, metrics_dir
         self.timeout, self.max_sync_lag = timeout, max_sync_lag
 
-    def scrape(self, authorization: str | None) -> bytes | None:
-        """The metrics in the text format, or None when the caller may not read them."""
+    async def scrape(self, authorization: str | None) -> bytes | None:
+        """The metrics in the text format, or None when the caller may not read them. The figures of the
+        whole deployment that no process counts as it goes (holds open in the store, the credit outbox)
+        are read first, each within the readiness deadline; one that cannot be read keeps its last value."""
         if not metrics.authorized(self.token, authorization):
             return None
+        await self._read_shared_figures()
         return metrics.exposition(self.metrics_dir)
+
+    async def _read_shared_figures(self) -> None:
+        try:
+            metrics.holds_in_flight(await asyncio.wait_for(self.quota.holds_in_flight(), self.timeout))
+        except Exception as exc:
+            log.debug("metrics: could not read the open quota holds: %s", type(exc).__name__)
+        try:
+            async with asyncio.timeout(self.timeout), self.db.transaction() as tx:
+                counts = await PendingCreditRepository(tx).counts()
+        except Exception as exc:
+            log.debug("metrics: could not count the credit outbox: %s", type(exc).__name__)
+        else:
+            metrics.outbox(counts[CreditStatus.PENDING], counts[CreditStatus.FAILED])
 
     async def _within(self, pending: Awaitable[object]) -> bool:
         try:

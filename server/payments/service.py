@@ -31,6 +31,7 @@ from models.db import Database
 from models.payments import EVENT_ID_MAX, PaymentEventRepository, remember_customer
 from models.topups import TopUp, TopUpRepository, credit_ref
 from models.users import UserRepository
+from server import metrics
 from server.clock import Clock
 from server.components.options import Options
 from server.credits import Credit, CreditOutbox
@@ -59,15 +60,22 @@ EXPIRED = "checkout.session.expired"
 
 
 class Outcome(StrEnum):
-    """What a webhook delivery did (logged; the reply is 200 for each)."""
+    """What a webhook delivery did (logged; the reply is 200 for each), and, below, why one was refused
+    (not logged here; a 4xx or 5xx). Every value is a label of `tollway_payment_webhooks_total`."""
 
     CREDITED = "credited"
     FAILED = "failed"
     EXPIRED = "expired"
     REVIEW = "review"
     REPLAYED = "replayed"  # the event was recorded before
-    NO_ORDER = "no pending order"
+    NO_ORDER = "no_order"  # no pending order of this provider has the event's reference
     IGNORED = "ignored"
+    # refused
+    DISABLED = "disabled"  # 409: online top-up is off
+    TOO_LARGE = "too_large"  # 413
+    BAD_SIGNATURE = "bad_signature"  # 400: unsigned, badly signed or stale
+    BAD_EVENT = "bad_event"  # 400: not JSON, or not an event
+    NOT_RECORDED = "not_recorded"  # 500: could not commit (the provider delivers it again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,21 +191,34 @@ class PaymentService:
     async def receive(self, signature_header: str, body: bytes) -> Outcome:
         """One delivery, as received: 409 while online top-up is off (a refusal that may pass later: the
         provider delivers the event again), 413 over `WEBHOOK_MAX_BODY`, 400 unless genuinely signed within
-        the tolerance and an event; then `handle`."""
+        the tolerance and an event; then `handle`. Each delivery is counted once, by its outcome."""
         if not self.enabled:
+            metrics.payment_webhook(PROVIDER, Outcome.DISABLED)
             raise PaymentsNotReady()
         if len(body) > WEBHOOK_MAX_BODY:
+            metrics.payment_webhook(PROVIDER, Outcome.TOO_LARGE)
             raise PayloadTooLarge(f"a webhook delivery is at most {WEBHOOK_MAX_BODY // 1024} KB")
         try:
             verify(signature_header, body, str(self.options["StripeWebhookSecret"]), self.clock.now())
         except BadSignature as refused:
             log.info("payment webhook refused: %s", refused)
+            metrics.payment_webhook(PROVIDER, Outcome.BAD_SIGNATURE)
             raise BadRequest(f"Stripe-Signature: {refused}") from None
         try:
-            parsed = json.loads(body)
+            event = Event.parse(json.loads(body))
         except (ValueError, RecursionError):
+            metrics.payment_webhook(PROVIDER, Outcome.BAD_EVENT)
             raise BadRequest("body: not valid JSON") from None
-        return await self.handle(Event.parse(parsed))
+        except BadRequest:
+            metrics.payment_webhook(PROVIDER, Outcome.BAD_EVENT)
+            raise
+        try:
+            outcome = await self.handle(event)
+        except PaymentNotRecorded:
+            metrics.payment_webhook(PROVIDER, Outcome.NOT_RECORDED)
+            raise
+        metrics.payment_webhook(PROVIDER, outcome)
+        return outcome
 
     async def handle(self, event: Event) -> Outcome:
         """Apply a verified event once; raises `PaymentNotRecorded` (500) when it could not commit."""

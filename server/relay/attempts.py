@@ -11,7 +11,7 @@ stored, logged or passed on.
 
 Every attempt is counted by its channel and result, with its time to the head of the answer and its whole
 time (a stream's when it ends); every attempt after the first is a retry; every automatic disable is
-counted, with its reason, by the channel table (server/metrics.py).
+counted, with its reason, by the channel table (server/metrics/calls.py).
 """
 
 from __future__ import annotations
