@@ -16,7 +16,6 @@ import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
@@ -29,7 +28,9 @@ from models.topups import TopUp, TopUpRepository
 from tests.console.browser import (
     PASSWORD,
     Server,
+    as_root,
     check_accessibility,
+    data,
     on_thread,
     sign_in,
     sign_out,
@@ -59,18 +60,6 @@ def server(data_dir: Path) -> Iterator[Server]:
 def upstream() -> Iterator[FakeOpenAI]:
     with on_thread(FakeOpenAI()) as fake:
         yield fake  # type: ignore[misc]
-
-
-def as_root(page: Page, server: Server, path: str, title: str) -> None:
-    sign_in(page, server, "root", ROOT_PASSWORD)
-    page.get_by_role("navigation", name="Main").get_by_role("link", name=title).click()
-    expect(page.get_by_role("heading", level=1, name=title)).to_be_visible()
-    assert page.url.endswith(path)
-
-
-def data(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
 
 
 def moderate(server: Server, key: str, model: str) -> bool:
