@@ -117,7 +117,10 @@ def test_a_channel_made_and_edited_in_the_page_routes_the_next_call(page: Page, 
     expect(page.locator(".notice")).to_have_text(answered)
     expect(row).to_contain_text(" ms")
     page.get_by_role("button", name="Test all channels").click()
-    expect(page.locator(".notice")).to_contain_text("Testing every channel started in the background")
+    expect(page.locator(".notice")).to_have_text("Testing every channel ended; the list shows each channel's "
+                                                 "last test.")
+    expect(page.get_by_role("status").filter(has_text="Every channel tested")).to_have_text(
+        "Every channel tested: 1 passed, 0 failed, of 1.")
 
     row.get_by_role("button", name="Copy fake openai").click()
     copy = page.locator("tbody tr", has_text="fake openai_copy")

@@ -19,7 +19,16 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from core.enums import ChannelStatus, ChannelType
-from tests.console.browser import Server, as_root, check_accessibility, data, on_thread, tollway, user_client
+from tests.console.browser import (
+    Server,
+    as_root,
+    check_accessibility,
+    data,
+    on_thread,
+    set_option,
+    tollway,
+    user_client,
+)
 from tests.fakes.openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow
@@ -40,11 +49,12 @@ def upstream() -> Iterator[FakeOpenAI]:
 
 
 def add_channel(server: Server, upstream: FakeOpenAI, name: str, *, models: str = "listed-model",
-                tag: str = "") -> int:
-    """A single-key OpenAI channel on the fake, made through the API."""
+                path: str = "") -> int:
+    """A single-key OpenAI channel on the fake (key `sk-<name>`; `path` added to its address), made
+    through the API."""
     body = {"mode": "single", "channel": {"name": name, "type": ChannelType.OPENAI, "key": f"sk-{name}",
-                                          "models": models, "group": "default", "tag": tag,
-                                          "base_url": upstream.url}}
+                                          "models": models, "group": "default",
+                                          "base_url": f"{upstream.url}{path}"}}
     ids = data(server.admin().post("/api/channel/", json=body))
     return int(ids[0])
 
@@ -166,10 +176,72 @@ def test_a_tags_channels_change_at_once_and_the_selected_are_tagged_or_deleted(p
         expect(confirm).to_contain_text("3 channels stop serving at once.")
         confirm.get_by_role("button", name="Delete selected").click()
         expect(page.locator(".notice")).to_have_text("3 channels deleted.")
-        expect(page.locator("tbody tr", has_text=f"tagged-{suffix}")).to_have_count(0)
+        expect(page.get_by_text(f"Nothing matches “tagged-{suffix}”.")).to_be_visible()  # the list read again
         for i in ids:
             assert server.admin().get(f"/api/channel/{i}").status_code == 404
     finally:
+        delete_channels(server, *ids)
+
+
+def test_balances_and_the_test_of_every_channel_show_their_progress_and_results(
+        page: Page, server: Server, upstream: FakeOpenAI) -> None:
+    suffix = secrets.token_hex(3)
+    quick, held, broken = (f"{what}-{suffix}" for what in ("quick", "held", "broken"))
+    ids = [add_channel(server, upstream, quick), add_channel(server, upstream, held),
+           add_channel(server, upstream, broken, path="/nowhere")]  # every request to it is a 404
+    set_option(server, "ChannelDisableThreshold", 600)  # a held test is not "slow": its status stays
+    try:
+        as_root(page, server, "/channels", "Channels")
+        upstream.balance, upstream.used = 42.5, 7.5
+        page.locator("tbody tr", has_text=quick).get_by_role("button", name=f"Balance {quick}").click()
+        expect(page.locator(".notice")).to_have_text(f"Channel “{quick}” balance: 42.5.")
+        assert channel(server, ids[0])["balance"] == 42.5
+        expect(page.locator("tbody tr", has_text=quick)).to_contain_text("42.5")
+
+        upstream.balance = 12.25
+        upstream.hold(lambda r: r.headers.get("authorization") == f"Bearer sk-{held}")
+        try:
+            page.get_by_role("button", name="Update all balances").click()
+            progress = page.locator(".run-progress")
+            expect(progress.get_by_role("status")).to_have_text(
+                "Updating every balance: 2 of 3 done, 1 failed so far.")
+            expect(progress.get_by_role("progressbar", name="Updating every balance")).to_have_attribute(
+                "value", "2")
+            check_accessibility(page, "a balance update in progress")
+            running = data(server.admin().get("/api/channel/progress", params={"run": "balance"}))
+            assert (running["running"], running["total"], running["done"]) == (True, 3, 2)
+        finally:
+            upstream.release()
+        expect(page.locator(".notice")).to_have_text("Balances updated: 2, failed: 1.")
+        status = progress.get_by_role("status")
+        expect(status).to_have_text("Every balance updated: 2 passed, 1 failed, of 3.")
+        expect(progress.get_by_role("list", name="Failures")).to_contain_text(f"#{ids[2]} {broken}: ")
+        assert [channel(server, i)["balance"] for i in ids[:2]] == [12.25, 12.25]
+        ended = data(server.admin().get("/api/channel/progress", params={"run": "balance"}))
+        assert (ended["running"], ended["passed"], ended["failed"]) == (False, 2, 1)
+        assert [f["channel_id"] for f in ended["failures"]] == [ids[2]]
+
+        upstream.hold(lambda r: r.headers.get("authorization") == f"Bearer sk-{held}")
+        try:
+            page.get_by_role("button", name="Test all channels").click()
+            expect(progress.get_by_role("status")).to_have_text(
+                "Testing every channel: 2 of 3 done, 1 failed so far.")
+            check_accessibility(page, "a test of every channel in progress")
+        finally:
+            upstream.release()
+        expect(progress.get_by_role("status")).to_have_text("Every channel tested: 2 passed, 1 failed, of 3.")
+        expect(page.locator(".notice")).to_have_text(
+            "Testing every channel ended; the list shows each channel's last test.")
+        failures = progress.get_by_role("list", name="Failures")
+        expect(failures).to_contain_text(f"#{ids[2]} {broken}: ")
+        expect(page.locator("tbody tr", has_text=held)).to_contain_text(" ms")  # the list was read again
+        tested = data(server.admin().get("/api/channel/progress", params={"run": "test"}))
+        assert (tested["running"], tested["passed"], tested["failed"]) == (False, 2, 1)
+        expect(failures).to_contain_text(tested["failures"][0]["message"])
+        assert [channel(server, i)["test_time"] > 0 for i in ids] == [True, True, False]
+    finally:
+        upstream.release()
+        set_option(server, "ChannelDisableThreshold", 5)
         delete_channels(server, *ids)
 
 
