@@ -84,3 +84,10 @@ class CreditStatus(StrEnum):
 
     PENDING = "pending"  # the replay delivers it until SQL has it
     FAILED = "failed"  # the quota engine refuses it for good: kept, with its reason, for an admin
+
+
+class ChannelRun(StrEnum):
+    """A run over every channel whose progress any worker can tell (`GET /api/channel/progress`)."""
+
+    TEST = "test"  # test every channel, in the background
+    BALANCE = "balance"  # update every balance

@@ -10,7 +10,8 @@ its account balance and store it.
   eight at a time, each given 10 seconds, → how many were updated and how many failed. One run at a time
   in the whole deployment (a lock shared by every worker and node): a second one is a 409. A balance of
   zero or less disables the channel (status 3, routed at once everywhere) when
-  `AutomaticDisableChannelEnabled` and the channel's `auto_ban` is 1.
+  `AutomaticDisableChannelEnabled` and the channel's `auto_ban` is 1. Its progress is published as it
+  moves (`server/channels/runs.py` `Progress`, `GET /api/channel/progress?run=balance`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from __future__ import annotations
 import datetime
 import logging
 
-from core.enums import ChannelStatus
+from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from quota.locks import Busy, exclusive
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
 from server.channels.probe import lock_ttl
-from server.channels.runs import each
+from server.channels.runs import Progress, each
 from server.components.catalog import type_name
 from server.components.channel_table import RoutedChannel
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
@@ -79,7 +80,8 @@ class ChannelBalances(ChannelBase):
         channels = [self.channels.routed(row) for row in rows
                     if not MultiKeyState.parse(row.channel_info).is_multi_key]
         seconds = min(BALANCE_SECONDS, self.admin.timeout)
-        counts = {"updated": 0, "failed": 0}
+        ttl = lock_ttl(len(channels), BALANCE_CONCURRENCY, seconds)
+        progress = Progress.start(self.backend, ChannelRun.BALANCE, len(channels), self.clock.now_s(), ttl)
 
         async def step(channel: RoutedChannel) -> None:
             try:
@@ -87,24 +89,25 @@ class ChannelBalances(ChannelBase):
                     raise Conflict(UNREADABLE_KEYS)
                 balance = await self._update(channel, seconds)
             except (UpstreamFailed, BadRequest, Conflict) as exc:
-                counts["failed"] += 1
                 log.info("channel %d: balance not updated: %s", channel.id, exc.message[:200])
-                return
+                return await progress.failed_one(channel.id, channel.name, exc.message)
             except Exception:
-                counts["failed"] += 1
                 log.exception("channel %d: balance not updated", channel.id)
-                return
-            counts["updated"] += 1
+                return await progress.failed_one(channel.id, channel.name, "internal error")
+            await progress.passed_one()
             settings = self.options.settings
             if balance <= 0 and channel.auto_ban and settings.automatic_disable_channel_enabled:
                 await self.channels.auto_disable(channel, None, USED_UP.format(balance=balance),
                                                  why=DisableReason.BALANCE_USED_UP)
 
         try:
-            async with exclusive(self.backend, BALANCE_LOCK,
-                                 ttl=lock_ttl(len(channels), BALANCE_CONCURRENCY, seconds)):
-                await each(channels, BALANCE_CONCURRENCY, step)
+            async with exclusive(self.backend, BALANCE_LOCK, ttl=ttl):
+                await progress.publish()
+                try:
+                    await each(channels, BALANCE_CONCURRENCY, step)
+                finally:
+                    await progress.finish(self.clock.now_s())
         except Busy:
             raise Conflict("a balance update of every channel is already running") from None
-        return counts
+        return {"updated": progress.state.passed, "failed": progress.state.failed}
 

@@ -17,7 +17,8 @@ balances.py.
   enabled channel with `auto_ban` 1 disables it (status 3; of a multi-key channel, the key tested) when
   `AutomaticDisableChannelEnabled`; a passing test of a status-3 channel enables it again (and the key
   tested) when `AutomaticEnableChannelEnabled`. Every status change is committed, then announced, so it
-  routes at once on every worker and node.
+  routes at once on every worker and node. How far it has come (and how the last run ended, with its
+  first failures) is published as it moves (`runs.py` `Progress`, `GET /api/channel/progress?run=test`).
 - **Model lists** use the channel's first enabled key (Gemini: every page of `/v1beta/models`; any other
   type: OpenAI's `/v1/models`) and never write anything.
 """
@@ -30,14 +31,15 @@ import logging
 import math
 from typing import Any
 
-from core.enums import ChannelStatus
+from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
 from quota.locks import Busy, exclusive
 from server import metrics
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
 from server.channels.rules import clean_fields, key_lines
-from server.channels.runs import each, until_stopped
+from server.channels.runs import Progress, each, read_progress, until_stopped
+from server.channels.tool_schemas import RunProgress
 from server.components.catalog import capabilities, type_name
 from server.components.channel_table import RoutedChannel, choose_key, map_model
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
@@ -125,37 +127,44 @@ class ChannelProbe(ChannelBase):
             raise Conflict(RUNNING) from None
         stop = asyncio.Event()
         try:
-            self.tasks.start(TEST_TASK, self._test_all([r.id for r in rows], lock, stop), stop=stop.set)
+            ids = [r.id for r in rows if self.admin.testable(r.type)]
+            progress = Progress.start(self.backend, ChannelRun.TEST, len(ids), self.clock.now_s(), ttl)
+            await progress.publish()  # before the reply: a progress read that follows sees this run
+            self.tasks.start(TEST_TASK, self._test_all(ids, lock, stop, progress), stop=stop.set)
         except BaseException:
             await lock.aclose()
             raise
 
-    async def _test_all(self, ids: list[int], lock: contextlib.AsyncExitStack, stop: asyncio.Event) -> None:
+    async def _test_all(self, ids: list[int], lock: contextlib.AsyncExitStack, stop: asyncio.Event,
+                        progress: Progress) -> None:
         try:
-            tested = 0
-
             async def step(channel_id: int) -> None:
-                nonlocal tested
-                tested += await self._test_and_judge(channel_id, stop)
+                await self._test_and_judge(channel_id, stop, progress)
 
             await each(ids, TEST_CONCURRENCY, step, stop)
-            log.info("channel test run: %d of %d channels tested%s", tested, len(ids),
+            state = progress.state
+            log.info("channel test run: %d of %d channels tested%s", state.passed + state.failed, len(ids),
                      " (stopped)" if stop.is_set() else "")
         finally:
-            await lock.aclose()
+            try:
+                await progress.finish(self.clock.now_s())
+            finally:
+                await lock.aclose()
 
-    async def _test_and_judge(self, channel_id: int, stop: asyncio.Event) -> int:
-        """Test one channel of a run and change its status as the options say → 1 when it was tested."""
+    async def _test_and_judge(self, channel_id: int, stop: asyncio.Event, progress: Progress) -> None:
+        """Test one channel of a run, change its status as the options say, and count it in `progress`."""
         async with self.db.transaction() as tx:
             row = await ChannelRepository(tx).get(channel_id)
         if row is None or row.status == ChannelStatus.MANUALLY_DISABLED:  # deleted or disabled meanwhile
-            return 0
+            return await progress.skipped_one()
         channel = self.channels.routed(row)
-        if not self.admin.testable(channel.type) or not channel.keys:
-            return 0
+        if not self.admin.testable(channel.type):
+            return await progress.skipped_one()
+        if not channel.keys:
+            return await progress.failed_one(row.id, row.name, UNREADABLE_KEYS)
         result = await until_stopped(self._test(channel, _default_model(row)), stop)
         if result is None:
-            return 0
+            return await progress.skipped_one()
         tested, key_index = result
         settings = self.options.settings
         slow = tested.ok and tested.seconds > settings.channel_disable_threshold
@@ -172,7 +181,17 @@ class ChannelProbe(ChannelBase):
         elif tested.ok and not slow and channel.status == ChannelStatus.AUTO_DISABLED \
                 and settings.automatic_enable_channel_enabled:
             await self._auto_enable(channel.id, key_index)
-        return 1
+        if tested.ok and not slow:
+            await progress.passed_one()
+        else:
+            await progress.failed_one(row.id, row.name, f"the answer took {tested.seconds:.2f} s, over the "
+                                      f"{settings.channel_disable_threshold:g} s threshold" if slow
+                                      else tested.message)
+
+    async def run_progress(self, run: ChannelRun) -> RunProgress:
+        """`GET /api/channel/progress?run=` → how far a run in progress has come, or how the last one
+        ended (every count 0 when none is known)."""
+        return RunProgress.of(await read_progress(self.backend, run))
 
     async def _auto_enable(self, channel_id: int, key_index: int) -> None:
         """A status-3 channel that passed a test → 1 (a multi-key channel's key tested → 1 as well), with

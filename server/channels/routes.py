@@ -7,6 +7,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
+from core.enums import ChannelRun
 from server.channels.schemas import (
     CatalogModel,
     ChannelCreate,
@@ -30,6 +31,8 @@ from server.channels.tool_schemas import (
     KeyManage,
     KeyReveal,
     KeyStatusPage,
+    RunProgress,
+    RunQuery,
     TagBody,
     TagEdit,
     TagQuery,
@@ -246,6 +249,15 @@ async def test_all_channels(request: Request) -> HTTPResponse:
     at a time in the whole deployment: a second one is a 409."""
     await services_of(request).channels.start_test_all()
     return ok()
+
+
+@route(bp, "GET", "/api/channel/progress", access=Access.ADMIN, query=RunQuery, reply=RunProgress)
+async def run_progress(request: Request, query: RunQuery) -> HTTPResponse:
+    """How far testing every channel (`run=test`) or updating every balance (`run=balance`) has come.
+    Told on any worker or node: channels in the run, done, passed and failed, with the first 20 failures
+    and the upstream's message; `running` false once it has ended (a finished run is told for a day).
+    Every count is 0 when no run is known."""
+    return ok(await services_of(request).channels.run_progress(ChannelRun(query.run)))
 
 
 @route(bp, "GET", "/api/channel/update_balance/<channel_id>", access=Access.ADMIN, path_params=ChannelPath,

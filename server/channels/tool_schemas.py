@@ -13,9 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
-from core.enums import ChannelStatus
+from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from server.channels.rules import KEY_ACTIONS, NAME_MAX, TAG_MAX
+from server.channels.runs import FAILURES_KEPT, Failure, RunState
 from server.channels.schemas import JsonText
 from server.web.schema import (
     ID_MAX,
@@ -255,3 +256,37 @@ class FetchModelsBody(Schema):
     type: Int64 = Field(description="the channel type (new-api numbers)", examples=[24])
     key: Str = Field(description="a key, or keys one per line (the first is used)", examples=["AIza-key"])
     base_url: Trimmed | None = Field(None, description="\"\" or absent: the type's default address")
+
+
+class RunQuery(Schema):
+    run: Annotated[str, _OneOf(tuple(str(r) for r in ChannelRun))] = Field(
+        description="test: testing every channel; balance: updating every balance", examples=["test"])
+
+
+class RunFailure(Reply):
+    channel_id: int
+    name: str
+    message: str = Field(description="what went wrong: the upstream's message, redacted")
+
+    @classmethod
+    def of(cls, failure: Failure) -> RunFailure:
+        return cls(channel_id=failure.channel_id, name=failure.name, message=failure.message)
+
+
+class RunProgress(Reply):
+    run: str = Field(description="test or balance")
+    running: bool = Field(description="false once the run has ended (or when none is known)")
+    total: int = Field(description="channels in the run")
+    done: int = Field(description="channels finished: passed, failed, or skipped (deleted or disabled "
+                                  "meanwhile, or the run stopped)")
+    passed: int = Field(description="tests passed / balances read and stored")
+    failed: int
+    started_at: int = Field(description="unix seconds; 0 when no run is known")
+    finished_at: int = Field(description="unix seconds; 0 while running")
+    failures: list[RunFailure] = Field(description=f"the first {FAILURES_KEPT} failures")
+
+    @classmethod
+    def of(cls, state: RunState) -> RunProgress:
+        return cls(run=str(state.run), running=state.running, total=state.total, done=state.done,
+                   passed=state.passed, failed=state.failed, started_at=state.started_at,
+                   finished_at=state.finished_at, failures=[RunFailure.of(f) for f in state.failures])

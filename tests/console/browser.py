@@ -166,6 +166,22 @@ def sign_out(page: Page) -> None:
     expect(page.get_by_role("status").filter(has_text="You are signed out.")).to_be_visible()
 
 
+def as_root(page: Page, server: Server, path: str, title: str) -> None:
+    """Sign in as root through the page and open the page `title` from the navigation."""
+    from playwright.sync_api import expect
+
+    sign_in(page, server, "root", ROOT_PASSWORD)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name=title).click()
+    expect(page.get_by_role("heading", level=1, name=title)).to_be_visible()
+    assert page.url.endswith(path)
+
+
+def data(response: httpx.Response) -> Any:
+    """The `data` of a successful API reply."""
+    assert response.status_code == 200, response.text
+    return response.json()["data"]
+
+
 def set_option(server: Server, key: str, value: Any) -> None:
     response = server.admin().put("/api/option/", json={"key": key, "value": value})
     assert response.status_code == 200, response.text

@@ -16,7 +16,6 @@ import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
@@ -29,7 +28,9 @@ from models.topups import TopUp, TopUpRepository
 from tests.console.browser import (
     PASSWORD,
     Server,
+    as_root,
     check_accessibility,
+    data,
     on_thread,
     sign_in,
     sign_out,
@@ -59,18 +60,6 @@ def server(data_dir: Path) -> Iterator[Server]:
 def upstream() -> Iterator[FakeOpenAI]:
     with on_thread(FakeOpenAI()) as fake:
         yield fake  # type: ignore[misc]
-
-
-def as_root(page: Page, server: Server, path: str, title: str) -> None:
-    sign_in(page, server, "root", ROOT_PASSWORD)
-    page.get_by_role("navigation", name="Main").get_by_role("link", name=title).click()
-    expect(page.get_by_role("heading", level=1, name=title)).to_be_visible()
-    assert page.url.endswith(path)
-
-
-def data(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()["data"]
 
 
 def moderate(server: Server, key: str, model: str) -> bool:
@@ -128,7 +117,10 @@ def test_a_channel_made_and_edited_in_the_page_routes_the_next_call(page: Page, 
     expect(page.locator(".notice")).to_have_text(answered)
     expect(row).to_contain_text(" ms")
     page.get_by_role("button", name="Test all channels").click()
-    expect(page.locator(".notice")).to_contain_text("Testing every channel started in the background")
+    expect(page.locator(".notice")).to_have_text("Testing every channel ended; the list shows each channel's "
+                                                 "last test.")
+    expect(page.get_by_role("status").filter(has_text="Every channel tested")).to_have_text(
+        "Every channel tested: 1 passed, 0 failed, of 1.")
 
     row.get_by_role("button", name="Copy fake openai").click()
     copy = page.locator("tbody tr", has_text="fake openai_copy")

@@ -29,7 +29,7 @@ import gzip
 import itertools
 import json
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from types import TracebackType
@@ -117,6 +117,9 @@ class FakeServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
         self._connection_ids = itertools.count(1)
+        self._held: Callable[[Recorded], bool] | None = None
+        self._gate: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- life cycle -------------------------------------------------------------------------------------
 
@@ -127,6 +130,7 @@ class FakeServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> Self:
+        self._loop = asyncio.get_running_loop()
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, limit=MAX_HEAD)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -211,6 +215,20 @@ class FakeServer:
         """`message`, quoting the request's key when `echo_key` is on."""
         return f"{message} (key: {self.api_key(request)})" if self.echo_key else message
 
+    # -- holding requests -------------------------------------------------------------------------------
+
+    def hold(self, when: Callable[[Recorded], bool]) -> None:
+        """Keep every request that `when` matches unanswered until `release()`, so that a test can look at
+        a run halfway through. Callable from any thread."""
+        assert self._loop is not None, "start the fake first"
+        self._held, self._gate = when, asyncio.Event()
+
+    def release(self) -> None:
+        """Answer the held requests and hold no more. Callable from any thread."""
+        gate, self._held = self._gate, None
+        if gate is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(gate.set)
+
     # -- request handling -------------------------------------------------------------------------------
 
     async def _answer(self, request: Recorded) -> tuple[Reply | None, str | None]:
@@ -218,6 +236,8 @@ class FakeServer:
         "not_http") and how to break it after its first chunk: "cut" (close the connection) or "stall"
         (wait `slow_seconds`, then close), None to send it whole."""
         self.received.append(request)
+        if self._held is not None and self._gate is not None and self._held(request):
+            await self._gate.wait()
         mode = self._take_failure()
         broken = {"drop_mid_stream": "cut", "stall_mid_stream": "stall"}.get(mode or "")
         if mode in ("drop", "not_http"):

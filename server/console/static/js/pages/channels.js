@@ -1,9 +1,11 @@
 /**
  * Channels (`/channels`, admins): the channels, by priority, paged on the server (`GET /api/channel/`)
  * and searched or filtered by status, type, group and model (`GET /api/channel/search`); create and edit
- * (`channel-form.js`); test one (`GET /api/channel/test/{id}`: the time or the upstream's error) or start
- * testing all in the background (`GET /api/channel/test`: the page says it started and reads nothing
- * more by itself); update one balance or all (`/api/channel/update_balance…`); enable and disable
+ * (`channel-form.js`); test one (`GET /api/channel/test/{id}`: the time or the upstream's error) or all
+ * (`GET /api/channel/test`, run in the background); update one balance or all
+ * (`/api/channel/update_balance…`). While testing all or updating all, the page reads the run's progress
+ * every 2 s (`GET /api/channel/progress`) and shows it — a bar, the counts, the failures with the
+ * upstream's message — until the run ends, then reloads the list; nothing is read after that. Enable and disable
  * (`PUT /api/channel/`); copy (`POST /api/channel/copy/{id}`); a tag's channels enabled, disabled or
  * retagged at once (`/api/channel/tag/…`); a multi-key channel's keys (`POST /api/channel/multi_key/manage`);
  * the selected channels deleted or tagged (`POST /api/channel/batch`, `/batch/tag`); every disabled one
@@ -28,6 +30,14 @@ import { CHANNEL_TYPES, openChannelForm, typeName } from "./channel-form.js";
 
 const CHANNEL_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Disabled automatically" });
 const KEY_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Disabled automatically" });
+/** How often a run's progress is read while it lasts (docs/CONSOLE.md counts these calls). */
+const PROGRESS_EVERY_MS = 2000;
+
+/** @typedef {{run: string, running: boolean, total: number, done: number, passed: number, failed: number,
+ *   failures: {channel_id: number, name: string, message: string}[]}} RunProgress */
+
+/** @param {number} ms */
+const pause = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -53,6 +63,57 @@ export async function render(ctx) {
   const acted = (ask, work) => act(async () => {
     if (ask && !(await confirmAction(ask))) return;
     shell.say(await work());
+    await table.reload();
+  });
+
+  const runArea = h("div", { class: "run-progress" });
+  /**
+   * Show a run's progress in `runArea`.
+   * @param {RunProgress} p
+   * @param {string} running  what is being done ("Testing every channel")
+   * @param {string} ended  what was done ("Every channel tested")
+   */
+  const showRun = (p, running, ended) => {
+    const label = p.running
+      ? `${running}: ${p.done} of ${p.total} done, ${p.failed} failed so far.`
+      : `${ended}: ${p.passed} passed, ${p.failed} failed, of ${p.total}.`;
+    replace(runArea, h("div", { role: "status" }, h("p", {}, label)),
+      h("progress", { max: String(Math.max(p.total, 1)), value: String(p.running ? p.done : Math.max(p.total, 1)),
+        "aria-label": running }),
+      p.failures.length ? h("ul", { class: "run-failures", "aria-label": "Failures" }, p.failures.map((f) =>
+        h("li", {}, `#${f.channel_id} ${f.name}: ${f.message}`))) : null);
+  };
+  /** @param {string} run @returns {Promise<RunProgress>} */
+  const progressOf = (run) => api.get("/api/channel/progress", { run });
+
+  const testAll = () => act(async () => {
+    await api.get("/api/channel/test");
+    shell.say("Testing every channel started.");
+    for (;;) {
+      const p = await progressOf("test");
+      showRun(p, "Testing every channel", "Every channel tested");
+      if (!p.running) break;
+      await pause(PROGRESS_EVERY_MS);
+      if (!runArea.isConnected) return; // the page was left: stop reading
+    }
+    shell.say("Testing every channel ended; the list shows each channel's last test.");
+    await table.reload();
+  });
+  const updateAll = () => act(async () => {
+    let settled = false;
+    /** @type {Promise<{updated: number, failed: number}>} */
+    const call = api.get("/api/channel/update_balance");
+    call.finally(() => { settled = true; }).catch(() => {});
+    shell.say("Updating every balance…");
+    for (;;) {
+      await Promise.race([pause(PROGRESS_EVERY_MS), call.catch(() => {})]);
+      if (settled || !runArea.isConnected) break;
+      const p = await progressOf("balance");
+      if (p.running) showRun(p, "Updating every balance", "Every balance updated");
+    }
+    const result = await call;
+    showRun(await progressOf("balance"), "Updating every balance", "Every balance updated");
+    shell.say(`Balances updated: ${result.updated}, failed: ${result.failed}.`);
     await table.reload();
   });
 
@@ -162,15 +223,8 @@ export async function render(ctx) {
     h("p", {}, "Channels are the upstream providers and keys that serve model calls."),
     h("div", { class: "toolbar" },
       h("button", { type: "button", onclick: () => openChannelForm(ctx, null, () => void table.reload()) }, "Create channel"),
-      h("button", { type: "button", class: "secondary", onclick: () => void acted(null, async () => {
-        await api.get("/api/channel/test");
-        return "Testing every channel started in the background; reload the list to see the results.";
-      }) }, "Test all channels"),
-      h("button", { type: "button", class: "secondary", onclick: () => void acted(null, async () => {
-        /** @type {{updated: number, failed: number}} */
-        const run = await api.get("/api/channel/update_balance");
-        return `Balances updated: ${run.updated}, failed: ${run.failed}.`;
-      }) }, "Update all balances"),
+      h("button", { type: "button", class: "secondary", onclick: () => void testAll() }, "Test all channels"),
+      h("button", { type: "button", class: "secondary", onclick: () => void updateAll() }, "Update all balances"),
       h("button", { type: "button", class: "secondary", onclick: () => void table.reload() }, "Reload the list"),
       h("button", { type: "button", class: "secondary", onclick: () => void acted(null, async () => {
         /** @type {{success: number, fails: number}} */
@@ -184,6 +238,7 @@ export async function render(ctx) {
         const count = await api.delete("/api/channel/disabled");
         return `${count} disabled ${count === 1 ? "channel" : "channels"} deleted.`;
       }) }, "Delete disabled channels")),
+    runArea,
     h("div", { class: "filters" },
       filter("Status", "status", [{ value: "", label: "Any status" }, { value: "enabled", label: "Enabled" },
         { value: "disabled", label: "Disabled" }]),

@@ -1,6 +1,8 @@
 /**
  * `secretBox(secret, note)`: a secret (an API key) shown in full, with a Copy button. The secret sits in
- * a read-only field so it can also be selected by hand; Copy puts it on the clipboard and says so.
+ * a read-only field so it can also be selected by hand; Copy puts it on the clipboard and says so. A
+ * secret of several lines (a multi-key channel's keys, one per line) is shown in a text area, one line
+ * each: an `<input>` would drop the line breaks and run the keys together.
  */
 
 import { h, uid } from "../dom.js";
@@ -12,8 +14,12 @@ import { h, uid } from "../dom.js";
  */
 export function secretBox(label, secret, note) {
   const id = uid("secret");
-  const input = h("input", { id, type: "text", readonly: true, class: "secret-value", spellcheck: "false",
-    autocomplete: "off", "aria-describedby": `${id}-note` });
+  const lines = secret.split("\n").length;
+  const common = { id, readonly: true, class: "secret-value", spellcheck: "false", autocomplete: "off",
+    "aria-describedby": `${id}-note` };
+  const input = lines > 1
+    ? h("textarea", { ...common, rows: String(Math.min(lines, 10)), wrap: "off" })
+    : h("input", { ...common, type: "text" });
   input.value = secret;
   const said = h("span", { class: "copied", role: "status" });
   const copy = h("button", { type: "button", class: "secondary", onclick: () => void copyText(input, said) }, "Copy");
@@ -25,7 +31,7 @@ export function secretBox(label, secret, note) {
 }
 
 /**
- * @param {HTMLInputElement} input
+ * @param {HTMLInputElement | HTMLTextAreaElement} input
  * @param {HTMLElement} said
  */
 async function copyText(input, said) {
