@@ -250,6 +250,14 @@ async def test_testing_every_channel_disables_the_failing_and_enables_the_recove
         assert routed(probe_app, "m-bad") is None and routed(probe_app, "m-slow") is None
         assert routed(probe_app, "m-back") == back and routed(probe_app, "m-ok") == ok
         assert (await row_of(probe_app, ok)).test_time > 0  # type: ignore[union-attr]
+        # the run's progress, as every worker reads it from the shared store: over, with its failures
+        progress = data_of(await admin.get("/api/channel/progress", params={"run": "test"}))
+        assert {k: progress[k] for k in ("run", "running", "total", "done", "passed", "failed")} == {
+            "run": "test", "running": False, "total": 6, "done": 6, "passed": 2, "failed": 4}
+        assert {f["channel_id"] for f in progress["failures"]} == {bad_key, kept, too_slow, erroring}
+        assert all("AIza-bad" not in f["message"] for f in progress["failures"])
+        assert progress["finished_at"] >= progress["started_at"] > 0
+        fails(await admin.get("/api/channel/progress", params={"run": "all"}), 400, "run", prefix=True)
 
         # both switches off: nothing changes
         await state.options.put("AutomaticDisableChannelEnabled", False)
