@@ -16,6 +16,7 @@ import { h, uid } from "./dom.js";
  * @property {string} [autocomplete]
  * @property {string} [inputmode]
  * @property {string} [min]
+ * @property {string} [max]
  * @property {string} [step]
  * @property {boolean} [readonly]
  * @property {{value: string, label: string}[]} [options]  for a select
@@ -47,7 +48,7 @@ export function field(label, name, options = {}) {
   } else {
     control = h("input", {
       ...common, type: options.type ?? "text", inputmode: options.inputmode ?? false,
-      min: options.min ?? false, step: options.step ?? false,
+      min: options.min ?? false, max: options.max ?? false, step: options.step ?? false,
     });
     control.value = options.value ?? "";
   }
