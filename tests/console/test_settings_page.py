@@ -18,7 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request, expect
 
-from core.option_registry import SECTIONS, Spec
+from core.option_registry import NO_EFFECT, SECTIONS, Spec
 from tests.console.browser import Server, check_accessibility, sign_in, tollway, user_client
 from tests.test_e2e_serve import ROOT_PASSWORD
 
@@ -116,6 +116,8 @@ def test_every_registry_option_has_the_field_its_kind_calls_for(page: Page, serv
     expect(page.get_by_label("Site name")).to_have_accessible_description(
         "Shown in the console's header and title. 1–64 characters.")
     expect(page.get_by_label("Quota per unit (one dollar)")).to_have_accessible_description("Greater than 0.")
+    switch = page.get_by_label("Default to the auto group")
+    expect(switch).to_have_accessible_description(NO_EFFECT)  # a switch has its hint too
 
 
 def test_root_changes_the_site_name_and_the_shell_shows_it_after_a_reload(page: Page, server: Server) -> None:

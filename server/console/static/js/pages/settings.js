@@ -64,7 +64,7 @@ function control(option, stored) {
   const { key, kind, label } = option;
   if (kind === "bool") {
     const initial = stored === "true" ? "true" : "false";
-    return { element: checkbox(label, key, initial === "true"), initial };
+    return { element: checkbox(label, key, initial === "true", undefined, hintOf(option)), initial };
   }
   if (option.secret) {
     const hint = ["Write-only: leave empty to keep the saved value unchanged.", hintOf(option)].filter(Boolean).join(" ");
