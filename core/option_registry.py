@@ -1,4 +1,5 @@
-"""The typed registry of options: every key, its kind, default, rule and where the code reads it.
+"""The typed registry of options: every key, its kind, default, rule, where the code reads it and how a
+person edits it — the one declaration of an option.
 
 `normalize(key, value)` turns what `PUT /api/option/` received into the stored string or raises
 `OptionError` naming the key; `parse(key, text)` turns the stored string into a Python value. A spec's
@@ -7,6 +8,11 @@
 kind's plain conversion; the tolerant readers of core/option_values.py for JSON and lists): `Settings.of`
 is derived from this table, so an option is declared once. Options without `attr` are stored and served
 but read by no code.
+
+Each option is declared inside its `Section` (the headings of the console's Settings page) with the
+`label` and `hint` people see; `GET /api/option/schema` serves the sections, each option's kind, whether it
+is a write-only secret and the bounds its rule tells (core/option_rules.py), and the page builds its fields
+from that alone, so an option added here gets its field without a change to the page.
 Keys kept only for new-api clients (GroupGroupRatio, TopupGroupRatio, CacheRatio, AudioRatio,
 AudioCompletionRatio, DefaultUseAutoGroup) are stored and returned but have no effect.
 """
@@ -17,170 +23,75 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Literal
 
 from core import option_values as read
-from core.option_values import ATTACHMENTS, USER_VERIFICATION, parse_status_ranges
+from core.option_rules import (
+    AtLeast,
+    Between,
+    Bounds,
+    Length,
+    OneOf,
+    Rule,
+    bounds_of,
+    capabilities,
+    group_ratio,
+    host_name_or_empty,
+    http_url_or_empty,
+    json_object_text,
+    nested_number_map,
+    number_list,
+    number_map,
+    origin_list,
+    positive_number_map,
+    rate_limit_groups,
+    status_ranges,
+    string_list,
+    string_map,
+)
+from core.option_values import ATTACHMENTS, USER_VERIFICATION
 
 
 class OptionError(ValueError):
     """The message names the key."""
 
 
-Rule = Callable[[Any], None]
+Kind = Literal["str", "int", "float", "bool", "json", "text"]  # text: several lines; json: edited as text
 _INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True)
 class Spec:
     key: str
-    kind: str  # str | int | float | bool | json | text
+    kind: Kind
     default: Any
     rule: Rule | None = None
     attr: str | None = None  # the `Settings` attribute it becomes ("group.name" inside a composite)
     read: Callable[[Any], Any] | None = None  # value → attribute; None: the kind's plain conversion
+    _: KW_ONLY
+    label: str  # its name for people (the Settings page's label)
+    hint: str = ""  # a line of help; the bounds of `rule` are told apart (`bounds`)
 
     @property
     def secret(self) -> bool:
+        """Write-only: stored encrypted, never listed (keys ending in token, secret or key)."""
         k = self.key.lower()
         return k.endswith(("token", "secret", "key"))
 
-
-def _fail(msg: str) -> None:
-    raise ValueError(msg)
-
-
-def length(lo: int, hi: int) -> Rule:
-    return lambda v: None if lo <= len(v) <= hi else _fail(f"must be {lo}–{hi} characters")
+    @property
+    def bounds(self) -> Bounds:
+        return bounds_of(self.rule)
 
 
-def one_of(*allowed: str) -> Rule:
-    return lambda v: None if v in allowed else _fail(f"must be one of {', '.join(allowed) or '(empty)'}")
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A heading of the Settings page and the options under it, in the order shown."""
 
-
-def at_least(lo: float, *, strict: bool = False) -> Rule:
-    if strict:
-        return lambda v: None if v > lo else _fail(f"must be greater than {lo:g}")
-    return lambda v: None if v >= lo else _fail(f"must be at least {lo:g}")
-
-
-def between(lo: float, hi: float) -> Rule:
-    return lambda v: None if lo <= v <= hi else _fail(f"must be between {lo:g} and {hi:g}")
-
-
-def http_url_or_empty(v: str) -> None:
-    if v == "":
-        return
-    parts = urlsplit(v)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        _fail("must be an http(s) URL")
-    if v.endswith("/"):
-        _fail("must not end with '/'")
-
-
-_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
-
-
-def host_name_or_empty(v: str) -> None:
-    """A passkey RP id: a bare host name (no scheme, port or path)."""
-    if v and not _HOSTNAME.fullmatch(v):
-        _fail("must be a host name such as example.com (no scheme, port or path)")
-
-
-def origin_list(v: str) -> None:
-    """Comma-separated origins, each `http(s)://host[:port]` without a path."""
-    for origin in (o.strip() for o in v.split(",")):
-        if not origin:
-            continue
-        parts = urlsplit(origin)
-        try:
-            parts.port  # noqa: B018  (raises on a port that is not a number in range)
-        except ValueError:
-            _fail(f"{origin!r} has an invalid port")
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") \
-                or parts.query or parts.fragment or parts.username is not None:
-            _fail(f"{origin!r} must be an origin such as https://example.com")
-
-
-def number_map(v: Any) -> None:
-    if not isinstance(v, dict):
-        _fail("must be a JSON object")
-    for k, n in v.items():
-        if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or n < 0:
-            _fail(f"value of {k!r} must be a number ≥ 0")
-
-
-def positive_number_map(v: Any) -> None:
-    number_map(v)
-    for k, n in v.items():
-        if n <= 0:
-            _fail(f"value of {k!r} must be a number > 0")
-
-
-def group_ratio(v: Any) -> None:
-    number_map(v)
-    for name in v:
-        if not 1 <= len(name) <= 64 or "," in name:
-            _fail(f"group name {name!r} must be 1–64 characters without ','")
-    if "default" not in v:
-        _fail("must keep the 'default' group")
-
-
-def string_map(v: Any) -> None:
-    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-        _fail("must be a JSON object of strings")
-
-
-def nested_number_map(v: Any) -> None:
-    if not isinstance(v, dict):
-        _fail("must be a JSON object")
-    for inner in v.values():
-        number_map(inner)
-
-
-def string_list(v: Any) -> None:
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        _fail("must be a JSON array of names")
-
-
-def number_list(v: Any) -> None:
-    if not isinstance(v, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0
-                                          for x in v):
-        _fail("must be a JSON array of positive numbers")
-
-
-def rate_limit_groups(v: Any) -> None:
-    if not isinstance(v, dict):
-        _fail("must be a JSON object")
-    for name, pair in v.items():
-        if (not isinstance(pair, list) or len(pair) != 2
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair)):
-            _fail(f"value of {name!r} must be [count, success_count] (integers ≥ 0)")
-
-
-def capabilities(v: Any) -> None:
-    if not isinstance(v, dict):
-        _fail("must be a JSON object")
-    for model, caps in v.items():
-        if not isinstance(caps, dict) or not all(isinstance(b, bool) for b in caps.values()):
-            _fail(f"value of {model!r} must be an object of booleans")
-
-
-def json_object_text(v: str) -> None:
-    if v == "":
-        return
-    try:
-        parsed = json.loads(v)
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict):
-        _fail("must be empty or a JSON object")
-
-
-def status_ranges(v: str) -> None:
-    parse_status_ranges(v)
+    id: str
+    title: str
+    intro: str
+    specs: tuple[Spec, ...]
 
 
 DISABLE_KEYWORDS = "\n".join([
@@ -203,110 +114,175 @@ SIDEBAR_MODULES_ADMIN = json.dumps({"console": {"midjourney": False, "task": Fal
                                    separators=(",", ":"))
 EMAIL_WHITELIST = "gmail.com,yahoo.com,outlook.com,hotmail.com,icloud.com,qq.com,163.com,126.com,foxmail.com"
 
-SPECS: tuple[Spec, ...] = (
-    # site
-    Spec("SystemName", "str", "Tollway", length(1, 64), attr="system_name"),
-    Spec("Logo", "str", "", attr="logo"), Spec("Footer", "str", "", attr="footer"),
-    Spec("Notice", "str", "", attr="notice"), Spec("About", "str", "", attr="about"),
-    Spec("DocsLink", "str", "", attr="docs_link"), Spec("TopUpLink", "str", "", attr="top_up_link"),
-    Spec("HomePageContent", "text", "", attr="home_page_content"),
-    Spec("HeaderNavModules", "text", HEADER_NAV_MODULES, json_object_text, attr="header_nav_modules"),
-    Spec("SidebarModulesAdmin", "text", SIDEBAR_MODULES_ADMIN, json_object_text,
-         attr="sidebar_modules_admin"),
-    Spec("ServerAddress", "str", "", http_url_or_empty, attr="server_address"),
-    # quota display
-    Spec("QuotaPerUnit", "float", 500000.0, at_least(0, strict=True), attr="quota_per_unit"),
-    Spec("USDExchangeRate", "float", 7.3, at_least(0, strict=True), attr="usd_exchange_rate"),
-    Spec("general_setting.quota_display_type", "str", "USD", one_of("USD", "CNY", "TOKENS", "CUSTOM"),
-         attr="quota_display_type"),
-    Spec("DisplayInCurrencyEnabled", "bool", True, attr="display_in_currency"),
-    Spec("DisplayTokenStatEnabled", "bool", True),
-    Spec("custom_currency_symbol", "str", "¤", length(0, 8), attr="custom_currency_symbol"),
-    Spec("custom_currency_exchange_rate", "float", 1.0, at_least(0, strict=True),
-         attr="custom_currency_exchange_rate"),
-    # quota amounts
-    Spec("QuotaForNewUser", "int", 0, at_least(0), attr="quota_for_new_user"),
-    Spec("QuotaForInviter", "int", 0, at_least(0), attr="quota_for_inviter"),
-    Spec("QuotaForInvitee", "int", 0, at_least(0), attr="quota_for_invitee"),
-    Spec("PreConsumedQuota", "int", 500, at_least(0), attr="pre_consumed_quota"),
-    Spec("QuotaRemindThreshold", "int", 1000, at_least(0)),
-    Spec("RetryTimes", "int", 2, between(0, 10), attr="retry_times"),
-    # pricing
-    Spec("ModelRatio", "json", {}, number_map, attr="model_ratio", read=read.numbers),
-    Spec("CompletionRatio", "json", {}, number_map, attr="completion_ratio", read=read.numbers),
-    Spec("CacheRatio", "json", {}, number_map), Spec("AudioRatio", "json", {}, number_map),
-    Spec("AudioCompletionRatio", "json", {}, number_map),
-    Spec("ModelPrice", "json", {}, number_map, attr="model_price", read=read.numbers),
-    Spec("ModelCapabilities", "json", {}, capabilities, attr="model_capabilities", read=read.capabilities),
-    # groups
-    Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio, attr="group_ratio",
-         read=read.ratios),
-    Spec("GroupGroupRatio", "json", {}, nested_number_map),
-    Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, positive_number_map),
-    Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map,
-         attr="user_usable_groups", read=read.texts),
-    Spec("AutoGroups", "json", ["default"], string_list, attr="auto_groups", read=read.names),
-    Spec("DefaultUseAutoGroup", "bool", False, attr="default_use_auto_group"),
-    # channels
-    Spec("AutomaticDisableChannelEnabled", "bool", True, attr="automatic_disable_channel_enabled"),
-    Spec("AutomaticEnableChannelEnabled", "bool", True, attr="automatic_enable_channel_enabled"),
-    Spec("ChannelDisableThreshold", "float", 5.0, at_least(0, strict=True), attr="channel_disable_threshold"),
-    Spec("AutomaticDisableKeywords", "text", DISABLE_KEYWORDS, attr="automatic_disable_keywords",
-         read=read.keywords),
-    Spec("AutomaticDisableStatusCodes", "str", "401,403", status_ranges,
-         attr="automatic_disable_status_codes", read=read.ranges),
-    Spec("AutomaticRetryStatusCodes", "str", "401,403,408,429,500-599", status_ranges,
-         attr="automatic_retry_status_codes", read=read.ranges),
-    # switches
-    Spec("LogConsumeEnabled", "bool", True, attr="log_consume_enabled"),
-    Spec("RegisterEnabled", "bool", True, attr="register_enabled"),
-    Spec("PasswordLoginEnabled", "bool", True, attr="password_login_enabled"),
-    Spec("PasswordRegisterEnabled", "bool", True, attr="password_register_enabled"),
-    Spec("SelfUseModeEnabled", "bool", False, attr="self_use_mode_enabled"),
-    Spec("DemoSiteEnabled", "bool", False, attr="demo_site_enabled"),
-    Spec("DataExportEnabled", "bool", True, attr="data_export_enabled"),
-    Spec("DataExportInterval", "int", 5, between(1, 60)),
-    Spec("DataExportDefaultTime", "str", "hour", one_of("hour", "day", "week"),
-         attr="data_export_default_time"),
-    # `/api` refusals answer 200 as new-api's do
-    Spec("NewApiCompatibleErrors", "bool", False, attr="new_api_compatible_errors"),
-    # e-mail
-    Spec("EmailVerificationEnabled", "bool", False, attr="email_verification_enabled"),
-    Spec("EmailDomainRestrictionEnabled", "bool", False, attr="email_domain_restriction_enabled"),
-    Spec("EmailAliasRestrictionEnabled", "bool", False, attr="email_alias_restriction_enabled"),
-    Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST, attr="email_domain_whitelist", read=read.domains),
-    Spec("SMTPServer", "str", "", attr="smtp.server", read=read.stripped),
-    Spec("SMTPPort", "int", 587, between(1, 65535), attr="smtp.port"),
-    Spec("SMTPAccount", "str", "", attr="smtp.account", read=read.stripped),
-    Spec("SMTPFrom", "str", "", attr="smtp.from_address", read=read.stripped),
-    Spec("SMTPToken", "str", "", attr="smtp.token"),
-    Spec("SMTPSSLEnabled", "bool", False, attr="smtp.ssl"),
-    # model request rate limits
-    Spec("ModelRequestRateLimitEnabled", "bool", False, attr="rate_limit_enabled"),
-    Spec("ModelRequestRateLimitDurationMinutes", "int", 1, at_least(1), attr="rate_limit_minutes"),
-    Spec("ModelRequestRateLimitCount", "int", 0, at_least(0), attr="rate_limit_count"),
-    Spec("ModelRequestRateLimitSuccessCount", "int", 1000, at_least(0), attr="rate_limit_success_count"),
-    Spec("ModelRequestRateLimitGroup", "json", {}, rate_limit_groups, attr="rate_limit_groups",
-         read=read.count_pairs),
-    # payments (read by the payments service from the raw values)
-    Spec("StripeApiSecret", "str", ""), Spec("StripeWebhookSecret", "str", ""),
-    Spec("StripePriceId", "str", ""),
-    Spec("StripeUnitPrice", "float", 8.0, at_least(0, strict=True), attr="stripe_unit_price"),
-    Spec("StripeMinTopUp", "int", 1, at_least(1)),
-    Spec("StripeApiBase", "str", "https://api.stripe.com", http_url_or_empty),
-    Spec("payment_setting.amount_options", "json", [10, 20, 50, 100, 200, 500], number_list),
-    # passkeys
-    Spec("passkey.enabled", "bool", False, attr="passkey_enabled"),
-    Spec("passkey.rp_id", "str", "", host_name_or_empty, attr="passkey.rp_id"),
-    Spec("passkey.rp_display_name", "str", "", length(0, 64), attr="passkey.rp_display_name"),
-    Spec("passkey.origins", "str", "", origin_list, attr="passkey.origins"),
-    Spec("passkey.user_verification", "str", "preferred", one_of(*USER_VERIFICATION),
-         attr="passkey.user_verification", read=read.choice(USER_VERIFICATION, "preferred")),
-    Spec("passkey.attachment_preference", "str", "", one_of(*ATTACHMENTS), attr="passkey.attachment",
-         read=read.choice(ATTACHMENTS, "")),
-    Spec("passkey.allow_insecure_origin", "bool", False, attr="passkey.allow_insecure_origin"),
+NO_EFFECT = "Kept for new-api's clients; no effect."
+
+SECTIONS: tuple[Section, ...] = (
+    Section("site", "Site", "What every visitor sees, and where the site lives.", (
+        Spec("SystemName", "str", "Tollway", Length(1, 64), attr="system_name", label="Site name",
+             hint="Shown in the console's header and title."),
+        Spec("Logo", "str", "", attr="logo", label="Logo address"),
+        Spec("Footer", "str", "", attr="footer", label="Footer"),
+        Spec("Notice", "str", "", attr="notice", label="Notice",
+             hint="Markdown, shown to every signed-in user."),
+        Spec("About", "str", "", attr="about", label="About page", hint="Markdown, HTML or an address."),
+        Spec("HomePageContent", "text", "", attr="home_page_content", label="Home page content"),
+        Spec("DocsLink", "str", "", attr="docs_link", label="Documentation link"),
+        Spec("ServerAddress", "str", "", http_url_or_empty, attr="server_address", label="Server address",
+             hint="The address people reach this site at, e.g. https://example.com (no trailing /)."),
+        Spec("TopUpLink", "str", "", attr="top_up_link", label="Top-up link"),
+        Spec("LogConsumeEnabled", "bool", True, attr="log_consume_enabled", label="Log every model call"),
+        Spec("DataExportEnabled", "bool", True, attr="data_export_enabled",
+             label="Collect usage data for the dashboard"),
+        Spec("DataExportInterval", "int", 5, Between(1, 60), label="Usage data interval (minutes)"),
+        Spec("DataExportDefaultTime", "str", "hour", OneOf(("hour", "day", "week")),
+             attr="data_export_default_time", label="Usage data default period"),
+        Spec("SelfUseModeEnabled", "bool", False, attr="self_use_mode_enabled", label="Self-use mode"),
+        Spec("DemoSiteEnabled", "bool", False, attr="demo_site_enabled", label="Demo site"),
+    )),
+    Section("registration", "Registration and sign-in", "Who may create an account and how they sign in.", (
+        Spec("RegisterEnabled", "bool", True, attr="register_enabled", label="Registration open"),
+        Spec("PasswordLoginEnabled", "bool", True, attr="password_login_enabled",
+             label="Sign-in with a password"),
+        Spec("PasswordRegisterEnabled", "bool", True, attr="password_register_enabled",
+             label="Registration with a password"),
+        Spec("EmailVerificationEnabled", "bool", False, attr="email_verification_enabled",
+             label="Verify the e-mail address at registration", hint="Needs the SMTP server (E-mail)."),
+        Spec("EmailDomainRestrictionEnabled", "bool", False, attr="email_domain_restriction_enabled",
+             label="Only the allowed e-mail domains"),
+        Spec("EmailAliasRestrictionEnabled", "bool", False, attr="email_alias_restriction_enabled",
+             label="Refuse e-mail aliases (name+tag@…)"),
+        Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST, attr="email_domain_whitelist", read=read.domains,
+             label="Allowed e-mail domains", hint="Comma-separated."),
+        Spec("QuotaForNewUser", "int", 0, AtLeast(0), attr="quota_for_new_user",
+             label="Quota for a new user"),
+        Spec("QuotaForInviter", "int", 0, AtLeast(0), attr="quota_for_inviter",
+             label="Quota for the inviter"),
+        Spec("QuotaForInvitee", "int", 0, AtLeast(0), attr="quota_for_invitee",
+             label="Quota for the invitee"),
+    )),
+    Section("quota", "Quota and pricing", "How quota is counted and shown, and what each model costs. JSON "
+            "fields are checked before saving.", (
+        Spec("QuotaPerUnit", "float", 500000.0, AtLeast(0, strict=True), attr="quota_per_unit",
+             label="Quota per unit (one dollar)"),
+        Spec("general_setting.quota_display_type", "str", "USD", OneOf(("USD", "CNY", "TOKENS", "CUSTOM")),
+             attr="quota_display_type", label="Show quota as"),
+        Spec("DisplayInCurrencyEnabled", "bool", True, attr="display_in_currency",
+             label="Show quota in currency"),
+        Spec("DisplayTokenStatEnabled", "bool", True, label="Show token statistics"),
+        Spec("USDExchangeRate", "float", 7.3, AtLeast(0, strict=True), attr="usd_exchange_rate",
+             label="USD exchange rate (CNY per dollar)"),
+        Spec("custom_currency_symbol", "str", "¤", Length(0, 8), attr="custom_currency_symbol",
+             label="Custom currency symbol"),
+        Spec("custom_currency_exchange_rate", "float", 1.0, AtLeast(0, strict=True),
+             attr="custom_currency_exchange_rate", label="Custom currency per dollar"),
+        Spec("PreConsumedQuota", "int", 500, AtLeast(0), attr="pre_consumed_quota",
+             label="Quota reserved before a call"),
+        Spec("QuotaRemindThreshold", "int", 1000, AtLeast(0), label="Low-balance reminder threshold"),
+        Spec("RetryTimes", "int", 2, Between(0, 10), attr="retry_times", label="Retries on another channel"),
+        Spec("ModelRatio", "json", {}, number_map, attr="model_ratio", read=read.numbers,
+             label="Model ratios", hint="A JSON object: model → ratio (a number ≥ 0)."),
+        Spec("CompletionRatio", "json", {}, number_map, attr="completion_ratio", read=read.numbers,
+             label="Completion ratios", hint="A JSON object: model → ratio."),
+        Spec("ModelPrice", "json", {}, number_map, attr="model_price", read=read.numbers,
+             label="Model prices (per call)", hint="A JSON object: model → price in dollars."),
+        Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio, attr="group_ratio",
+             read=read.ratios, label="Group ratios", hint='A JSON object: group → ratio; keeps "default".'),
+        Spec("UserUsableGroups", "json", {"default": "Default group", "vip": "VIP group"}, string_map,
+             attr="user_usable_groups", read=read.texts, label="Groups users may choose",
+             hint="A JSON object: group → description."),
+        Spec("AutoGroups", "json", ["default"], string_list, attr="auto_groups", read=read.names,
+             label="Groups of the auto group, in order", hint="A JSON array of group names."),
+        Spec("ModelCapabilities", "json", {}, capabilities, attr="model_capabilities", read=read.capabilities,
+             label="Model capabilities", hint="A JSON object: model → {capability: true|false}."),
+        Spec("ModelRequestRateLimitGroup", "json", {}, rate_limit_groups, attr="rate_limit_groups",
+             read=read.count_pairs, label="Rate limits by group",
+             hint="A JSON object: group → [count, success_count]."),
+    )),
+    Section("channels", "Channels", "When a failing channel is switched off, and on again.", (
+        Spec("AutomaticDisableChannelEnabled", "bool", True, attr="automatic_disable_channel_enabled",
+             label="Disable a failing channel"),
+        Spec("AutomaticEnableChannelEnabled", "bool", True, attr="automatic_enable_channel_enabled",
+             label="Enable a channel again once its test passes"),
+        Spec("ChannelDisableThreshold", "float", 5.0, AtLeast(0, strict=True),
+             attr="channel_disable_threshold", label="Test time that disables a channel (seconds)"),
+        Spec("AutomaticDisableStatusCodes", "str", "401,403", status_ranges,
+             attr="automatic_disable_status_codes", read=read.ranges,
+             label="Status codes that disable a channel", hint="Codes and ranges, e.g. 401,403,500-599."),
+        Spec("AutomaticRetryStatusCodes", "str", "401,403,408,429,500-599", status_ranges,
+             attr="automatic_retry_status_codes", read=read.ranges,
+             label="Status codes retried on another channel", hint="Codes and ranges, e.g. 429,500-599."),
+        Spec("AutomaticDisableKeywords", "text", DISABLE_KEYWORDS, attr="automatic_disable_keywords",
+             read=read.keywords, label="Error texts that disable a channel", hint="One per line."),
+    )),
+    Section("rate-limits", "Rate limits", "Model calls per user in a window of minutes (the limits by group "
+            "are under Quota and pricing).", (
+        Spec("ModelRequestRateLimitEnabled", "bool", False, attr="rate_limit_enabled",
+             label="Limit model calls per user"),
+        Spec("ModelRequestRateLimitDurationMinutes", "int", 1, AtLeast(1), attr="rate_limit_minutes",
+             label="Window (minutes)"),
+        Spec("ModelRequestRateLimitCount", "int", 0, AtLeast(0), attr="rate_limit_count",
+             label="Calls per window (0: no limit)"),
+        Spec("ModelRequestRateLimitSuccessCount", "int", 1000, AtLeast(0), attr="rate_limit_success_count",
+             label="Successful calls per window"),
+    )),
+    Section("email", "E-mail", "The SMTP server that sends codes and reset links.", (
+        Spec("SMTPServer", "str", "", attr="smtp.server", read=read.stripped, label="SMTP server",
+             hint="Empty: no mail is sent."),
+        Spec("SMTPPort", "int", 587, Between(1, 65535), attr="smtp.port", label="SMTP port"),
+        Spec("SMTPAccount", "str", "", attr="smtp.account", read=read.stripped, label="SMTP account"),
+        Spec("SMTPFrom", "str", "", attr="smtp.from_address", read=read.stripped, label="Sender address",
+             hint="Empty: the SMTP account."),
+        Spec("SMTPToken", "str", "", attr="smtp.token", label="SMTP password"),
+        Spec("SMTPSSLEnabled", "bool", False, attr="smtp.ssl", label="SMTP over SSL"),
+    )),
+    # read by the payments service from the raw values
+    Section("payments", "Payments", "Online top-up through Stripe.", (
+        Spec("StripeApiSecret", "str", "", label="Stripe API secret"),
+        Spec("StripeWebhookSecret", "str", "", label="Stripe webhook secret"),
+        Spec("StripePriceId", "str", "", label="Stripe price id"),
+        Spec("StripeUnitPrice", "float", 8.0, AtLeast(0, strict=True), attr="stripe_unit_price",
+             label="Price of one unit"),
+        Spec("StripeMinTopUp", "int", 1, AtLeast(1), label="Least top-up"),
+        Spec("StripeApiBase", "str", "https://api.stripe.com", http_url_or_empty, label="Stripe API address"),
+        Spec("payment_setting.amount_options", "json", [10, 20, 50, 100, 200, 500], number_list,
+             label="Amounts offered", hint="A JSON array of positive numbers."),
+    )),
+    Section("passkeys", "Passkeys", "Signing in with a passkey, and the relying party it is made for.", (
+        Spec("passkey.enabled", "bool", False, attr="passkey_enabled", label="Passkeys enabled"),
+        Spec("passkey.rp_id", "str", "", host_name_or_empty, attr="passkey.rp_id", label="Relying party id",
+             hint="A host name such as example.com; empty: the server address's."),
+        Spec("passkey.rp_display_name", "str", "", Length(0, 64), attr="passkey.rp_display_name",
+             label="Relying party name"),
+        Spec("passkey.origins", "str", "", origin_list, attr="passkey.origins", label="Accepted origins",
+             hint="Comma-separated, e.g. https://example.com."),
+        Spec("passkey.user_verification", "str", "preferred", OneOf(USER_VERIFICATION),
+             attr="passkey.user_verification", read=read.choice(USER_VERIFICATION, "preferred"),
+             label="User verification"),
+        Spec("passkey.attachment_preference", "str", "", OneOf(ATTACHMENTS), attr="passkey.attachment",
+             read=read.choice(ATTACHMENTS, ""), label="Authenticator attachment"),
+        Spec("passkey.allow_insecure_origin", "bool", False, attr="passkey.allow_insecure_origin",
+             label="Allow insecure (http) origins"),
+    )),
+    Section("compatibility", "Compatibility", "For new-api's clients and console.", (
+        # `/api` refusals answer 200 as new-api's do
+        Spec("NewApiCompatibleErrors", "bool", False, attr="new_api_compatible_errors",
+             label="Answer /api refusals with 200, as new-api does"),
+        Spec("HeaderNavModules", "text", HEADER_NAV_MODULES, json_object_text, attr="header_nav_modules",
+             label="Header navigation modules", hint="Empty or a JSON object."),
+        Spec("SidebarModulesAdmin", "text", SIDEBAR_MODULES_ADMIN, json_object_text,
+             attr="sidebar_modules_admin", label="Admin sidebar modules", hint="Empty or a JSON object."),
+        Spec("DefaultUseAutoGroup", "bool", False, attr="default_use_auto_group",
+             label="Default to the auto group", hint=NO_EFFECT),
+        Spec("GroupGroupRatio", "json", {}, nested_number_map, label="Group-to-group ratios", hint=NO_EFFECT),
+        Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, positive_number_map,
+             label="Top-up ratios by group", hint=NO_EFFECT),
+        Spec("CacheRatio", "json", {}, number_map, label="Cache ratios", hint=NO_EFFECT),
+        Spec("AudioRatio", "json", {}, number_map, label="Audio ratios", hint=NO_EFFECT),
+        Spec("AudioCompletionRatio", "json", {}, number_map, label="Audio completion ratios", hint=NO_EFFECT),
+    )),
 )
 
+SPECS: tuple[Spec, ...] = tuple(spec for section in SECTIONS for spec in section.specs)
 REGISTRY: dict[str, Spec] = {spec.key: spec for spec in SPECS}
 
 

@@ -1,8 +1,8 @@
-"""`/api/status`, `/api/setup`, `/api/option/`, the API document (`/api/openapi.json`, `/api/docs`), and the
-routes new-api's web console reads that no other domain serves (`/api/notice`, `/api/about`,
-`/api/home_page_content`, `/api/models`, `/api/prefill_group/`, `/api/user/oauth/bindings`,
-`/api/uptime/status`, `/api/subscription/plans`, `/api/subscription/self`, `/api/custom-oauth-provider/`:
-docs/API.md#coming-from-new-api)."""
+"""`/api/status`, `/api/setup`, `/api/option/` and `/api/option/schema`, the API document
+(`/api/openapi.json`, `/api/docs`), and the routes new-api's web console reads that no other domain serves
+(`/api/notice`, `/api/about`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/`,
+`/api/user/oauth/bindings`, `/api/uptime/status`, `/api/subscription/plans`, `/api/subscription/self`,
+`/api/custom-oauth-provider/`: docs/API.md#coming-from-new-api)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from server.system.schemas import (
     CustomOAuthProvider,
     OAuthBinding,
     Option,
+    OptionSection,
     OptionUpdate,
     PrefillGroup,
     PrefillGroupQuery,
@@ -64,6 +65,13 @@ async def post_setup(request: Request, body: SetupRequest) -> HTTPResponse:
 async def get_options(request: Request) -> HTTPResponse:
     """Every option with its stored value, except the secrets (keys, tokens, secrets are never listed)."""
     return ok(services_of(request).system.visible_options())
+
+
+@route(bp, "GET", "/api/option/schema", access=Access.ROOT, reply=list[OptionSection])
+async def get_option_schema(request: Request) -> HTTPResponse:
+    """How every option is edited, by section: its kind, label, bounds and whether it is write-only.
+    Secrets are described too (never their value); the console's Settings page builds its fields from this."""
+    return ok(services_of(request).system.option_schema())
 
 
 @route(bp, "PUT", "/api/option/", access=Access.ROOT, body=OptionUpdate, reply=None)

@@ -1,4 +1,4 @@
-"""Request and reply schemas of `/api/status`, `/api/setup` and `/api/option/`."""
+"""Request and reply schemas of `/api/status`, `/api/setup`, `/api/option/` and `/api/option/schema`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
+from core.option_registry import Kind, Section, Spec
 from core.relying_party import RelyingParty
 from core.settings import Settings
 from server import __version__
@@ -43,6 +44,46 @@ class OptionUpdate(Schema):
 class Option(Schema):
     key: str
     value: str = Field(description="the stored text (JSON for structured options)")
+
+
+class OptionField(Reply):
+    """How one option is edited, as core/option_registry.py declares it."""
+
+    key: str
+    kind: Kind = Field(description="str (one line), text (several lines), int, float, bool, json (as text)")
+    label: str = Field(description="its name for people")
+    hint: str = Field(description="a line of help; the bounds below are told apart")
+    secret: bool = Field(description="write-only: GET /api/option/ never lists it; send it only to change it")
+    choices: list[str] | None = Field(description="the only values it takes; null: any value of its kind")
+    minimum: float | None = Field(description="the least number it takes")
+    exclusive_minimum: bool = Field(description="true: the minimum itself is refused")
+    maximum: float | None = Field(description="the greatest number it takes")
+    min_length: int | None = Field(description="the fewest characters it takes")
+    max_length: int | None = Field(description="the most characters it takes")
+
+    @classmethod
+    def of(cls, spec: Spec) -> OptionField:
+        b = spec.bounds
+        return cls(key=spec.key, kind=spec.kind, label=spec.label, hint=spec.hint, secret=spec.secret,
+                   choices=None if b.choices is None else list(b.choices),
+                   minimum=None if b.minimum is None else float(b.minimum),
+                   exclusive_minimum=b.exclusive_minimum,
+                   maximum=None if b.maximum is None else float(b.maximum),
+                   min_length=b.min_length, max_length=b.max_length)
+
+
+class OptionSection(Reply):
+    """A section of the options (a heading of the console's Settings page) and its options, in order."""
+
+    id: str
+    title: str
+    intro: str
+    options: list[OptionField]
+
+    @classmethod
+    def of(cls, section: Section) -> OptionSection:
+        return cls(id=section.id, title=section.title, intro=section.intro,
+                   options=[OptionField.of(spec) for spec in section.specs])
 
 
 class SetupState(Reply):

@@ -8,7 +8,7 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Role
-from core.option_registry import OptionError
+from core.option_registry import SECTIONS, OptionError
 from core.relying_party import RequestSite, resolve
 from models.db import Database
 from models.logs import LogRepository
@@ -21,7 +21,7 @@ from server.components.options import Options
 from server.components.user_rules import check_password, check_username, fresh_aff_code
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict
-from server.system.schemas import SetupState, Status
+from server.system.schemas import OptionSection, SetupState, Status
 
 ROOT_INITIAL_QUOTA = 100_000_000
 
@@ -112,3 +112,7 @@ class SystemService:
     def visible_options(self) -> list[dict[str, str]]:
         """Every option with its stored value, except the secrets."""
         return self.options.visible()
+
+    def option_schema(self) -> list[OptionSection]:
+        """How every option is edited, section by section (core/option_registry.py's declaration)."""
+        return [OptionSection.of(section) for section in SECTIONS]

@@ -1,9 +1,11 @@
-"""Root's Settings page in Chromium against a real `tollway serve` (embedded): the site name changed in the
-page is the shell's after a reload; a ModelRatio that is not JSON is refused in the page at its field and
-never sent; a value the server's rule refuses (RetryTimes 99) shows the server's message at its field; a
-good ModelRatio is saved and read back through the API; secrets saved in the page take effect and are
-never shown back; an admin has no Settings entry and is told the page is for root; the page makes one
-`/api` call at load. Each state passes axe-core at 1280 and 360 px."""
+"""Root's Settings page in Chromium against a real `tollway serve` (embedded): every option of the registry
+has the field its kind calls for, in its section, labelled, starting from its stored value — the page builds
+them from `GET /api/option/schema`, so an option added to core/option_registry.py needs no change to the
+page; the site name changed in the page is the shell's after a reload; a ModelRatio that is not JSON is
+refused in the page at its field and never sent; a value the server's rule refuses (RetryTimes 99) shows
+the server's message at its field; a good ModelRatio is saved and read back through the API; secrets saved
+in the page take effect and are never shown back; an admin has no Settings entry and is told the page is
+for root; the page makes two `/api` calls at load. Each state passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request, expect
 
+from core.option_registry import NO_EFFECT, SECTIONS, Spec
 from tests.console.browser import Server, check_accessibility, sign_in, tollway, user_client
 from tests.test_e2e_serve import ROOT_PASSWORD
 
@@ -52,6 +55,69 @@ def open_settings(page: Page, server: Server) -> None:
     sign_in(page, server, "root", ROOT_PASSWORD)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
     expect(page.get_by_role("heading", level=1, name="Settings")).to_be_visible()
+
+
+# every named control of the page's forms: its section (form), label, element, type, value and bounds
+CONTROLS = """() => [...document.querySelectorAll("main form [name]")].map((c) => ({
+  key: c.getAttribute("name"), form: c.form?.getAttribute("aria-label") ?? "",
+  label: c.labels?.[0]?.textContent ?? "", tag: c.tagName.toLowerCase(), type: c.getAttribute("type") ?? "",
+  value: c.value, checked: c.checked === true, min: c.getAttribute("min"), max: c.getAttribute("max"),
+  choices: c.tagName === "SELECT" ? [...c.options].map((o) => o.value) : null,
+}))"""
+
+
+def expected_editor(spec: Spec) -> tuple[str, str]:
+    """(element, type) of the field an option's kind and rule call for."""
+    if spec.kind == "bool":
+        return "input", "checkbox"
+    if spec.secret:
+        return "input", "password"
+    if spec.bounds.choices is not None:
+        return "select", ""
+    if spec.kind in ("json", "text"):
+        return "textarea", ""
+    if spec.kind in ("int", "float"):
+        return "input", "number"
+    return "input", "text"
+
+
+def number_text(bound: float | None) -> str | None:
+    return None if bound is None else f"{bound:g}"
+
+
+def test_every_registry_option_has_the_field_its_kind_calls_for(page: Page, server: Server) -> None:
+    stored = options(server)
+    open_settings(page, server)
+    controls = page.evaluate(CONTROLS)
+    assert [c["key"] for c in controls] == [spec.key for section in SECTIONS for spec in section.specs]
+    by_key = {c["key"]: c for c in controls}
+    for section in SECTIONS:
+        expect(page.get_by_role("heading", level=2, name=section.title)).to_be_visible()
+        for spec in section.specs:
+            c = by_key[spec.key]
+            assert (c["form"], c["label"]) == (section.title, spec.label), spec.key
+            assert (c["tag"], c["type"]) == expected_editor(spec), spec.key
+            b = spec.bounds
+            if spec.kind == "bool":
+                assert c["checked"] == (stored[spec.key] == "true"), spec.key
+            elif spec.secret:
+                assert c["value"] == "" and spec.key not in stored, spec.key
+            elif spec.kind == "json":
+                assert json.loads(c["value"]) == json.loads(stored[spec.key]), spec.key
+            else:
+                assert c["value"] == stored[spec.key], spec.key
+            if b.choices is not None:
+                assert c["choices"] == list(b.choices), spec.key
+            if c["type"] == "number":
+                assert c["max"] == number_text(b.maximum), spec.key
+                assert c["min"] == (None if b.exclusive_minimum else number_text(b.minimum)), spec.key
+    # the bounds the server checks are told under the field
+    expect(page.get_by_label("Retries on another channel")).to_have_accessible_description("From 0 to 10.")
+    expect(page.get_by_label("Site name")).to_have_accessible_description(
+        "Shown in the console's header and title. 1–64 characters.")
+    expect(page.get_by_label("Quota per unit (one dollar)")).to_have_accessible_description("Greater than 0.")
+    switch = page.get_by_label("Default to the auto group")
+    expect(switch).to_have_accessible_description(NO_EFFECT)  # a switch has its hint too
 
 
 def test_root_changes_the_site_name_and_the_shell_shows_it_after_a_reload(page: Page, server: Server) -> None:
@@ -152,7 +218,8 @@ def test_an_admin_has_no_settings_entry_and_is_told_the_page_is_for_root(page: P
 
 
 def test_the_settings_page_makes_one_api_call_at_load_and_none_later(page: Page, server: Server) -> None:
-    """The number docs/CONSOLE.md gives; ten minutes of the page's timers add none."""
+    """The number docs/CONSOLE.md gives (the schema and the values, asked at once); ten minutes of the
+    page's timers add none."""
     page.clock.install()
     seen: list[str] = []
     page.on("request", lambda r: seen.append(httpx.URL(r.url).path)
@@ -162,7 +229,8 @@ def test_the_settings_page_makes_one_api_call_at_load_and_none_later(page: Page,
     page.goto(f"{server.url}/settings")
     expect(page.get_by_role("heading", level=1, name="Settings")).to_be_visible()
     page.wait_for_load_state("networkidle")
-    assert seen == ["/api/status", "/api/user/self", "/api/option/"]
+    assert seen[:2] == ["/api/status", "/api/user/self"]
+    assert sorted(seen[2:]) == ["/api/option/", "/api/option/schema"]
     seen.clear()
     page.clock.run_for("10:00")
     page.wait_for_load_state("networkidle")

@@ -16,6 +16,7 @@ import { h, uid } from "./dom.js";
  * @property {string} [autocomplete]
  * @property {string} [inputmode]
  * @property {string} [min]
+ * @property {string} [max]
  * @property {string} [step]
  * @property {boolean} [readonly]
  * @property {{value: string, label: string}[]} [options]  for a select
@@ -47,7 +48,7 @@ export function field(label, name, options = {}) {
   } else {
     control = h("input", {
       ...common, type: options.type ?? "text", inputmode: options.inputmode ?? false,
-      min: options.min ?? false, step: options.step ?? false,
+      min: options.min ?? false, max: options.max ?? false, step: options.step ?? false,
     });
     control.value = options.value ?? "";
   }
@@ -59,18 +60,21 @@ export function field(label, name, options = {}) {
 }
 
 /**
- * A checkbox with its label after it.
+ * A checkbox with its label after it (and a line of help under both, when given).
  * @param {string} label
  * @param {string} name
  * @param {boolean} checked
  * @param {(checked: boolean) => void} [onchange]
+ * @param {string} [hint]
  */
-export function checkbox(label, name, checked, onchange) {
+export function checkbox(label, name, checked, onchange, hint) {
   const id = uid(`f-${name}`);
-  const box = h("input", { type: "checkbox", id, name });
+  const hintId = `${id}-hint`;
+  const box = h("input", { type: "checkbox", id, name, "aria-describedby": hint ? hintId : false });
   box.checked = checked;
   if (onchange) box.addEventListener("change", () => onchange(box.checked));
   return h("div", { class: "field check" }, box, h("label", { for: id }, label),
+    hint ? h("p", { class: "hint", id: hintId }, hint) : null,
     h("p", { class: "field-error", id: `${id}-error`, hidden: true }));
 }
 

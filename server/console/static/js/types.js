@@ -177,4 +177,36 @@
  * @property {{is_multi_key: boolean, multi_key_size: number}} channel_info
  */
 
+/**
+ * `GET /api/option/`: one option's stored text (secrets are never listed).
+ * @typedef {object} OptionValue
+ * @property {string} key
+ * @property {string} value
+ */
+
+/**
+ * How one option is edited (`GET /api/option/schema`, declared in core/option_registry.py).
+ * @typedef {object} OptionField
+ * @property {string} key
+ * @property {"str" | "text" | "int" | "float" | "bool" | "json"} kind
+ * @property {string} label
+ * @property {string} hint
+ * @property {boolean} secret  write-only: never listed; sent only when something is typed
+ * @property {string[] | null} choices  the only values it takes (a select)
+ * @property {number | null} minimum
+ * @property {boolean} exclusive_minimum  the minimum itself is refused
+ * @property {number | null} maximum
+ * @property {number | null} min_length
+ * @property {number | null} max_length
+ */
+
+/**
+ * A section of the options (`GET /api/option/schema`): a heading of the Settings page.
+ * @typedef {object} OptionSection
+ * @property {string} id
+ * @property {string} title
+ * @property {string} intro
+ * @property {OptionField[]} options
+ */
+
 export {};
