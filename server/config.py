@@ -103,6 +103,7 @@ class Config:
     ready_timeout: float = READY_TIMEOUT.default
     ready_max_sync_lag: float = READY_MAX_SYNC_LAG.default
     log_format: str = "text"  # or "json": one JSON object per line (server/logging_setup.py)
+    access_log: bool = False  # one log line per request answered (server/logging_setup.py `access_line`)
     # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
     kill_after_credit_commit: bool = False
     # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
@@ -342,6 +343,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         ready_timeout=READY_TIMEOUT.read(env),
         ready_max_sync_lag=READY_MAX_SYNC_LAG.read(env),
         log_format=log_format,
+        access_log=_bool(env, "ACCESS_LOG", False),
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
         kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
     )
