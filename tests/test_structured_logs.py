@@ -5,6 +5,8 @@
     access lines        one per request answered, found by the `X-Request-Id` the test sent: method, route
                         template (never the raw path), status and duration as answered, and `user_id` when
                         the caller was known (a session's user, an API key's owner)
+    failed start        `tollway migrate` and `tollway quota-sync` on an unreachable database end with one
+                        JSON line at ERROR (no password in it)
     no secret           the passwords, the API key, the channel's upstream key, the metrics token, a bogus
                         key sent in a header and in the query, the session cookie: none appears anywhere
     text access lines   with the default format the access line is one text line naming route and status
@@ -22,7 +24,7 @@ import httpx
 import pytest
 
 from tests.fakes.gemini import FakeGemini
-from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, setup_root
+from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, run_to_end, serving, setup_root
 from tests.test_observability import FAKES_NETWORK, SPEECH, TTS
 
 TOKEN = "metrics-" + secrets.token_hex(16)
@@ -133,3 +135,18 @@ async def test_text_access_lines(tmp_path: Path) -> None:
         proc.output()
     assert any(" GET unmatched 404 " in line for line in access), proc.output()
     assert "Setup pending" in proc.stdout  # the start-up news stay plain text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["migrate"], ["quota-sync", "--once"]])
+def test_a_failed_start_ends_with_one_json_line(tmp_path: Path, command: list[str]) -> None:
+    password = "Pw-" + secrets.token_hex(10)
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), SECRET_KEY=secrets.token_hex(32), LOG_FORMAT="json",
+                    DATABASE_URL=f"mysql://tollway:{password}@127.0.0.1:1/nothing_here",
+                    REDIS_URL="redis://127.0.0.1:1/0")
+    proc = run_to_end(tmp_path, env, *command)
+    assert proc.popen.returncode not in (0, None), proc.output()
+    assert password not in proc.output()
+    lines = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
+    assert lines and all(line.keys() >= FIELDS for line in lines), proc.output()
+    assert lines[-1]["level"] == "ERROR" and lines[-1]["message"].startswith("tollway"), lines[-1]
