@@ -28,6 +28,7 @@ from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
 from server.config import Config, ConfigError, load
+from server.logging_setup import announce
 
 if TYPE_CHECKING:
     from sanic import Sanic
@@ -39,8 +40,9 @@ class StartupError(RuntimeError):
     """A readable reason the service cannot start."""
 
 
-def _fail(message: str, code: int = 1) -> None:
-    print(f"tollway: {message}", file=sys.stderr)
+def _fail(message: str, code: int = 1, log_format: str = "text") -> None:
+    """End the process with one line on stderr (a JSON log line once `LOG_FORMAT=json` is known)."""
+    announce(log_format, f"tollway: {message}", error=True)
     raise SystemExit(code)
 
 
@@ -170,10 +172,9 @@ def _serve_with(config: Config) -> None:
     listener.listen(LISTEN_BACKLOG)
     mode = "embedded (SQLite, in-process engine)" if config.embedded else "Redis + " + config.database_kind
     url = f"http://{config.host}:{listener.getsockname()[1]}"  # the port bound (PORT=0: a free one)
-    print(f"Tollway listening on {url} — {mode}, {config.workers} worker(s)")
-    print("Setup pending: open the URL or POST /api/setup to create the root user." if pending
-          else "Setup complete.")
-    sys.stdout.flush()
+    announce(config.log_format, f"Tollway listening on {url} — {mode}, {config.workers} worker(s)")
+    announce(config.log_format, "Setup pending: open the URL or POST /api/setup to create the root user."
+             if pending else "Setup complete.")
 
     sync: Helper | None = None
     if config.redis_url and config.quota_sync_in_server and config.quota_sync_process:
@@ -252,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             try:
                 asyncio.run(run(config, once=args.once))
             except (ConfigError, DatabaseUnavailable) as exc:
-                _fail(str(exc), 2)
+                _fail(str(exc), 2, config.log_format)
         elif args.command == "migrate":
             asyncio.run(_migrate(config))
             print("database is up to date")
@@ -260,12 +261,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             asyncio.run(_run_setup(config, args.username, args.password))
             print(f"root user {args.username.strip()!r} created")
     except StartupError as exc:
-        _fail(str(exc))
+        _fail(str(exc), 1, config.log_format)
     except Exception as exc:
         from server.errors import TollwayError
 
         if isinstance(exc, TollwayError):
-            _fail(exc.message)
+            _fail(exc.message, 1, config.log_format)
         raise
 
 

@@ -96,11 +96,14 @@ class Config:
     shutdown_grace: float = SHUTDOWN_GRACE.default
     # `GET /metrics` answers only a caller sending this bearer token; unset, it answers 404
     metrics_token: str | None = None
+    # … and only from these client addresses (the client IP as TRUSTED_PROXIES decides it); empty: any
+    metrics_allow: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     # prometheus-client's multiprocess directory (`tollway serve` sets a fresh one for its processes)
     metrics_dir: Path | None = None
     ready_timeout: float = READY_TIMEOUT.default
     ready_max_sync_lag: float = READY_MAX_SYNC_LAG.default
     log_format: str = "text"  # or "json": one JSON object per line (server/logging_setup.py)
+    access_log: bool = False  # one log line per request answered (server/logging_setup.py `access_line`)
     # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
     kill_after_credit_commit: bool = False
     # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
@@ -191,7 +194,8 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name}: {raw!r} is not a boolean (use true or false)")
 
 
-def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+def _networks(name: str, raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """A comma (or semicolon) separated list of IP addresses and CIDRs; empty: none."""
     nets = []
     for part in raw.replace(";", ",").split(","):
         part = part.strip()
@@ -200,7 +204,7 @@ def _proxies(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, .
         try:
             nets.append(ipaddress.ip_network(part, strict=False))
         except ValueError:
-            raise ConfigError(f"TRUSTED_PROXIES: {part!r} is not an IP address or CIDR") from None
+            raise ConfigError(f"{name}: {part!r} is not an IP address or CIDR") from None
     return tuple(nets)
 
 
@@ -309,7 +313,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         port=_int(env, "PORT", 3000, 0, 65535),
         workers=workers,
         max_body_size=_int(env, "MAX_BODY_SIZE", DEFAULT_MAX_BODY, 1024, 1024 * 1024 * 1024),
-        trusted_proxies=_proxies(env.get("TRUSTED_PROXIES", "")),
+        trusted_proxies=_networks("TRUSTED_PROXIES", env.get("TRUSTED_PROXIES", "")),
         global_rate_limit=RateLimit(
             _int(env, "GLOBAL_API_RATE_LIMIT", 180, 0, 10**9),
             _int(env, "GLOBAL_API_RATE_LIMIT_DURATION", 180, 0, 10**7),
@@ -334,10 +338,12 @@ def from_env(env: Mapping[str, str]) -> Config:
         request_body_timeout=REQUEST_BODY_TIMEOUT.read(env),
         shutdown_grace=SHUTDOWN_GRACE.read(env),
         metrics_token=metrics_token,
+        metrics_allow=_networks("METRICS_ALLOW", env.get("METRICS_ALLOW", "")),
         metrics_dir=Path(metrics_dir) if metrics_dir else None,
         ready_timeout=READY_TIMEOUT.read(env),
         ready_max_sync_lag=READY_MAX_SYNC_LAG.read(env),
         log_format=log_format,
+        access_log=_bool(env, "ACCESS_LOG", False),
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
         kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
     )

@@ -123,7 +123,8 @@ def build_services(state: State) -> Services:
                               checkout=Checkout(state.upstream), clock=state.clock)
     observability = ObservabilityService(
         db=state.db, backend=state.backend, sync=state.quota_sync, quota=state.quota,
-        redis=not config.embedded, token=config.metrics_token, metrics_dir=config.metrics_dir,
+        redis=not config.embedded, token=config.metrics_token, allow=config.metrics_allow,
+        metrics_dir=config.metrics_dir,
         timeout=config.ready_timeout, max_sync_lag=config.ready_max_sync_lag)
     return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
                     passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,

@@ -25,6 +25,7 @@ from server import metrics
 from server.clock import Clock
 from server.config import Config, ConfigError, load
 from server.credits import kill_self
+from server.logging_setup import announce, configure
 
 log = logging.getLogger("tollway.quota_sync")
 
@@ -96,10 +97,15 @@ async def _orphaned(parent: int, stop: asyncio.Event, every: float = 1.0) -> Non
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(run(load(), once="--once" in args))
-    except (ConfigError, DatabaseUnavailable) as exc:
+        config = load()
+    except ConfigError as exc:
         print(f"tollway quota-sync: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure(config.log_level, config.log_format)  # LOG_FORMAT=json: JSON lines here too
+    try:
+        asyncio.run(run(config, once="--once" in args))
+    except (ConfigError, DatabaseUnavailable) as exc:
+        announce(config.log_format, f"tollway quota-sync: {exc}", error=True)
         raise SystemExit(2) from None
 

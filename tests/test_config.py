@@ -36,6 +36,8 @@ def test_defaults_are_embedded_on_localhost_3000_with_sqlite_in_data_dir(tmp_pat
     assert config.database_kind == "sqlite"
     assert config.log_database_url is None
     assert config.trusted_proxies == ()
+    assert config.metrics_token is None and config.metrics_allow == ()
+    assert config.log_format == "text" and config.access_log is False
     assert config.global_rate_limit == RateLimit(180, 180)
     assert config.critical_rate_limit == RateLimit(20, 1200)
     assert config.max_body_size == DEFAULT_MAX_BODY
@@ -72,11 +74,13 @@ def test_values_are_read(tmp_path: Path) -> None:
     config = from_env(env(
         tmp_path, HOST=ANY_HOST, PORT=" 8080 ", WORKERS="4", REDIS_URL="redis://cache:6379/2",
         SECRET_KEY=SECRET, DATABASE_URL="postgres://u:p@db/tollway",
-        TRUSTED_PROXIES="10.0.0.0/8; 192.168.1.1",
+        TRUSTED_PROXIES="10.0.0.0/8; 192.168.1.1", METRICS_ALLOW="127.0.0.1, 10.0.0.0/8,fd00::/8",
         GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="5", CRITICAL_RATE_LIMIT_DURATION="60",
         PUBLIC_URL="https://gw.example.com/", REDIS_KEY_PREFIX="tw:", REDIS_TIMEOUT="0.5",
         REQUEST_HEAD_TIMEOUT="5", REQUEST_BODY_TIMEOUT="600", SHUTDOWN_GRACE="0",
+        LOG_FORMAT="JSON", ACCESS_LOG="yes",
     ))
+    assert config.log_format == "json" and config.access_log is True
     assert (config.host, config.port, config.workers) == (ANY_HOST, 8080, 4)
     assert not config.embedded and config.redis_url == "redis://cache:6379/2"
     assert config.secret_key == SECRET
@@ -84,6 +88,8 @@ def test_values_are_read(tmp_path: Path) -> None:
     assert config.database_kind == "postgres"
     assert config.trusted_proxies == (ipaddress.ip_network("10.0.0.0/8"),
                                       ipaddress.ip_network("192.168.1.1/32"))
+    assert config.metrics_allow == (ipaddress.ip_network("127.0.0.1/32"), ipaddress.ip_network("10.0.0.0/8"),
+                                    ipaddress.ip_network("fd00::/8"))
     assert not config.global_rate_limit.enabled
     assert config.critical_rate_limit == RateLimit(5, 60) and config.critical_rate_limit.enabled
     assert config.public_url == "https://gw.example.com" and config.secure_cookies
@@ -190,6 +196,9 @@ def test_database_urls_get_the_async_driver(tmp_path: Path, raw: str, normalized
     ("REDIS_URL", "127.0.0.1:6379", {"SECRET_KEY": SECRET}),
     ("TRUSTED_PROXIES", "nonsense", {}),
     ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1", {}),
+    ("METRICS_ALLOW", "localhost", {}),
+    ("ACCESS_LOG", "sometimes", {}),
+    ("METRICS_ALLOW", "10.0.0.0/33", {}),
     ("SECRET_KEY", "short", {}),
     ("PUBLIC_URL", "ftp://gw.example.com", {}),
     ("GLOBAL_API_RATE_LIMIT", "lots", {}),

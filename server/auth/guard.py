@@ -106,6 +106,7 @@ class Guard:
         if access in (Access.PUBLIC, Access.API_KEY):
             return
         principal = await self.identity.authenticate(request)
+        logging_setup.user_id.set(principal.id)  # for the request's log lines and its access line
         check_user_header(request, principal)
         if not access.admits(principal.role):
             raise Forbidden("permission denied")

@@ -1,6 +1,7 @@
 """`GET /metrics`, `GET /healthz`, `GET /readyz`: outside `/api` (and its per-IP rate limit), public to the
-guard; `/metrics` checks its own bearer token (`METRICS_TOKEN`) and, without one configured, answers the
-404 of an unknown route (docs/OPERATIONS.md#metrics)."""
+guard; `/metrics` checks its own bearer token (`METRICS_TOKEN`) and client address (`METRICS_ALLOW`) and,
+when either fails or no token is configured, answers the 404 of an unknown route, so a caller cannot tell
+it exists (docs/OPERATIONS.md#metrics)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ bp = Blueprint("observability")
        real_statuses=True)
 async def get_metrics(request: Request) -> HTTPResponse:
     """The Prometheus metrics of this node (every worker and the quota-sync process, summed).
-    Send `Authorization: Bearer <METRICS_TOKEN>`; without it (or with `METRICS_TOKEN` unset, or a wrong
-    token) the answer is the 404 of an unknown route."""
-    body = await services_of(request).observability.scrape(request.headers.get("authorization"))
-    if body is None:  # no token configured, none sent or a wrong one: as if the route did not exist
+    Send `Authorization: Bearer <METRICS_TOKEN>` from an address `METRICS_ALLOW` admits; without it (or
+    with `METRICS_TOKEN` unset, a wrong token, another address) the answer is the 404 of an unknown route."""
+    body = await services_of(request).observability.scrape(request.headers.get("authorization"),
+                                                            request.ctx.client_ip)
+    if body is None:  # not configured, no token or a wrong one, another address: as if it did not exist
         raise NotFound("no such route")
     return raw(body, content_type=metrics.CONTENT_TYPE)
 

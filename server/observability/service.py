@@ -1,4 +1,9 @@
-"""What the operators' routes answer: the metrics scrape (behind `METRICS_TOKEN`) and readiness.
+"""What the operators' routes answer: the metrics scrape (behind `METRICS_TOKEN`, and `METRICS_ALLOW`'s
+client addresses when it is set) and readiness.
+
+The scrape's client address is the one the request pipeline decided (`Guard.identify`: the peer, or the
+hop before the `TRUSTED_PROXIES`), never a header read here: behind a proxy that is not trusted, every
+scrape comes from the proxy's address.
 
 Readiness asks, each within `READY_TIMEOUT` seconds: the database answers and its schema is at the head
 revision this code carries; Redis answers (embedded mode has none to ask); and the quota sync's oldest
@@ -8,6 +13,7 @@ waiting entry is younger than `READY_MAX_SYNC_LAG` seconds. Each check that fail
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 from collections.abc import Awaitable
@@ -35,18 +41,37 @@ class Check(StrEnum):
     QUOTA_SYNC = "quota_sync"
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def address_allowed(client_ip: str, allow: tuple[Network, ...]) -> bool:
+    """Whether `client_ip` is in one of `allow` (empty: every address is). An IPv4 client seen through
+    an IPv6 socket (`::ffff:10.0.0.5`) counts as its IPv4 address; no address (or not an IP) never does."""
+    if not allow:
+        return True
+    try:
+        ip = ipaddress.ip_address(client_ip)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in allow)
+
+
 class ObservabilityService:
     def __init__(self, *, db: Database, backend: Backend, sync: QuotaSync, quota: QuotaEngine, redis: bool,
-                 token: str | None, metrics_dir: Path | None, timeout: float, max_sync_lag: float) -> None:
+                 token: str | None, allow: tuple[Network, ...], metrics_dir: Path | None, timeout: float,
+                 max_sync_lag: float) -> None:
         self.db, self.backend, self.sync, self.quota, self.redis = db, backend, sync, quota, redis
-        self.token, self.metrics_dir = token, metrics_dir
+        self.token, self.allow, self.metrics_dir = token, allow, metrics_dir
         self.timeout, self.max_sync_lag = timeout, max_sync_lag
 
-    async def scrape(self, authorization: str | None) -> bytes | None:
-        """The metrics in the text format, or None when the caller may not read them. The figures of the
-        whole deployment that no process counts as it goes (holds open in the store, the credit outbox)
-        are read first, each within the readiness deadline; one that cannot be read keeps its last value."""
-        if not metrics.authorized(self.token, authorization):
+    async def scrape(self, authorization: str | None, client_ip: str) -> bytes | None:
+        """The metrics in the text format, or None when the caller may not read them: no token configured,
+        none sent or a wrong one, or a client address outside `METRICS_ALLOW`. The figures of the whole
+        deployment that no process counts as it goes (holds open in the store, the credit outbox) are read
+        first, each within the readiness deadline; one that cannot be read keeps its last value."""
+        if not metrics.authorized(self.token, authorization) or not address_allowed(client_ip, self.allow):
             return None
         await self._read_shared_figures()
         return metrics.exposition(self.metrics_dir)

@@ -15,6 +15,7 @@ from core import groups
 from core.enums import KeyStatus
 from core.identity import UserState
 from core.settings import Settings
+from server import logging_setup
 from server.clock import Clock
 from server.components.keys import KeyDirectory, KeyState
 from server.components.options import Options
@@ -68,6 +69,7 @@ async def authenticate(keys: KeyDirectory, users: UserDirectory, options: Option
     key = await keys.lookup(raw) if raw else None
     if key is None or key.deleted:
         raise InvalidApiKey()
+    logging_setup.user_id.set(key.user_id)  # the call's log lines and access line name the key's owner
     now = clock.now_s()
     if key.status == KeyStatus.DISABLED:
         raise TokenDisabled()

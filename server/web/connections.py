@@ -44,7 +44,7 @@ from sanic.http import Stage
 from sanic.log import error_logger
 from sanic.server.protocols.http_protocol import HttpProtocol
 
-from server import metrics
+from server import logging_setup, metrics
 from server.config import Config
 
 SHUTTING_DOWN = "tollway: the server is stopping"
@@ -96,11 +96,12 @@ class ConnectionLimits:
 class Connection(HttpProtocol):
     """Sanic's HTTP/1.1 protocol with whole-request deadlines and a bounded, clean shutdown."""
 
-    __slots__ = ("_body_since", "_cut_at", "_grace_end", "_head_since", "_limits")
+    __slots__ = ("_access_log", "_body_since", "_cut_at", "_grace_end", "_head_since", "_limits")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits = ConnectionLimits.of(self.app.ctx.config)
+        self._access_log: bool = self.app.ctx.config.access_log
         # when the head being received began: the first request's at the opening of the connection
         self._head_since: float | None = monotonic()
         self._body_since: float | None = None  # when the head of the request in progress was complete
@@ -112,6 +113,7 @@ class Connection(HttpProtocol):
         """Sanic calls this as soon as a head is parsed: the body's deadline starts now."""
         self._head_since = None
         self._body_since = monotonic()
+        logging_setup.begin_request()  # the previous request's id and user are not this one's
         try:
             await self.app.handle_request(request)
         finally:
@@ -119,15 +121,21 @@ class Connection(HttpProtocol):
 
     def _count(self, request: Request) -> None:
         """`tollway_http_requests_total` and the duration histogram: by the route's template, every
-        request (the model calls run without the app's middleware, so it is counted here)."""
+        request (the model calls run without the app's middleware, so it is counted here); and its access
+        line when `ACCESS_LOG` asks for one."""
         http = self._http
         if http is None:
             return
         route = request.route
         template = getattr(route.ctx, "path_template", route.path) if route is not None else metrics.UNMATCHED
         response = http.response
-        metrics.observe_http(template, request.method, response.status if response is not None else 500,
-                             perf_counter() - http.perft0)
+        status = response.status if response is not None else 500
+        seconds = perf_counter() - http.perft0
+        metrics.observe_http(template, request.method, status, seconds)
+        if self._access_log:
+            logging_setup.access_line(logging_setup.AccessFields(
+                method=request.method, route=template, status=status, duration_ms=round(seconds * 1000, 3),
+                client_ip=getattr(request.ctx, "client_ip", None)))
 
     def data_received(self, data: bytes) -> None:
         if self._head_since is None:
