@@ -192,6 +192,8 @@ class State:
         state.tasks.start("credit-replay", state.credits.run_forever(credits_stop), stop=credits_stop.set)
         pool_stop = asyncio.Event()
         state.tasks.start("pool-gauges", state._sample_pools(pool_stop), stop=pool_stop.set)
+        flush_stop = asyncio.Event()
+        state.tasks.start("metrics-flush", _flush_metrics(flush_stop), stop=flush_stop.set)
         if state.log_outbox is not None:
             outbox_stop = asyncio.Event()
             state.tasks.start("log-outbox", state.log_outbox.run_forever(outbox_stop), stop=outbox_stop.set)
@@ -247,3 +249,15 @@ class State:
         await self.db.dispose()
         if self.log_db is not self.db:
             await self.log_db.dispose()
+
+
+async def _flush_metrics(stop: asyncio.Event) -> None:
+    """Write the model-call path's buffered counts to the metrics every `FLUSH_INTERVAL` seconds, and once
+    more when the worker stops (server/metrics/tally.py)."""
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), metrics.FLUSH_INTERVAL)
+            metrics.flush()
+    finally:
+        metrics.flush()

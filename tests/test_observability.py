@@ -80,7 +80,9 @@ Series = dict[tuple[tuple[str, str], ...], float]
 
 
 def in_process(name: str, **labels: str) -> float:
-    """A sample of this process's registry (the in-process app's figures), 0 when not counted yet."""
+    """A sample of this process's registry (the in-process app's figures, written out of their buffers
+    first), 0 when not counted yet."""
+    metrics.flush()
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
@@ -294,6 +296,20 @@ async def scrape_of(client: httpx.AsyncClient) -> str:
     return scrape.text
 
 
+async def scrape_when_counted(client: httpx.AsyncClient, workload: Workload, charged: int, quota: float
+                              ) -> str:
+    """Scrape until the figures of `charged` calls are in from every worker (each writes its buffered
+    counts once a second: server/metrics/tally.py), or after a deadline the last scrape, for the
+    assertions to name what differs (an excess never settles: a double count fails too)."""
+    expected = counters(workload, charged, quota)
+    for _ in range(50):
+        body = await scrape_of(client)
+        if all(samples(body, name) == series for name, series in expected.items()):
+            return body
+        await asyncio.sleep(0.2)
+    return body
+
+
 @pytest.mark.slow
 async def test_two_workers_and_the_sync_process_on_mariadb_and_redis(tmp_path: Path) -> None:
     """The workload's counts, summed over both workers and the sync process; then one worker is killed
@@ -310,7 +326,7 @@ async def test_two_workers_and_the_sync_process_on_mariadb_and_redis(tmp_path: P
                     ready = await client.get("/readyz")
                     assert (ready.status_code, ready.text) == (200, "ok")
                     for _ in range(100):  # until the sync process (not a worker) has committed a batch
-                        scrape = await scrape_of(client)
+                        scrape = await scrape_when_counted(client, done, CHARGED, quota)
                         if sum(samples(scrape, "tollway_quota_sync_batch_seconds_count").values()):
                             break
                         await asyncio.sleep(0.2)
@@ -324,8 +340,8 @@ async def test_two_workers_and_the_sync_process_on_mariadb_and_redis(tmp_path: P
                     os.kill(victim, signal.SIGKILL)
                     await asyncio.to_thread(replaced, proc, victim_name, victim)
                     await charged_calls(base_url, done, MORE)
-                    later = await scrape_of(client)
                     more_quota = await charged_so_far(base_url, done)
+                    later = await scrape_when_counted(client, done, CHARGED + MORE, more_quota)
     assert len(failing.received) == CHARGED + MORE and len(gemini.received) == CHARGED + MORE
     assert more_quota > quota
     for name, expected in counters(done, CHARGED + MORE, more_quota).items():

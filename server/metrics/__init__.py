@@ -13,8 +13,10 @@ never lost or counted twice when a worker is restarted: its replacement writes a
 `live…` gauges are dropped by the supervisor (`process_gone`). Without that directory (a test's in-process
 app) the values live in memory.
 
-The hot path pays one dict lookup and one increment per figure: the labelled children are looked up once
-per label set and kept, and every label set is bounded — route templates (never raw paths), the HTTP
+The hot path pays one dict lookup and one addition in memory per figure: the labelled children are looked
+up once per label set and kept, the figures every model call touches are summed in memory and written to
+the multiprocess files once a second (`tally`: a scrape sees another worker's counts up to a second late),
+and every label set is bounded — route templates (never raw paths), the HTTP
 methods we route, the statuses we answer, the models a price was found for, channel ids and types (the
 admin's channels), and enums (`Outcome`, `UpstreamResult`, `DisableReason`, the quota results, `ErrorKind`,
 `SignInFailure`).
@@ -28,7 +30,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 
-from server.metrics import calls, http, infra, quota
+from server.metrics import calls, http, infra, quota, tally
 from server.metrics.calls import (
     OTHER_MODEL,
     DisableReason,
@@ -56,11 +58,13 @@ from server.metrics.infra import (
     sign_in_locked,
 )
 from server.metrics.quota import QUOTA, holds_in_flight, outbox, sync_progress
+from server.metrics.tally import FLUSH_INTERVAL, flush
 
 __all__ = [
-    "CONTENT_TYPE", "DECLARED", "METRICS", "OTHER_MODEL", "QUOTA", "UNMATCHED", "DisableReason", "Outcome",
+    "CONTENT_TYPE", "DECLARED", "FLUSH_INTERVAL", "METRICS", "OTHER_MODEL", "QUOTA", "UNMATCHED",
+    "DisableReason", "Outcome",
     "SignInFailure", "UpstreamResult", "authorized", "auto_disabled", "auto_enabled", "cache_reload",
-    "charged", "count_call", "db_error", "db_pool", "exposition", "holds_in_flight", "observe_http",
+    "charged", "count_call", "db_error", "db_pool", "exposition", "flush", "holds_in_flight", "observe_http",
     "outbox", "payment_webhook", "process_gone", "provider_label", "redis_error", "result_of_status",
     "retried", "sign_in_failed", "sign_in_locked", "sync_progress", "upstream_attempt", "upstream_done",
 ]
@@ -121,6 +125,7 @@ def authorized(token: str | None, authorization: str | None) -> bool:
 def exposition(directory: Path | None) -> bytes:
     """The text format of every metric: summed over the node's processes when `directory` (the
     multiprocess directory of `tollway serve`) is set, else this process's own."""
+    tally.flush()  # this process's own figures are current; the other processes' at most a flush late
     if directory is None:
         return generate_latest(REGISTRY)
     registry = CollectorRegistry()

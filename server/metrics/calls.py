@@ -9,6 +9,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from core.enums import ChannelType
+from server.metrics.tally import BufferedCounter, BufferedHistogram
 
 
 class Outcome(StrEnum):
@@ -58,8 +59,7 @@ CHANNEL_AUTO_ENABLES = Counter("tollway_channel_auto_enables",
 METRICS = (MODEL_CALLS, UPSTREAM_REQUESTS, UPSTREAM_DURATION, UPSTREAM_TTFB, MODEL_CALL_RETRIES, TOKENS,
            QUOTA_CHARGED, CHANNEL_AUTO_DISABLES, CHANNEL_AUTO_ENABLES)
 
-_calls: dict[tuple[str, int, int, Outcome], Any] = {}
-
+_calls: dict[tuple[str, int, int, Outcome], BufferedCounter] = {}
 
 
 def count_call(model: str, outcome: Outcome, channel_type: int = 0, channel_id: int = 0) -> None:
@@ -68,8 +68,9 @@ def count_call(model: str, outcome: Outcome, channel_type: int = 0, channel_id: 
     key = (model, channel_type, channel_id, outcome)
     child = _calls.get(key)
     if child is None:
-        child = _calls[key] = MODEL_CALLS.labels(model, provider_label(channel_type) if channel_id else "",
-                                                 str(channel_id) if channel_id else "", outcome.value)
+        child = _calls[key] = BufferedCounter(MODEL_CALLS.labels(
+            model, provider_label(channel_type) if channel_id else "", str(channel_id) if channel_id else "",
+            outcome.value))
     child.inc()
 
 
@@ -115,10 +116,10 @@ def result_of_status(status: int) -> UpstreamResult:
     return UpstreamResult.HTTP_OTHER
 
 
-_attempts: dict[tuple[int, int, UpstreamResult], Any] = {}
-_providers: dict[int, tuple[Any, Any]] = {}
-_retries: dict[str, Any] = {}
-_charges: dict[str, tuple[Any, Any, Any]] = {}
+_attempts: dict[tuple[int, int, UpstreamResult], BufferedCounter] = {}
+_providers: dict[int, tuple[BufferedHistogram, BufferedHistogram]] = {}
+_retries: dict[str, BufferedCounter] = {}
+_charges: dict[str, tuple[BufferedCounter, BufferedCounter, BufferedCounter]] = {}
 _disables: dict[DisableReason, Any] = {}
 
 
@@ -126,7 +127,8 @@ def _timings(channel_type: int) -> tuple[Any, Any]:
     children = _providers.get(channel_type)
     if children is None:
         label = provider_label(channel_type)
-        children = _providers[channel_type] = (UPSTREAM_DURATION.labels(label), UPSTREAM_TTFB.labels(label))
+        children = _providers[channel_type] = (BufferedHistogram(UPSTREAM_DURATION.labels(label)),
+                                                BufferedHistogram(UPSTREAM_TTFB.labels(label)))
     return children
 
 
@@ -137,8 +139,8 @@ def upstream_attempt(channel_type: int, channel_id: int, result: UpstreamResult,
     key = (channel_type, channel_id, result)
     child = _attempts.get(key)
     if child is None:
-        child = _attempts[key] = UPSTREAM_REQUESTS.labels(provider_label(channel_type), str(channel_id),
-                                                          result.value)
+        child = _attempts[key] = BufferedCounter(
+            UPSTREAM_REQUESTS.labels(provider_label(channel_type), str(channel_id), result.value))
     child.inc()
     duration, first_byte = _timings(channel_type)
     if ttfb is not None:
@@ -156,7 +158,7 @@ def retried(model: str) -> None:
     """A model call makes another attempt (`model`: one with a price)."""
     child = _retries.get(model)
     if child is None:
-        child = _retries[model] = MODEL_CALL_RETRIES.labels(model)
+        child = _retries[model] = BufferedCounter(MODEL_CALL_RETRIES.labels(model))
     child.inc()
 
 
@@ -164,8 +166,9 @@ def charged(model: str, input_tokens: int, output_tokens: int, quota: int) -> No
     """A model call was charged `quota` units for its tokens (`model`: one with a price)."""
     children = _charges.get(model)
     if children is None:
-        children = _charges[model] = (TOKENS.labels(model, "input"), TOKENS.labels(model, "output"),
-                                      QUOTA_CHARGED.labels(model))
+        children = _charges[model] = (BufferedCounter(TOKENS.labels(model, "input")),
+                                      BufferedCounter(TOKENS.labels(model, "output")),
+                                      BufferedCounter(QUOTA_CHARGED.labels(model)))
     children[0].inc(input_tokens)
     children[1].inc(output_tokens)
     children[2].inc(quota)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import platform
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from server.metrics.tally import BufferedCounter, BufferedHistogram
 
 UNMATCHED = "unmatched"
 """The route label of a request no route matched (its raw path is never a label)."""
@@ -32,9 +33,7 @@ def _version() -> str:
 
 BUILD_INFO.labels(_version(), platform.python_version()).set(1)
 
-BUILD_INFO.labels(_version(), platform.python_version()).set(1)
-
-_http: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+_http: dict[tuple[str, str, int], tuple[BufferedCounter, BufferedHistogram]] = {}
 
 def observe_http(route: str, method: str, status: int, seconds: float) -> None:
     """One request answered: `route` is the route's template (or `UNMATCHED`)."""
@@ -43,8 +42,8 @@ def observe_http(route: str, method: str, status: int, seconds: float) -> None:
     key = (route, method, status)
     children = _http.get(key)
     if children is None:
-        children = _http[key] = (HTTP_REQUESTS.labels(route, method, str(status)),
-                                 HTTP_DURATION.labels(route, method))
+        children = _http[key] = (BufferedCounter(HTTP_REQUESTS.labels(route, method, str(status))),
+                                 BufferedHistogram(HTTP_DURATION.labels(route, method)))
     children[0].inc()
     children[1].observe(seconds)
 

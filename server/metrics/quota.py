@@ -13,6 +13,7 @@ import time
 from prometheus_client import Counter, Gauge, Histogram
 
 from quota.observer import ReserveResult, SettleResult
+from server.metrics.tally import BufferedCounter, BufferedHistogram
 
 SYNC_BACKLOG = Gauge("tollway_quota_sync_backlog", "Entries waiting in the quota store for the sync",
                      multiprocess_mode="livemax")
@@ -46,19 +47,21 @@ METRICS = (SYNC_BACKLOG, SYNC_LAG, SYNC_BATCH, RESERVATIONS, RESERVATION_SECONDS
 
 class QuotaMetrics:
     """The quota engine's observer (quota/observer.py): one increment and one observation per step, on
-    children looked up once."""
+    children looked up once and buffered (server/metrics/tally.py)."""
 
     def __init__(self) -> None:
-        self._reserved = {result: RESERVATIONS.labels(result.value) for result in ReserveResult}
-        self._settled = {result: SETTLEMENTS.labels(result.value) for result in SettleResult}
+        self._reserved = {r: BufferedCounter(RESERVATIONS.labels(r.value)) for r in ReserveResult}
+        self._settled = {r: BufferedCounter(SETTLEMENTS.labels(r.value)) for r in SettleResult}
+        self._reserve_seconds = BufferedHistogram(RESERVATION_SECONDS)
+        self._settle_seconds = BufferedHistogram(SETTLEMENT_SECONDS)
 
     def reserved(self, result: ReserveResult, seconds: float) -> None:
         self._reserved[result].inc()
-        RESERVATION_SECONDS.observe(seconds)
+        self._reserve_seconds.observe(seconds)
 
     def settled(self, result: SettleResult, seconds: float) -> None:
         self._settled[result].inc()
-        SETTLEMENT_SECONDS.observe(seconds)
+        self._settle_seconds.observe(seconds)
 
     def swept(self, count: int) -> None:
         HOLDS_SWEPT.inc(count)
