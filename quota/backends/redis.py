@@ -47,8 +47,8 @@ slot and follows MOVED and ASK redirections. What differs:
   pub/sub (SPUBLISH) would confine a channel to one shard — cheaper for many busy channels, but this is
   one quiet channel that every worker must hear, and a shard's subscriptions are dropped on every slot
   migration.
-- The pipelined connection (`redis_pipe.RedisPipe`) talks to one server: on a cluster the scripts go
-  through redis-py's cluster client.
+- The scripts are pipelined as on one server, on a connection per master (`redis_pipe.ClusterPipes`);
+  a redirection hands the call to redis-py's cluster client, which follows it.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
-from quota.backends.redis_pipe import RedisPipe
+from quota.backends.redis_pipe import ClusterPipes, RedisPipe
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
@@ -181,7 +181,7 @@ class LuaScript:
     (redis-py's `Script` goes through `evalsha`, whose deprecation-checking wrapper and per-call import
     cost about a tenth of a reserve + settle pair — measured with `scripts/bench_quota.py` and py-spy.)"""
 
-    def __init__(self, client: Client, source: str, pipe: RedisPipe | None = None) -> None:
+    def __init__(self, client: Client, source: str, pipe: RedisPipe | ClusterPipes | None = None) -> None:
         self.client = client
         self.run: Callable[..., Coroutine[Any, Any, Any]] = (
             pipe.execute if pipe is not None else client.execute_command)
@@ -209,6 +209,11 @@ class _Cluster(RedisCluster):
         if self._initialize:
             await self.initialize()
         return await super().execute_command(*args, **kwargs)
+
+    def stale(self) -> None:
+        """The slot map may be out of date (a connection to a node broke): learn it before the next
+        command."""
+        self._initialize = True
 
 
 class RedisBackend:
@@ -244,9 +249,10 @@ class RedisBackend:
             self.db = int(pool.connection_kwargs.get("db") or 0)  # the database `REDIS_URL` selects
             # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
             # connection of their own
-            self.pipe = RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None
+            self.pipe: RedisPipe | ClusterPipes | None = (
+            RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None)
         else:
-            self.client = _Cluster(
+            cluster = _Cluster(
                 startup_nodes=[ClusterNode(host, port) for host, port in nodes],
                 decode_responses=True,
                 socket_timeout=None,  # deadlines come from `_guard`
@@ -256,8 +262,10 @@ class RedisBackend:
                 retry=Retry(NoBackoff(), 0),  # no blind retries: see the module docstring
                 maint_notifications_config=MaintNotificationsConfig(enabled=False),
             )
+            self.client = cluster
             self.db = 0  # a cluster has database 0 only
-            self.pipe = None
+            # the scripts pipelined as on one server, on a connection per master
+            self.pipe = ClusterPipes(cluster, connect_timeout=timeout, stale=cluster.stale)
         self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))
