@@ -245,13 +245,18 @@ def cluster_backend(request: pytest.FixtureRequest, *, one_slot: bool = False, *
 def own_cluster(directory: Path) -> Iterator[Cluster]:
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         unavailable("redis cluster", "redis-server or redis-cli is not installed")
-    directory.mkdir(parents=True, exist_ok=True)
-    cluster = Cluster(directory)
+    cluster = Cluster(directory / "1")
     try:
         try:
             cluster.start()
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-            unavailable("redis cluster", exc)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            # a port found free was taken meanwhile by another test run: once more, on other ports
+            cluster.stop()
+            cluster = Cluster(directory / "2")
+            try:
+                cluster.start()
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                unavailable("redis cluster", exc)
         yield cluster
     finally:
         cluster.stop()
