@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from models.db import Database, DatabaseUnavailable
 from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend
 from server.config import Config, ConfigError, load
 from server.logging_setup import announce
+from server.redis_client import redis_backend, refuse_cluster_quota
 
 if TYPE_CHECKING:
     from sanic import Sanic
@@ -63,15 +63,19 @@ async def _migrate(config: Config) -> None:
 
 
 async def _check_redis(config: Config) -> None:
-    if not config.redis_url:
+    backend = redis_backend(config)
+    if backend is None:
         return
-    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
     try:
         await backend.ping()
     except BackendUnavailable:
-        raise StartupError("cannot connect to Redis at REDIS_URL (is it running?)") from None
+        raise StartupError(f"cannot connect to Redis at {config.redis_setting} (is it running?)") from None
     finally:
         await backend.close()
+    try:
+        refuse_cluster_quota(config)
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from None
 
 
 async def _setup_pending(config: Config) -> bool:
@@ -177,7 +181,7 @@ def _serve_with(config: Config) -> None:
              if pending else "Setup complete.")
 
     sync: Helper | None = None
-    if config.redis_url and config.quota_sync_in_server and config.quota_sync_process:
+    if not config.embedded and config.quota_sync_in_server and config.quota_sync_process:
         config = replace(config, quota_sync_in_server=False)  # the workers leave it to the process below
         sync = Helper("quota sync", [sys.executable, "-m", "server.cli", "quota-sync"],
                       gone=partial(metrics.process_gone, directory=config.metrics_dir))
@@ -218,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tollway", description="Tollway AI gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--workers", type=int, help="worker processes (more than 1 needs REDIS_URL)")
+    serve.add_argument("--workers", type=int,
+                       help="worker processes (more than 1 needs REDIS_URL or REDIS_CLUSTER_NODES)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     sub.add_parser("migrate", help="bring the database schema up to date")
@@ -232,8 +237,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         config = load()
         if args.command == "serve":
-            if args.workers is not None and args.workers > 1 and not config.redis_url:
-                _fail("--workers > 1 needs REDIS_URL: embedded mode runs exactly one process", 2)
+            if args.workers is not None and args.workers > 1 and config.embedded:
+                _fail("--workers > 1 needs REDIS_URL or REDIS_CLUSTER_NODES: embedded mode runs exactly one "
+                      "process", 2)
             config = replace(config, workers=args.workers or config.workers,
                              host=args.host or config.host,
                              port=args.port if args.port is not None else config.port)

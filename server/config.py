@@ -67,6 +67,8 @@ class Config:
     data_dir: Path
     log_database_url: str | None = None
     redis_url: str | None = None
+    # a Redis Cluster instead of one server: seed nodes (host, port); the client discovers the others
+    redis_cluster_nodes: tuple[tuple[str, int], ...] = ()
     redis_prefix: str = "tollway:"
     # how long one Redis command may take (connect included) before the call answers 503; it is time on
     # the worker's event loop, so a worker saturated with work also runs into it
@@ -118,7 +120,12 @@ class Config:
     @property
     def embedded(self) -> bool:
         """No Redis: one process, in-process engine."""
-        return self.redis_url is None
+        return self.redis_url is None and not self.redis_cluster_nodes
+
+    @property
+    def redis_setting(self) -> str:
+        """The variable that names this deployment's Redis (for messages)."""
+        return "REDIS_CLUSTER_NODES" if self.redis_cluster_nodes else "REDIS_URL"
 
     @property
     def database_kind(self) -> str:
@@ -194,6 +201,21 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name}: {raw!r} is not a boolean (use true or false)")
 
 
+def _cluster_nodes(raw: str) -> tuple[tuple[str, int], ...]:
+    """`REDIS_CLUSTER_NODES`: `host:port,host:port,…` (an IPv6 host in brackets: `[::1]:7000`)."""
+    nodes: list[tuple[str, int]] = []
+    for part in raw.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"REDIS_CLUSTER_NODES: {part!r} is not host:port")
+        nodes.append((host, int(port)))
+    return tuple(nodes)
+
+
 def _networks(name: str, raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     """A comma (or semicolon) separated list of IP addresses and CIDRs; empty: none."""
     nets = []
@@ -258,7 +280,13 @@ def from_env(env: Mapping[str, str]) -> Config:
     if redis_url is not None and urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
         raise ConfigError("REDIS_URL: expected redis://host:port/db, rediss://… or unix://…")
 
-    needs_secret = redis_url is not None or (database_url and database_kind(database_url) != "sqlite")
+    cluster_nodes = _cluster_nodes(env.get("REDIS_CLUSTER_NODES", ""))
+    if cluster_nodes and redis_url is not None:
+        raise ConfigError("REDIS_CLUSTER_NODES: set either REDIS_URL (one Redis server) or "
+                          "REDIS_CLUSTER_NODES (a Redis Cluster), not both")
+    uses_redis = redis_url is not None or bool(cluster_nodes)
+
+    needs_secret = uses_redis or (database_url and database_kind(database_url) != "sqlite")
     secret_key = env.get("SECRET_KEY", "").strip()
     if secret_key and len(secret_key) < 16:
         raise ConfigError("SECRET_KEY: too short (use at least 16 characters, e.g. `openssl rand -hex 32`)")
@@ -272,7 +300,8 @@ def from_env(env: Mapping[str, str]) -> Config:
         database_url = f"sqlite+aiosqlite:///{(data_dir / 'tollway.db').resolve()}"
     if not secret_key:
         if needs_secret:
-            raise ConfigError("SECRET_KEY: required when REDIS_URL or a server database is configured")
+            raise ConfigError("SECRET_KEY: required when Redis (REDIS_URL, REDIS_CLUSTER_NODES) or a server "
+                              "database is configured")
         secret_key = _embedded_secret(data_dir)
 
     public_url = env.get("PUBLIC_URL", "").strip().rstrip("/")
@@ -280,8 +309,9 @@ def from_env(env: Mapping[str, str]) -> Config:
         raise ConfigError("PUBLIC_URL: expected an http(s) URL")
 
     workers = _int(env, "WORKERS", 1, 1, 256)
-    if workers > 1 and redis_url is None:
-        raise ConfigError("WORKERS: more than one worker needs REDIS_URL (embedded mode is one process)")
+    if workers > 1 and not uses_redis:
+        raise ConfigError("WORKERS: more than one worker needs REDIS_URL or REDIS_CLUSTER_NODES (embedded "
+                          "mode is one process)")
 
     prefix = env.get("REDIS_KEY_PREFIX", "tollway:")
     level = env.get("LOG_LEVEL", "INFO").strip().upper() or "INFO"
@@ -304,6 +334,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         database_url=database_url,
         log_database_url=log_database_url,
         redis_url=redis_url,
+        redis_cluster_nodes=cluster_nodes,
         redis_prefix=prefix,
         redis_timeout=_float(env, "REDIS_TIMEOUT", 2.0, 0.05, 60.0),
         secret_key=secret_key,

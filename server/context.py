@@ -22,7 +22,6 @@ from models.sessions import SessionRepository
 from quota.backends.base import Backend, KeyValue
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
@@ -40,6 +39,7 @@ from server.config import Config
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
 from server.logs.outbox import LogOutboxMover
+from server.redis_client import redis_backend, refuse_cluster_quota
 from server.upstream.client import Upstream
 
 log = logging.getLogger("tollway")
@@ -127,6 +127,7 @@ class State:
     @classmethod
     async def open(cls, config: Config, clock: Clock | None = None) -> State:
         clock = clock or Clock()
+        refuse_cluster_quota(config)
         logs_url = config.separate_logs_url
         db = Database(config.database_url, logs_elsewhere=logs_url is not None, on_error=metrics.db_error)
         log_db = Database(logs_url, on_error=metrics.db_error) if logs_url else db
@@ -134,11 +135,10 @@ class State:
         sessions: SessionStore
         kv: KeyValue
         store: QuotaStore
-        if config.redis_url:
-            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
-                                         on_error=metrics.redis_error)
-            backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
-            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
+        redis = redis_backend(config, on_error=metrics.redis_error)
+        if redis is not None:
+            backend, sessions, kv = redis, RedisSessionStore(redis), redis
+            store = RedisQuotaStore(redis, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
             memory = MemoryBackend()
             backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)
@@ -180,7 +180,7 @@ class State:
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process
             state.tasks.start("quota-sync", state.quota_sync.run_forever(), stop=state.quota_sync.stop)
         sweeper_stop = asyncio.Event()
-        if not config.redis_url:
+        if config.embedded:
             purge_stop = asyncio.Event()
             state.tasks.start("session-purge", state._purge_sessions(purge_stop), stop=purge_stop.set)
         state.tasks.start("quota-sweeper",

@@ -18,7 +18,6 @@ import sys
 from models.db import Database, DatabaseUnavailable
 from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.sync import QuotaSync
 from server import metrics
@@ -26,6 +25,7 @@ from server.clock import Clock
 from server.config import Config, ConfigError, load
 from server.credits import kill_self
 from server.logging_setup import announce, configure
+from server.redis_client import redis_backend, refuse_cluster_quota
 
 log = logging.getLogger("tollway.quota_sync")
 
@@ -36,14 +36,14 @@ preempt a worker's calls on a shared core."""
 
 
 async def run(config: Config, *, once: bool = False) -> None:
-    if not config.redis_url:
+    refuse_cluster_quota(config)
+    backend = redis_backend(config, on_error=metrics.redis_error)
+    if backend is None:
         raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")
     logs_url = config.separate_logs_url
     db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None,
                   on_error=metrics.db_error)
     log_db = Database(logs_url, pool_size=2, on_error=metrics.db_error) if logs_url else None
-    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
-                           on_error=metrics.redis_error)
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
     sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
@@ -55,7 +55,7 @@ async def run(config: Config, *, once: bool = False) -> None:
         try:
             await backend.ping()
         except BackendUnavailable:
-            raise ConfigError("REDIS_URL: cannot connect to Redis (is it running?)") from None
+            raise ConfigError(f"{config.redis_setting}: cannot connect to Redis (is it running?)") from None
         if once:
             await sync.drain()
             return

@@ -24,6 +24,7 @@ from models.schema import metadata
 from tests.fakes.fixtures import gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
 from tests.harness import Running, make_config, serve
 from tests.mail import mail_app, smtp  # noqa: F401  (fixtures, by name)
+from tests.redis_cluster import Cluster, own_cluster
 from tests.services import (
     REDIS_URL,
     create_database,
@@ -120,6 +121,23 @@ async def redis_prefix() -> AsyncIterator[str]:
     prefix = f"twtest:{secrets.token_hex(4)}:"
     yield prefix
     await redis_purge(prefix)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One Redis Cluster (three masters, one replica each) for the whole session, started on first use
+    (tests/redis_cluster.py); the tests on it keep to their own key prefix (`cluster_prefix`)."""
+    with own_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_prefix(redis_cluster: Cluster) -> Iterator[str]:
+    """A fresh key prefix on the session's Redis Cluster; its keys are deleted afterwards. (Not async, so
+    that an async fixture may ask for it with `request.getfixturevalue`.)"""
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    yield prefix
+    run_blocking(redis_cluster.purge(prefix))
 
 
 @dataclass

@@ -99,6 +99,14 @@ def test_values_are_read(tmp_path: Path) -> None:
 
 # ---- the embedded secret -----------------------------------------------------------------------------
 
+def test_cluster_nodes_are_read_as_seeds_and_leave_embedded_mode(tmp_path: Path) -> None:
+    config = from_env(env(tmp_path, SECRET_KEY=SECRET, WORKERS="4",
+                          REDIS_CLUSTER_NODES=" 10.0.0.1:7000, cache-2:7001 ,[::1]:7002"))
+    assert config.redis_cluster_nodes == (("10.0.0.1", 7000), ("cache-2", 7001), ("::1", 7002))
+    assert config.redis_url is None and not config.embedded and config.workers == 4
+    assert config.redis_setting == "REDIS_CLUSTER_NODES"
+
+
 def test_embedded_secret_is_made_once_with_0600_and_reused(tmp_path: Path) -> None:
     first = from_env(env(tmp_path))
     path = tmp_path / "data" / SECRET_FILE_NAME
@@ -140,6 +148,7 @@ def test_an_unreadable_secret_file_is_a_config_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("extra", [
     {"REDIS_URL": "redis://127.0.0.1:6379/0"},
+    {"REDIS_CLUSTER_NODES": "127.0.0.1:7000"},
     {"DATABASE_URL": "mysql://root@127.0.0.1/tollway"},
     {"DATABASE_URL": "postgresql://postgres@127.0.0.1/tollway"},
 ])
@@ -194,6 +203,10 @@ def test_database_urls_get_the_async_driver(tmp_path: Path, raw: str, normalized
     ("LOG_DATABASE_URL", "mysql+pymysql://u@db/tw", {}),
     ("REDIS_URL", "http://127.0.0.1:6379", {"SECRET_KEY": SECRET}),
     ("REDIS_URL", "127.0.0.1:6379", {"SECRET_KEY": SECRET}),
+    ("REDIS_CLUSTER_NODES", "127.0.0.1", {"SECRET_KEY": SECRET}),
+    ("REDIS_CLUSTER_NODES", "127.0.0.1:7000,cache:port", {"SECRET_KEY": SECRET}),
+    ("REDIS_CLUSTER_NODES", "cache:70000", {"SECRET_KEY": SECRET}),
+    ("REDIS_CLUSTER_NODES", "127.0.0.1:7000", {"SECRET_KEY": SECRET, "REDIS_URL": "redis://cache:6379/0"}),
     ("TRUSTED_PROXIES", "nonsense", {}),
     ("TRUSTED_PROXIES", "10.0.0.0/8, 300.1.1.1", {}),
     ("METRICS_ALLOW", "localhost", {}),

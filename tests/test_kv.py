@@ -28,6 +28,7 @@ from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
 from tests.conftest import REDIS_URL, fresh_database
 from tests.harness import add_user, make_config, serve
+from tests.redis_cluster import cluster_backend
 
 
 class FakeTime:
@@ -44,7 +45,7 @@ class Subject:
     advance: Callable[[float], Awaitable[None]]  # let `seconds` pass for the store
 
 
-@pytest.fixture(params=["memory", "redis", "sqlite", "mariadb", "postgres"])
+@pytest.fixture(params=["memory", "redis", "cluster", "sqlite", "mariadb", "postgres"])
 async def subject(request: pytest.FixtureRequest, databases: Any, redis_prefix: str
                   ) -> AsyncIterator[Subject]:
     time = FakeTime()
@@ -54,8 +55,9 @@ async def subject(request: pytest.FixtureRequest, databases: Any, redis_prefix: 
 
     if request.param == "memory":
         yield Subject(MemoryBackend(clock=time), shift)
-    elif request.param == "redis":
-        backend = RedisBackend(REDIS_URL, redis_prefix)
+    elif request.param in ("redis", "cluster"):
+        backend = (cluster_backend(request) if request.param == "cluster"
+                   else RedisBackend(REDIS_URL, redis_prefix))
         try:
             yield Subject(backend, asyncio.sleep)  # Redis keeps its own time: the TTLs below are short
         finally:

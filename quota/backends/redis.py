@@ -21,6 +21,34 @@ Pub/sub channels are named `<prefix><name>:db<n>`, `n` the database number of `R
 a message to every subscriber of the channel name on the whole server, whatever database either side
 selected, so without the number two deployments on one server (different databases, the same prefix)
 would hear each other's broadcasts. The key prefix and the database together are what a deployment is.
+
+On a Redis Cluster (`RedisBackend(nodes=…)`, `REDIS_CLUSTER_NODES`) the client is redis-py's asyncio
+`RedisCluster`: it finds the other nodes from the seeds, sends each command to the master of its key's
+slot and follows MOVED and ASK redirections. What differs:
+
+- One atomic step (a Lua script, a MULTI) must touch one slot. The keys that are changed together share a
+  hash tag, declared once in `SLOT_GROUPS` (`key()` applies it on a cluster only, so a single Redis keeps
+  its key names): the version counters and the records' shared copies (`set_text_if_version` compares
+  one with the other), a user's sessions and their index, the e-mail sending limits (per IP and per
+  address, checked together; rare). The limits of one `gcra_many` must share a slot: the caller tags
+  them (the API limits of one IP: `rl:api:{<ip>}`), and limits in several slots are refused with a
+  ValueError (a bug, not a Redis fault).
+- redis-py's own cluster retries are off (`Retry(NoBackoff(), 0)`): after a connection error it would
+  run any command again, and a charge must not run twice. A broken connection marks the topology stale;
+  the next command rediscovers it (a failover: the promoted replica). The `@idempotent` calls are
+  retried as on one server — also after CLUSTERDOWN or TRYAGAIN, replies of a command that did not run —
+  with a short pause, until the deadline; the others answer `BackendUnavailable`.
+- Scripts are called by SHA on the node that serves their keys; a node that does not know one (a
+  promoted replica: SCRIPT LOAD is not replicated) answers NOSCRIPT, and the script is loaded on every
+  master and called again (`LuaScript`).
+- Broadcasts use classic PUBLISH/SUBSCRIBE: the cluster bus delivers a message to the subscribers on
+  every node, so a worker may listen on any node, and a failover of that node only breaks its
+  connection (it resubscribes, and reloads what it may have missed, as after a Redis restart). Sharded
+  pub/sub (SPUBLISH) would confine a channel to one shard — cheaper for many busy channels, but this is
+  one quiet channel that every worker must hear, and a shard's subscriptions are dropped on every slot
+  migration.
+- The scripts are pipelined as on one server, on a connection per master (`redis_pipe.ClusterPipes`);
+  a redirection hands the call to redis-py's cluster client, which follows it.
 """
 
 from __future__ import annotations
@@ -33,7 +61,19 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
-from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError, RedisError
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as LostConnection
 from redis.exceptions import TimeoutError as RedisTimeout
 from redis.maint_notifications import MaintNotificationsConfig
@@ -48,12 +88,20 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
-from quota.backends.redis_pipe import RedisPipe
+from quota.backends.redis_pipe import ClusterPipes, RedisPipe
 from quota.observer import ErrorKind, ErrorObserver, ignore_error
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Client = aioredis.Redis | RedisCluster
+
+# On a cluster, the names (after the prefix) that must share a slot with others, and their hash tag:
+# `set_text_if_version` reads the version counters and writes a record's copy in one script; a session,
+# its user's index and a rotated session change in one MULTI.
+SLOT_GROUPS: tuple[tuple[str, str], ...] = (("ver", "ver"), ("rec:", "ver"), ("session:", "session"),
+                                            ("email_send:", "email_send"))
+CLUSTER_RETRY_PAUSE = 0.1  # seconds between two attempts of an idempotent call on a cluster
 
 
 def _lost_connection(exc: BaseException) -> bool:
@@ -72,25 +120,43 @@ def error_kind(exc: BaseException) -> ErrorKind:
     return ErrorKind.OTHER
 
 
+def _cluster_in_flux(exc: BaseException) -> bool:
+    """A cluster reply of a command that did not run: the slot's master is failing over (CLUSTERDOWN),
+    not yet known (a stale slot map) or its keys are being migrated (TRYAGAIN)."""
+    return isinstance(exc, (ClusterDownError, SlotNotCoveredError, TryAgainError))
+
+
 def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:
     @wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         # the object the method is called on (the backend, or a store built on it) carries the backend's
-        # deadline and error observer as `timeout` and `on_error`
-        timeout = getattr(args[0], "timeout", None) if args else None
+        # deadline, error observer and kind as `timeout`, `on_error` and `cluster`
+        owner = args[0] if args else None
+        timeout = getattr(owner, "timeout", None)
+        cluster = bool(getattr(owner, "cluster", False))
         try:
             async with asyncio.timeout(timeout):
                 try:
                     return await fn(*args, **kwargs)
-                except (RedisError, OSError) as exc:
-                    if not (retry and _lost_connection(exc)):
+                except (RedisError, RedisClusterException, OSError) as exc:
+                    if not (retry and (_lost_connection(exc) or _cluster_in_flux(exc))):
                         raise
-                # redis-py dropped the broken connection; the pool hands out connected ones only (a
-                # closed one is replaced when taken), so the second attempt runs on a fresh connection.
-                return await fn(*args, **kwargs)
-        except (TimeoutError, RedisError, OSError) as exc:
-            getattr(args[0], "on_error", ignore_error)(error_kind(exc))
-            raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}") from exc
+                if not cluster:
+                    # redis-py dropped the broken connection; the pool hands out connected ones only (a
+                    # closed one is replaced when taken), so the second attempt runs on a fresh connection.
+                    return await fn(*args, **kwargs)
+                while True:  # a failover takes seconds: try again until the deadline (module docstring)
+                    await asyncio.sleep(CLUSTER_RETRY_PAUSE)
+                    try:
+                        return await fn(*args, **kwargs)
+                    except (RedisError, RedisClusterException, OSError) as exc:
+                        if not (_lost_connection(exc) or _cluster_in_flux(exc)):
+                            raise
+        except (TimeoutError, RedisError, RedisClusterException, OSError) as exc:
+            # (RedisClusterException: no node of the cluster could be reached, or a bug: keys of one
+            # step in several slots; the message names it)
+            getattr(owner, "on_error", ignore_error)(error_kind(exc))
+            raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}: {exc}"[:300]) from exc
 
     return wrapper
 
@@ -129,7 +195,7 @@ class LuaScript:
     (redis-py's `Script` goes through `evalsha`, whose deprecation-checking wrapper and per-call import
     cost about a tenth of a reserve + settle pair — measured with `scripts/bench_quota.py` and py-spy.)"""
 
-    def __init__(self, client: aioredis.Redis, source: str, pipe: RedisPipe | None = None) -> None:
+    def __init__(self, client: Client, source: str, pipe: RedisPipe | ClusterPipes | None = None) -> None:
         self.client = client
         self.run: Callable[..., Coroutine[Any, Any, Any]] = (
             pipe.execute if pipe is not None else client.execute_command)
@@ -140,40 +206,83 @@ class LuaScript:
         try:
             return await self.run("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
+            # on a cluster, SCRIPT LOAD goes to every master (redis-py's default for it)
             self.sha = await self.client.script_load(self.source)
             return await self.run("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-class RedisBackend:
-    """`on_error` (quota/observer.py) is told the kind of every failed call, by this backend and by the
-    stores built on it (each counted once, after its retry if it had one)."""
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, whose topology is (re)learned before a command is routed, not during.
 
-    def __init__(self, url: str, prefix: str = "tollway:", *, timeout: float = 2.0,
-                 max_connections: int = 64, on_error: ErrorObserver = ignore_error) -> None:
+    A client that did not know the topology yet (new, or after a connection error marked it stale)
+    and was given several commands at once failed some of them with `Connection closed by server` —
+    measured: 4 to 13 of 20 concurrent INCRs on a new client (redis-py 8.1), none once initialized. So
+    every command first waits for the (one, locked) initialization."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self._initialize:
+            await self.initialize()
+        return await super().execute_command(*args, **kwargs)
+
+    def stale(self) -> None:
+        """The slot map may be out of date (a connection to a node broke): learn it before the next
+        command."""
+        self._initialize = True
+
+
+class RedisBackend:
+    """One Redis server (`url`, `REDIS_URL`) or a Redis Cluster (`nodes`, a few seeds of it:
+    `REDIS_CLUSTER_NODES`). `on_error` (quota/observer.py) is told the kind of every failed call, by this
+    backend and by the stores built on it (each counted once, after its retries if it had any)."""
+
+    def __init__(self, url: str | None = None, prefix: str = "tollway:", *, timeout: float = 2.0,
+                 max_connections: int = 64, nodes: Sequence[tuple[str, int]] = (),
+                 on_error: ErrorObserver = ignore_error) -> None:
+        if (url is None) == (not nodes):
+            raise ValueError("RedisBackend: give either a url or cluster nodes")
         self.prefix = prefix
         self.timeout = timeout
         self.on_error = on_error
-        # A blocking pool: when every connection is busy a command waits for one (within the `_guard`
-        # deadline) instead of failing at once with MaxConnectionsError, as the default pool does —
-        # measured: 9 of 5,464 calls answered 503 at 64 concurrent callers before this.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=None,  # deadlines come from `_guard` (see there)
-            socket_connect_timeout=timeout,
-            health_check_interval=30,
-            max_connections=max_connections,
-            timeout=None,  # the wait is bounded by `_guard`
-            # redis-py 8 skips its check for connections the server closed (the pool replaces them when
-            # they are taken) while RESP3 maintenance notifications are on, which they are by default;
-            # after a Redis restart every pooled connection then failed once. We use none of them.
-            maint_notifications_config=MaintNotificationsConfig(enabled=False),
-        )
-        self.client: aioredis.Redis = aioredis.Redis(connection_pool=pool)
-        self.db = int(pool.connection_kwargs.get("db") or 0)  # the database `REDIS_URL` selects
-        # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
-        # connection of their own
-        self.pipe = RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None
+        self.cluster = bool(nodes)
+        self.client: Client
+        if url is not None:
+            # A blocking pool: when every connection is busy a command waits for one (within the `_guard`
+            # deadline) instead of failing at once with MaxConnectionsError, as the default pool does —
+            # measured: 9 of 5,464 calls answered 503 at 64 concurrent callers before this.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=None,  # deadlines come from `_guard` (see there)
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+                max_connections=max_connections,
+                timeout=None,  # the wait is bounded by `_guard`
+                # redis-py 8 skips its check for connections the server closed (the pool replaces them
+                # when they are taken) while RESP3 maintenance notifications are on, which they are by
+                # default; after a Redis restart every pooled connection then failed once. We use none.
+                maint_notifications_config=MaintNotificationsConfig(enabled=False),
+            )
+            self.client = aioredis.Redis(connection_pool=pool)
+            self.db = int(pool.connection_kwargs.get("db") or 0)  # the database `REDIS_URL` selects
+            # the scripts (the quota steps and rate limits: the model call's hot path) are pipelined on a
+            # connection of their own
+            self.pipe: RedisPipe | ClusterPipes | None = (
+            RedisPipe(url, connect_timeout=timeout) if RedisPipe.supports(url) else None)
+        else:
+            cluster = _Cluster(
+                startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+                decode_responses=True,
+                socket_timeout=None,  # deadlines come from `_guard`
+                socket_connect_timeout=timeout,
+                health_check_interval=30,
+                max_connections=max_connections * 4,  # per node; a cluster node's pool never waits
+                retry=Retry(NoBackoff(), 0),  # no blind retries: see the module docstring
+                maint_notifications_config=MaintNotificationsConfig(enabled=False),
+            )
+            self.client = cluster
+            self.db = 0  # a cluster has database 0 only
+            # the scripts pipelined as on one server, on a connection per master
+            self.pipe = ClusterPipes(cluster, connect_timeout=timeout, stale=cluster.stale)
         self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))
@@ -182,7 +291,17 @@ class RedisBackend:
         self.versions_key = self.key("ver")
 
     def key(self, name: str) -> str:
+        """The Redis key of `name`: under the prefix and, on a cluster, with the hash tag of its slot
+        group (`SLOT_GROUPS`) when it has one."""
+        if self.cluster:
+            for start, tag in SLOT_GROUPS:
+                if name == start or (start.endswith(":") and name.startswith(start)):
+                    return f"{self.prefix}{{{tag}}}{name}"
         return self.prefix + name
+
+    def slot(self, key: str) -> int:
+        """The cluster slot of the Redis key `key` (0 on one server: every key is together)."""
+        return self.client.keyslot(key) if isinstance(self.client, RedisCluster) else 0
 
     def channel(self, name: str) -> str:
         """The pub/sub channel `name` of this deployment (see the module docstring)."""
@@ -213,11 +332,14 @@ class RedisBackend:
 
     @_guard
     async def _run_gcra(self, limits: list[Limit], *, force: bool) -> RateResult:
+        keys = [self.key(limit.key) for limit in limits]
+        if self.cluster and len({self.slot(key) for key in keys}) > 1:
+            raise ValueError(f"gcra: on a Redis Cluster the limits of one call must share a slot (a hash "
+                             f"tag in their keys): {[limit.key for limit in limits]}")
         args: list[int] = [int(force), MAX_AHEAD_NS]
         for limit in limits:
             args += [limit.interval_ns, limit.count, limit.cost]
-        allowed, remaining, retry_ns, refused = await self._gcra(keys=[self.key(lm.key) for lm in limits],
-                                                                 args=args)
+        allowed, remaining, retry_ns, refused = await self._gcra(keys=keys, args=args)
         refused_by = limits[int(refused) - 1].key if int(refused) > 0 else None
         return RateResult(bool(allowed), int(remaining), int(retry_ns) / 1e9, refused_by)
 
@@ -295,16 +417,28 @@ class RedisBackend:
     async def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:
         """Yield messages; on a lost connection, resubscribe after a short pause (never raises)."""
         names = {self.channel(c): c for c in channels}
+        stale = False
         while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
+                if isinstance(self.client, RedisCluster):
+                    # the node is picked from the slot map: learn it (first use), or learn it again after
+                    # a failure (a failover: the node we listened on may be gone)
+                    await (self.client.nodes_manager.initialize() if stale else self.client.initialize())
+                pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            except (TimeoutError, RedisError, RedisClusterException, OSError):
+                stale = True
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                stale = False
                 await pubsub.subscribe(*names)
                 yield "", SUBSCRIBED
                 while True:
                     msg: Any = await pubsub.get_message(timeout=1.0)
                     if msg is not None and msg.get("type") == "message":
                         yield names.get(msg["channel"], msg["channel"]), msg["data"]
-            except (TimeoutError, RedisError, OSError):
+            except (TimeoutError, RedisError, RedisClusterException, OSError):
+                stale = True
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(RedisError, OSError):
@@ -313,4 +447,7 @@ class RedisBackend:
     async def close(self) -> None:
         if self.pipe is not None:
             await self.pipe.close()
-        await self.client.aclose(close_connection_pool=True)  # the pool was passed in: not closed by default
+        if isinstance(self.client, RedisCluster):
+            await self.client.aclose()
+        else:
+            await self.client.aclose(close_connection_pool=True)  # passed in: not closed by default

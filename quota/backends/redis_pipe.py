@@ -20,15 +20,24 @@ The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
   caller that gives up (timeout, cancellation) leaves its reply to be read and dropped: the connection
   stays in step.
 - `redis://` and `unix://` URLs, with a password, a user name and a database; `rediss://` keeps redis-py.
+
+On a Redis Cluster, `ClusterPipes` keeps one such connection per master and sends a script to the master
+of its first key's slot, as redis-py's cluster client knows the slot map. A reply that says the command
+did not run there — MOVED, ASK (the slot moved or is moving), TRYAGAIN, CLUSTERDOWN — hands the command
+to the cluster client, which follows the redirection and learns the new map; a lost connection marks
+the map stale (the next command learns it again: after a failover, the promoted replica) and fails the
+call as on one server.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from typing import Any, cast
 
 import hiredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as LostConnection
 from redis.exceptions import NoScriptError, ResponseError
@@ -169,3 +178,45 @@ class RedisPipe:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection._fail(LostConnection("closed by the client"))
+
+
+NOT_RUN = ("MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN")  # cluster replies of a command that did not run
+
+
+class ClusterPipes:
+    """`execute(*command)` of a Lua script (`EVALSHA sha numkeys key …`) over the pipelined connection to
+    the master of its keys' slot (see the module docstring); anything else goes through `client`."""
+
+    def __init__(self, client: RedisCluster, *, connect_timeout: float, stale: Callable[[], None]) -> None:
+        self.client = client
+        self.connect_timeout = connect_timeout
+        self.stale = stale  # marks the client's slot map out of date
+        self._pipes: dict[str, RedisPipe] = {}
+
+    async def execute(self, *command: Any) -> Any:
+        client = self.client
+        if command[0] != "EVALSHA" or int(command[2]) < 1:
+            return await client.execute_command(*command)
+        await client.initialize()  # a no-op once the slot map is known
+        node = client.nodes_manager.get_node_from_slot(client.keyslot(command[3]))
+        pipe = self._pipes.get(node.name)
+        if pipe is None:
+            host = f"[{node.host}]" if ":" in node.host else node.host  # an IPv6 address
+            pipe = self._pipes[node.name] = RedisPipe(f"redis://{host}:{node.port}/0",
+                                                      connect_timeout=self.connect_timeout)
+        try:
+            return await pipe.execute(*command)
+        except NoScriptError:
+            raise
+        except ResponseError as exc:
+            if not str(exc).startswith(NOT_RUN):
+                raise
+            return await client.execute_command(*command)  # redirected there; it learns the new map
+        except (LostConnection, OSError):
+            self.stale()
+            raise
+
+    async def close(self) -> None:
+        pipes, self._pipes = self._pipes, {}
+        for pipe in pipes.values():
+            await pipe.close()

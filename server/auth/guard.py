@@ -83,7 +83,8 @@ class Guard:
         configured = [("api", self.global_limit)]
         if request.route is not None and getattr(request.route.ctx, "critical", False):
             configured.append(("critical", self.critical_limit))
-        limits = [Limit(f"rl:{name}:{request.ctx.client_ip}", rate.count, rate.period)
+        # the client's limits share a hash tag: one slot, one atomic step on a Redis Cluster too
+        limits = [Limit(f"rl:{name}:{{{request.ctx.client_ip}}}", rate.count, rate.period)
                   for name, rate in configured if rate.enabled]
         if not limits:
             return

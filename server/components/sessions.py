@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, cast
 
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline
 
 from models.db import Database
 from models.sessions import SessionRepository
@@ -67,6 +68,8 @@ class SessionStore(Protocol):
 
 
 Change = Callable[[dict[str, Any]], Any]  # edits a record in place, returns the caller's answer
+Step = Pipeline | ClusterPipeline  # one server's pipeline, or a cluster's (the keys of one step share a slot)
+T = TypeVar("T")
 
 
 def _merging(fields: dict[str, Any]) -> Change:
@@ -127,14 +130,14 @@ class RedisSessionStore:
         index = self.key(f"session:user:{user_id}")
         keep = sha256_hex(keep_raw_id) if keep_raw_id else None
 
-        async def step(pipe: Pipeline) -> None:
+        async def step(pipe: Step) -> None:
             doomed = [str(m) for m in await pipe.smembers(index) if m != keep]
             if doomed:
                 pipe.multi()  # type: ignore[no-untyped-call]
                 pipe.delete(*(self.key(f"session:{m}") for m in doomed))
                 pipe.srem(index, *doomed)
 
-        await self.r.transaction(step, index)
+        await self._transaction(step, index)
 
     @guarded  # not retried: a rotation done before the connection broke would answer None the second time
     async def rotate(self, raw_id: str, new_raw_id: str, fields: dict[str, Any], ttl: int = SESSION_TTL
@@ -142,7 +145,7 @@ class RedisSessionStore:
         old_sid, new_sid = sha256_hex(raw_id), sha256_hex(new_raw_id)
         old_key = self.key(f"session:{old_sid}")
 
-        async def step(pipe: Pipeline) -> dict[str, Any] | None:
+        async def step(pipe: Step) -> dict[str, Any] | None:
             value = await pipe.get(old_key)
             if value is None:
                 return None
@@ -158,8 +161,7 @@ class RedisSessionStore:
                 pipe.expire(index, SESSION_TTL)
             return data
 
-        rotated: dict[str, Any] | None = await self.r.transaction(step, old_key, value_from_callable=True)
-        return rotated
+        return await self._transaction(step, old_key)
 
     async def merge(self, raw_id: str, fields: dict[str, Any]) -> bool:
         return bool(await self._change(raw_id, _merging(fields), absent=False))
@@ -180,7 +182,7 @@ class RedisSessionStore:
         becomes now + `ttl` (and the user's index lives at least as long); else it is kept."""
         key = self.key(f"session:{sha256_hex(raw_id)}")
 
-        async def step(pipe: Pipeline) -> Any:
+        async def step(pipe: Step) -> Any:
             value = await pipe.get(key)
             if value is None:
                 return absent
@@ -196,7 +198,15 @@ class RedisSessionStore:
                     pipe.expire(self.key(f"session:user:{owner}"), SESSION_TTL)
             return answer
 
-        return await self.r.transaction(step, key, value_from_callable=True)
+        return await self._transaction(step, key)
+
+    async def _transaction(self, step: Callable[[Step], Awaitable[T]], *watched: str) -> T:
+        """redis-py's `transaction`: WATCH `watched`, run `step`, EXEC, all again when a watched key
+        changed; `step`'s answer. On a cluster every key of a step shares the `session:` hash tag
+        (quota/backends/redis.py `SLOT_GROUPS`). (The cluster client's stub types `step` as a coroutine;
+        it takes the same callable as the single server's.)"""
+        run: Any = self.r.transaction
+        return cast(T, await run(step, *watched, value_from_callable=True))
 
 
 class SqlSessionStore:

@@ -19,22 +19,27 @@ from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
 from quota.ratelimit import NO_USER_LIMIT, ModelRateLimiter, UserPolicy, user_policy
 from tests.quota.test_backends import FakeClock, Subject
+from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 
 EPS = 1e-6
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def backend_kind(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    """Which backend, and for Redis the test's key prefix (from the `redis_prefix` fixture)."""
+    """Which backend, and for Redis the test's key prefix (from the `redis_prefix` fixture; on the
+    session's Redis Cluster, `cluster_prefix`)."""
     if request.param == "redis":
         prefix: str = request.getfixturevalue("redis_prefix")
         return "redis", prefix
+    if request.param == "cluster":
+        return "cluster", request.getfixturevalue("cluster_prefix")
     return "memory", None
 
 
 @pytest.fixture
-async def subject(backend_kind: tuple[str, str | None]) -> AsyncIterator[Subject]:
+async def subject(backend_kind: tuple[str, str | None], request: pytest.FixtureRequest
+                  ) -> AsyncIterator[Subject]:
     kind, prefix = backend_kind
     if kind == "memory":
         clock = FakeClock()
@@ -43,9 +48,11 @@ async def subject(backend_kind: tuple[str, str | None]) -> AsyncIterator[Subject
         await memory.close()
         return
     assert prefix is not None
-    backend = RedisBackend(REDIS_URL, prefix)
+    # on the cluster, the suite's keys share a slot: one call's limits must (RedisBackend._run_gcra)
+    backend = (cluster_backend(request, one_slot=True) if kind == "cluster"
+               else RedisBackend(REDIS_URL, prefix))
     try:
-        yield Subject("redis", backend)
+        yield Subject(kind, backend)
     finally:
         await backend.close()
 

@@ -14,10 +14,11 @@ from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
 from quota.broadcasts import Broadcasts
 from quota.records import RecordCache
+from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def backends(request: pytest.FixtureRequest, redis_prefix: str
                    ) -> AsyncIterator[tuple[Backend, Backend]]:
     """Two workers' views of one store."""
@@ -25,7 +26,10 @@ async def backends(request: pytest.FixtureRequest, redis_prefix: str
         one = MemoryBackend()
         yield one, one
         return
-    a, b = RedisBackend(REDIS_URL, redis_prefix), RedisBackend(REDIS_URL, redis_prefix)
+    if request.param == "cluster":
+        a, b = cluster_backend(request), cluster_backend(request)
+    else:
+        a, b = RedisBackend(REDIS_URL, redis_prefix), RedisBackend(REDIS_URL, redis_prefix)
     yield a, b
     await a.close()
     await b.close()

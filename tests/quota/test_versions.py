@@ -22,15 +22,34 @@ from quota.broadcasts import CHANNEL, Broadcasts
 from quota.records import RecordCache
 from quota.store import QuotaStore
 from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker
+from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL, redis_db_url
 
 HANG = 30.0  # seconds; bounds a hang only
 
 
-@pytest.fixture(params=["memory", "redis"])
+def _backend(request: pytest.FixtureRequest, prefix: str) -> Backend:
+    if request.param == "memory":
+        return MemoryBackend()
+    if request.param == "cluster":
+        return cluster_backend(request)
+    return RedisBackend(REDIS_URL, prefix)
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def backend(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[Backend]:
-    """Each backend; Redis under the test's fresh key prefix (purged by the `redis_prefix` fixture)."""
-    chosen: Backend = MemoryBackend() if request.param == "memory" else RedisBackend(REDIS_URL, redis_prefix)
+    """Each backend; Redis and the Redis Cluster under the test's fresh key prefix (purged by the
+    `redis_prefix` and `cluster_prefix` fixtures)."""
+    chosen = _backend(request, redis_prefix)
+    yield chosen
+    await chosen.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store_backend(request: pytest.FixtureRequest, redis_prefix: str) -> AsyncIterator[Backend]:
+    """`backend` for the tests that run the quota store too: not on a cluster yet (its keys are not
+    partitioned by account: issue 26)."""
+    chosen = _backend(request, redis_prefix)
     yield chosen
     await chosen.close()
 
@@ -66,7 +85,8 @@ async def test_counters_never_fall_back_after_redis_lost_them(redis_prefix: str)
         await redis.close()
 
 
-async def test_the_reservation_returns_the_counters(backend: Backend) -> None:
+async def test_the_reservation_returns_the_counters(store_backend: Backend) -> None:
+    backend = store_backend
     store = store_for(backend)
     await store.load_locked("user", 1, 1_000, "0-0")
     await store.load_locked("key", 2, 1_000, "0-0")
