@@ -115,12 +115,14 @@ class ChannelFilter:
 
     `keyword` matches the id (when it is a number), a case-insensitive substring of `name` or `base_url`,
     or — through `key_digest` — the whole key text. `group` is one item of the group list and `model` a
-    substring of one item of the model list (both case-insensitive). `statuses` empty = any status."""
+    substring of one item of the model list (both case-insensitive). `tag` is the whole tag, case-sensitive
+    (empty = any tag). `statuses` empty = any status."""
 
     keyword: str = ""
     key_digest: str = ""
     group: str = ""
     model: str = ""
+    tag: str = ""
     statuses: tuple[int, ...] = ()
     type: int | None = None
 
@@ -195,8 +197,8 @@ class ChannelRepository:
 
     async def with_tag(self, tag: str, *, lock: bool = False) -> list[Channel]:
         """The channels whose tag is exactly `tag`, by id (locked with `lock`)."""
-        query = select(Channel).where(Channel.tag == tag).order_by(Channel.id)
-        return list((await self.s.scalars(query.with_for_update() if lock else query)).all())
+        stmt = select(Channel).where(query.exact(self.s, Channel.tag, tag)).order_by(Channel.id)
+        return list((await self.s.scalars(stmt.with_for_update() if lock else stmt)).all())
 
     async def with_statuses(self, statuses: Sequence[int], types: Sequence[int] | None = None
                             ) -> list[Channel]:
@@ -229,8 +231,7 @@ class ChannelRepository:
 
     # ---- lists --------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _conditions(f: ChannelFilter, *, with_type: bool = True) -> list[ColumnElement[bool]]:
+    def _conditions(self, f: ChannelFilter, *, with_type: bool = True) -> list[ColumnElement[bool]]:
         conds: list[ColumnElement[bool]] = []
         if f.statuses:
             conds.append(Channel.status.in_(f.statuses))
@@ -253,6 +254,8 @@ class ChannelRepository:
                 conds.append(false())
             else:
                 conds.append(query.contains(Channel.models, f.model))
+        if f.tag:
+            conds.append(query.exact(self.s, Channel.tag, f.tag))
         return conds
 
     @staticmethod

@@ -32,7 +32,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    and_,
     delete,
     func,
     or_,
@@ -161,11 +160,8 @@ class LogQuery:
         self.s = session
 
     def _exact(self, column: Any, value: str) -> ColumnElement[bool]:
-        """`column = value`, case-sensitive on every database. On MariaDB the plain comparison (which its
-        default collation makes case-insensitive) stays so the index narrows, the binary one decides."""
-        if self.s.get_bind().dialect.name in ("mysql", "mariadb"):
-            return and_(column == value, column.collate("utf8mb4_bin") == value)
-        return column == value  # type: ignore[no-any-return]
+        """`column = value`, case-sensitive on every database (`models.query.exact`)."""
+        return query.exact(self.s, column, value)
 
     def _contains(self, column: Any, keyword: str) -> ColumnElement[bool]:
         """`keyword` is a substring of `column`, ignoring case; both sides are lowered by the database

@@ -4,6 +4,8 @@
   wildcards `%`, `_` and the escape `\\` in it match themselves — ignoring case. Both sides are lowered by the
   database itself, so they fold the same way on each database (SQLite folds ASCII only; a keyword lowered
   in Python would miss a stored 'É' that SQLite leaves as it is).
+- `exact(session, column, value)`: `column = value`, case- and accent-sensitive on every database (MariaDB's
+  default collation would make `Team` equal `team`).
 - `page(session, entity, conds, order_by=…, offset=…, limit=…)`: the rows of one page and the number of
   rows matching `conds`, in two statements; past the end (or with nothing matching) only the count runs.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, func, literal, select
+from sqlalchemy import ColumnElement, and_, func, literal, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 T = TypeVar("T")
@@ -36,6 +38,14 @@ def contains(column: Any, keyword: str) -> ColumnElement[bool]:
 def starts_with(column: Any, keyword: str) -> ColumnElement[bool]:
     """`column` begins with `keyword` literally, ignoring case."""
     return _like(column, f"{escape_like(keyword)}%")
+
+
+def exact(session: AsyncSession, column: Any, value: str) -> ColumnElement[bool]:
+    """`column = value`, compared byte for byte on every database. On MariaDB the plain comparison (which
+    its default collation makes case-insensitive) stays so that an index narrows; the binary one decides."""
+    if session.get_bind().dialect.name in ("mysql", "mariadb"):
+        return and_(column == value, column.collate("utf8mb4_bin") == value)
+    return column == value  # type: ignore[no-any-return]
 
 
 def is_id(keyword: str) -> bool:

@@ -19,11 +19,8 @@ class UserRepository:
         self.s = session
 
     def _exact(self, column: Any, value: str) -> ColumnElement[bool]:
-        """`column = value`, case- and accent-sensitive on every database (MariaDB's default utf8mb4
-        collation would otherwise make `VIP` equal `vip`)."""
-        if self.s.get_bind().dialect.name in ("mysql", "mariadb"):
-            return column.collate("utf8mb4_bin") == value  # type: ignore[no-any-return]
-        return column == value  # type: ignore[no-any-return]
+        """`column = value`, case-sensitive on every database (`models.query.exact`)."""
+        return query.exact(self.s, column, value)
 
     async def get(self, user_id: int, *, include_deleted: bool = False) -> User | None:
         stmt = select(User).where(User.id == user_id)

@@ -4,7 +4,8 @@
   type, pages, and answers `type_counts` that ignore only the type filter; `tag_mode` pages over the
   distinct non-empty tags (in tag order) with their channels;
 - `GET /api/channel/search` matches the keyword as an id, a case-insensitive literal substring of the name
-  or base URL, or the whole key (by digest, never a part of it), ANDed with group, model, status and type;
+  or base URL, or the whole key (by digest, never a part of it), ANDed with group, model, tag, status and
+  type; `tag` is the whole tag, case-sensitive on every database (MariaDB's collation would fold it);
 - `GET /api/channel/models` is the built-in catalog, `models_enabled` the models of enabled channels;
 - `catalog.capabilities` knows the TTS and moderation models and applies `ModelCapabilities` on top.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from server.components.catalog import CATALOG, capabilities
 from tests.harness import Api, Running
-from tests.test_channels import GEMINI, OPENAI, admin_of, create, data_of
+from tests.test_channels import GEMINI, OPENAI, admin_of, create, data_of, fails
 
 
 async def ids(api: Api, path: str, **params: Any) -> list[int]:
@@ -87,6 +88,23 @@ async def test_search_by_id_text_key_group_model(app: Running) -> None:
     assert [x["id"] for x in page["items"]] == [c["mid"], c["low"]] and page["total"] == 4
     assert set(page) == {"items", "total", "page", "page_size"}
     assert await ids(admin, search, keyword="chan", tag_mode="true") == [c["high"], c["mid"], c["low"]]
+
+
+async def test_search_by_tag_matches_the_whole_tag_exactly(app: Running) -> None:
+    admin = await admin_of(app)
+    c = await seed(admin)
+    [upper] = await create(admin, name="chan-upper", tag="Alpha", priority=1)
+    search = "/api/channel/search"
+    assert await ids(admin, search, tag="alpha") == [c["high"], c["mid"]]
+    assert await ids(admin, search, tag=" alpha ") == [c["high"], c["mid"]]  # trimmed, like the stored tag
+    assert await ids(admin, search, tag="Alpha") == [upper]  # not folded on MariaDB
+    assert await ids(admin, search, tag="alph") == []  # never a part of it
+    assert await ids(admin, search, tag="alpha", status="enabled") == [c["high"]]
+    assert await ids(admin, search, tag="alpha", type=GEMINI) == [c["mid"]]
+    assert await ids(admin, search, tag="alpha", keyword="high") == [c["high"]]
+    assert await ids(admin, search, tag="beta", tag_mode="true") == [c["low"]]
+    assert await ids(admin, search, tag="") == [c["high"], c["plain"], c["mid"], upper, c["low"]]
+    fails(await admin.get(search, params={"tag": "t" * 65}), 400, "tag:")
 
 
 async def test_catalog_and_enabled_models(app: Running) -> None:

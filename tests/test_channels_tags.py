@@ -108,3 +108,16 @@ async def test_the_models_of_a_tag_are_a_union_in_first_seen_order(app: Running)
     fails(await admin.get("/api/channel/tag/models", params={"tag": "nope"}), 404, "tag not found")
     fails(await admin.get("/api/channel/tag/models"), 400, "tag:")
     fails(await admin.get("/api/channel/tag/models", params={"tag": "  "}), 400, "tag:")
+
+
+async def test_a_tag_is_matched_case_sensitively(app: Running) -> None:
+    """MariaDB's default collation makes `team` equal `Team`: each tag route acts on its own tag only."""
+    admin = await admin_of(app)
+    [lower] = await create(admin, name="lower", tag="team", models="m-a")
+    [upper] = await create(admin, name="upper", tag="Team", models="m-b")
+    assert data_of(await admin.post("/api/channel/tag/disabled", json={"tag": "team"})) == 1
+    assert [(await row_of(app, cid)).status for cid in (lower, upper)] == [2, 1]  # type: ignore[union-attr]
+    assert data_of(await admin.get("/api/channel/tag/models", params={"tag": "Team"})) == "m-b"
+    assert data_of(await admin.put("/api/channel/tag", json={"tag": "Team", "new_tag": "crew"})) == 1
+    assert [(await row_of(app, cid)).tag for cid in (lower, upper)] == ["team", "crew"]  # type: ignore[union-attr]
+    fails(await admin.post("/api/channel/tag/enabled", json={"tag": "TEAM"}), 404, "tag not found")

@@ -47,9 +47,9 @@ bp = Blueprint("channels")
 
 
 async def _page(request: Request, query: ChannelListQuery, *, keyword: str = "", group: str = "",
-                model: str = "", type_counts: bool) -> HTTPResponse:
+                model: str = "", tag: str = "", type_counts: bool) -> HTTPResponse:
     channels = services_of(request).channels
-    flt = channels.search_filter(keyword=keyword, group=group, model=model,
+    flt = channels.search_filter(keyword=keyword, group=group, model=model, tag=tag,
                                  statuses=status_filter(query.status), channel_type=query.type)
     return ok(await channels.list_channels(query.page(), flt, id_sort=query.id_sort,
                                            tag_mode=query.tag_mode, type_counts=type_counts))
@@ -64,10 +64,10 @@ async def list_channels(request: Request, query: ChannelListQuery) -> HTTPRespon
 
 @route(bp, "GET", "/api/channel/search", access=Access.ADMIN, query=ChannelSearchQuery, reply=ChannelPage)
 async def search_channels(request: Request, query: ChannelSearchQuery) -> HTTPResponse:
-    """Search channels by keyword, group, model, status and type.
-    A keyword that is a whole key finds the channel holding it."""
+    """Search channels by keyword, group, model, tag, status and type.
+    A keyword that is a whole key finds the channel holding it; a tag matches whole, case-sensitive."""
     return await _page(request, query, keyword=query.keyword, group=query.group, model=query.model,
-                       type_counts=False)
+                       tag=query.tag, type_counts=False)
 
 
 @route(bp, "GET", "/api/channel/models", access=Access.ADMIN, reply=list[CatalogModel])

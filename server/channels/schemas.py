@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Field
 
 from core.multikey import MultiKeyState
 from models.channels import Channel
+from server.channels.rules import TAG_MAX
 from server.components import catalog
 from server.web.pagination import PageQuery
 from server.web.schema import (
@@ -125,8 +126,10 @@ class ChannelListQuery(PageQuery):
 class ChannelSearchQuery(ChannelListQuery):
     keyword: Annotated[str, QueryTextRule(max_len=KEYWORD_MAX)] = Field(
         "", description="part of the id, name or key; a whole key is matched exactly")
-    group: Annotated[str, QueryTextRule()] = ""
-    model: Annotated[str, QueryTextRule()] = ""
+    group: Annotated[str, QueryTextRule()] = Field("", description="one of the channel's groups, whole")
+    model: Annotated[str, QueryTextRule()] = Field("", description="part of one of the channel's models")
+    tag: Annotated[str, QueryTextRule(max_len=TAG_MAX)] = Field(
+        "", description="the channel's whole tag, case-sensitive; empty: any tag", examples=["alpha"])
 
 
 class ChannelPath(Schema):

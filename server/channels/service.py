@@ -191,13 +191,13 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
             raise NotFound("channel not found")
         return ChannelView.of(channel)
 
-    def search_filter(self, *, keyword: str = "", group: str = "", model: str = "",
+    def search_filter(self, *, keyword: str = "", group: str = "", model: str = "", tag: str = "",
                       statuses: tuple[int, ...] = (), channel_type: int | None = None) -> ChannelFilter:
         """The filter of a search; a keyword that could be a whole key is also matched by its digest."""
         keys = key_lines(keyword)
         digest = self.box.digest("\n".join(keys)) if keys else ""
-        return ChannelFilter(keyword=keyword, key_digest=digest, group=group, model=model, statuses=statuses,
-                             type=channel_type)
+        return ChannelFilter(keyword=keyword, key_digest=digest, group=group, model=model, tag=tag,
+                             statuses=statuses, type=channel_type)
 
     async def list_channels(self, page: Page, flt: ChannelFilter, *, id_sort: bool, tag_mode: bool,
                             type_counts: bool) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """The Channels page's tools in Chromium against a real `tollway serve` (embedded), each result checked
-through the API or a model call of the official openai SDK: a multi-key channel made in the page whose
+through the API or a model call of the official openai SDK: three channels made from three key lines; the
+status (after a channel is disabled in the page), type, group and tag filters, each showing the ids the
+search route answers for the same filters, and a filter matching nothing saying so; every disabled channel
+deleted after a confirmation (cancelling deletes nothing), the enabled kept; "Fix abilities" making a
+channel whose ability rows were lost route a model call again; a multi-key channel made in the page whose
 keys are disabled and enabled one by one in its Keys dialog (a disabled key gets no call); a tag's
 channels disabled, enabled and retagged at once, the selected channels tagged or deleted in a batch; a
 channel's balance and every balance updated from the fake upstream's balance endpoints; root revealing
@@ -9,8 +13,10 @@ Each new dialog passes axe-core at 1280 and 360 px."""
 from __future__ import annotations
 
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -37,8 +43,13 @@ MODERATION = "omni-moderation-latest"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with tollway(tmp_path_factory.mktemp("console-channels"), set_up=True) as running:
+def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console-channels")
+
+
+@pytest.fixture(scope="module")
+def server(server_dir: Path) -> Iterator[Server]:
+    with tollway(server_dir, set_up=True) as running:
         yield running
 
 
@@ -49,12 +60,12 @@ def upstream() -> Iterator[FakeOpenAI]:
 
 
 def add_channel(server: Server, upstream: FakeOpenAI, name: str, *, models: str = "listed-model",
-                path: str = "") -> int:
-    """A single-key OpenAI channel on the fake (key `sk-<name>`; `path` added to its address), made
-    through the API."""
+                path: str = "", **fields: Any) -> int:
+    """A single-key channel on the fake (OpenAI unless `fields` say otherwise; key `sk-<name>`; `path`
+    added to its address), made through the API."""
     body = {"mode": "single", "channel": {"name": name, "type": ChannelType.OPENAI, "key": f"sk-{name}",
                                           "models": models, "group": "default",
-                                          "base_url": f"{upstream.url}{path}"}}
+                                          "base_url": f"{upstream.url}{path}", **fields}}
     ids = data(server.admin().post("/api/channel/", json=body))
     return int(ids[0])
 
@@ -68,6 +79,167 @@ def delete_channels(server: Server, *ids: int) -> None:
     for channel_id in ids:
         server.admin().delete(f"/api/channel/{channel_id}")
 
+
+
+def shown_ids(page: Page) -> Any:
+    """The Id column of the channel table (an `expect` on it waits for the list to be drawn)."""
+    return expect(page.locator("tbody td[data-label='Id']"))
+
+
+def search_ids(server: Server, **params: Any) -> list[str]:
+    """The ids `GET /api/channel/search` answers for `params`, as the table shows them."""
+    return [str(c["id"]) for c in data(server.admin().get("/api/channel/search", params=params))["items"]]
+
+
+def test_channels_are_created_one_per_key_line(page: Page, server: Server, upstream: FakeOpenAI) -> None:
+    suffix = secrets.token_hex(3)
+    keys = [f"sk-batch-{i}-{suffix}" for i in range(3)]
+    made: list[int] = []
+    try:
+        as_root(page, server, "/channels", "Channels")
+        page.get_by_role("button", name="Create channel").click()
+        form = page.get_by_role("dialog", name="Create a channel")
+        form.get_by_label("Name").fill(f"batch-{suffix}")
+        form.get_by_label("How the keys are used").select_option(label="One channel per key line")
+        form.get_by_label("Key", exact=True).fill("\n".join(keys))
+        form.get_by_label("Base URL").fill(upstream.url)
+        form.get_by_label("Models").fill("listed-model")
+        form.get_by_role("button", name="Create channel").click()
+        expect(page.locator(".notice")).to_have_text("3 channels created.")
+        found = data(server.admin().get("/api/channel/search", params={"keyword": f"batch-{suffix}"}))
+        made = [c["id"] for c in found["items"]]
+        assert found["total"] == 3
+        assert all(not c["channel_info"]["is_multi_key"] for c in found["items"])
+        # each key is a channel of its own: the search by a whole key finds exactly one, a different one each
+        by_key = [search_ids(server, keyword=k) for k in keys]
+        assert all(len(ids) == 1 for ids in by_key) and len({ids[0] for ids in by_key}) == 3
+        assert {int(ids[0]) for ids in by_key} == set(made)
+    finally:
+        delete_channels(server, *made)
+
+
+def test_the_status_type_group_and_tag_filters_narrow_the_list_as_the_api_does(
+        page: Page, server: Server, upstream: FakeOpenAI) -> None:
+    suffix = secrets.token_hex(3)
+    names = [f"flt-{suffix}-{i}" for i in range(3)]
+    red, blue, vip = f"red-{suffix}", f"blue-{suffix}", f"vip-{suffix}"
+    ids = [add_channel(server, upstream, names[0], tag=red),
+           add_channel(server, upstream, names[1], tag=red, type=ChannelType.DEEPSEEK,
+                       group=f"default,{vip}"),
+           add_channel(server, upstream, names[2], tag=blue, group=vip)]
+    try:
+        as_root(page, server, "/channels", "Channels")
+        search = page.get_by_role("search", name="Search by id, name, base URL or whole key")
+        search.get_by_role("searchbox").fill(f"flt-{suffix}")
+        search.get_by_role("button", name="Search").click()
+        mine = {"keyword": f"flt-{suffix}"}
+        shown_ids(page).to_have_text(search_ids(server, **mine))
+        page.locator("tbody tr", has_text=names[1]).get_by_role("button", name=f"Disable {names[1]}").click()
+        expect(page.locator(".notice")).to_have_text(f"Channel “{names[1]}” disabled.")
+        assert channel(server, ids[1])["status"] == ChannelStatus.MANUALLY_DISABLED
+
+        status = page.get_by_label("Status", exact=True)
+        status.select_option(label="Disabled")
+        shown_ids(page).to_have_text(search_ids(server, **mine, status="disabled"))
+        assert search_ids(server, **mine, status="disabled") == [str(ids[1])]
+        status.select_option(label="Enabled")
+        shown_ids(page).to_have_text(search_ids(server, **mine, status="enabled"))
+        assert sorted(search_ids(server, **mine, status="enabled")) == sorted([str(ids[0]), str(ids[2])])
+        status.select_option(label="Any status")
+
+        kind = page.get_by_label("Type", exact=True)
+        kind.select_option(label="DeepSeek")
+        shown_ids(page).to_have_text(search_ids(server, **mine, type=ChannelType.DEEPSEEK))
+        assert search_ids(server, **mine, type=ChannelType.DEEPSEEK) == [str(ids[1])]
+        kind.select_option(label="Any type")
+
+        group = page.get_by_label("Group", exact=True)
+        group.fill(vip)
+        group.press("Enter")  # the filter applies on change
+        shown_ids(page).to_have_text(search_ids(server, **mine, group=vip))
+        assert sorted(search_ids(server, **mine, group=vip)) == sorted([str(ids[1]), str(ids[2])])
+
+        tag = page.get_by_label("Tag", exact=True)
+        tag.fill(red)
+        tag.press("Enter")  # with the group: red and vip
+        shown_ids(page).to_have_text([str(ids[1])])
+        assert search_ids(server, **mine, group=vip, tag=red) == [str(ids[1])]
+        group.fill("")
+        group.press("Enter")
+        shown_ids(page).to_have_text(search_ids(server, **mine, tag=red))
+        assert sorted(search_ids(server, **mine, tag=red)) == sorted([str(ids[0]), str(ids[1])])
+        tag.fill(red.upper())  # a tag is matched whole and case-sensitive
+        tag.press("Enter")
+        expect(page.get_by_text(f"Nothing matches “flt-{suffix}”.")).to_be_visible()
+
+        search.get_by_role("searchbox").fill("")
+        search.get_by_role("button", name="Search").click()  # no keyword: only the filters narrow
+        tag.fill(blue)
+        tag.press("Enter")
+        shown_ids(page).to_have_text([str(ids[2])])
+        tag.fill(f"none-{suffix}")
+        tag.press("Enter")
+        expect(page.get_by_text("No channel matches these filters.")).to_be_visible()
+        check_accessibility(page, "channels filtered to nothing")
+    finally:
+        delete_channels(server, *ids)
+
+
+def test_every_disabled_channel_is_deleted_after_a_confirmation(page: Page, server: Server,
+                                                                upstream: FakeOpenAI) -> None:
+    suffix = secrets.token_hex(3)
+    ids = [add_channel(server, upstream, f"off-{suffix}-{i}", status=ChannelStatus.MANUALLY_DISABLED)
+           for i in range(2)] + [add_channel(server, upstream, f"on-{suffix}")]
+    try:
+        as_root(page, server, "/channels", "Channels")
+        page.get_by_role("button", name="Delete disabled channels").click()
+        confirm = page.get_by_role("dialog", name="Delete every disabled channel?")
+        expect(confirm).to_contain_text("Every channel disabled by an admin or automatically is deleted.")
+        check_accessibility(page, "delete disabled channels confirmation")
+        confirm.get_by_role("button", name="Cancel").click()
+        expect(confirm).to_be_hidden()
+        assert [channel(server, i)["id"] for i in ids] == ids  # asked first: nothing deleted
+
+        page.get_by_role("button", name="Delete disabled channels").click()
+        confirm.get_by_role("button", name="Delete disabled channels").click()
+        expect(page.locator(".notice")).to_have_text("2 disabled channels deleted.")
+        assert [server.admin().get(f"/api/channel/{i}").status_code for i in ids] == [404, 404, 200]
+        expect(page.locator("tbody tr", has_text=f"off-{suffix}")).to_have_count(0)  # the list read again
+        expect(page.locator("tbody tr", has_text=f"on-{suffix}")).to_have_count(1)
+    finally:
+        delete_channels(server, *ids)
+
+
+def test_fix_abilities_makes_a_channel_whose_abilities_were_lost_route_again(
+        page: Page, server: Server, server_dir: Path, upstream: FakeOpenAI) -> None:
+    suffix = secrets.token_hex(3)
+    name, _ = server.add_user(quota=10_000_000)
+    with user_client(server, name) as user:
+        key = data(user.post("/api/token/", json={"name": "sdk", "unlimited_quota": True}))["key"]
+    served = add_channel(server, upstream, f"fix-{suffix}", models=MODERATION)
+    other = add_channel(server, upstream, f"bystander-{suffix}")
+
+    def moderate() -> bool:
+        with openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0) as client:
+            return client.moderations.create(model=MODERATION, input="hello").results[0].flagged
+
+    try:
+        assert moderate() is False
+        # the abilities table loses the channel's rows behind the server's back (a restored backup, a
+        # hand-edited database); any change makes the workers read routing again
+        with sqlite3.connect(server_dir / "data" / "tollway.db") as db:
+            assert db.execute("DELETE FROM abilities WHERE channel_id = ?", (served,)).rowcount > 0
+        data(server.admin().put("/api/channel/", json={"id": other, "remark": "touched"}))
+        with pytest.raises(openai.APIStatusError):
+            moderate()
+
+        as_root(page, server, "/channels", "Channels")
+        page.get_by_role("button", name="Fix abilities").click()
+        count = data(server.admin().get("/api/channel/"))["total"]
+        expect(page.locator(".notice")).to_have_text(f"Abilities rebuilt: {count} channels, 0 failed.")
+        assert moderate() is False  # routed again
+    finally:
+        delete_channels(server, served, other)
 
 def test_a_multi_key_channels_keys_are_disabled_and_enabled_one_by_one(page: Page, server: Server,
                                                                       upstream: FakeOpenAI) -> None:

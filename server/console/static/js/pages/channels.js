@@ -1,6 +1,6 @@
 /**
  * Channels (`/channels`, admins): the channels, by priority, paged on the server (`GET /api/channel/`)
- * and searched or filtered by status, type, group and model (`GET /api/channel/search`); create and edit
+ * and searched or filtered by status, type, group, model and tag (`GET /api/channel/search`); create and edit
  * (`channel-form.js`); test one (`GET /api/channel/test/{id}`: the time or the upstream's error) or all
  * (`GET /api/channel/test`, run in the background); update one balance or all
  * (`/api/channel/update_balance…`). While testing all or updating all, the page reads the run's progress
@@ -46,7 +46,7 @@ export async function render(ctx) {
   const table = new PagedTable();
   /** @type {Set<number>} */
   const selected = new Set();
-  const filters = { status: "", type: "", group: "", model: "" };
+  const filters = { status: "", type: "", group: "", model: "", tag: "" };
 
   /** @param {() => Promise<void>} work */
   const act = async (work) => {
@@ -207,7 +207,7 @@ export async function render(ctx) {
     });
     return h("div", { class: "field" }, h("label", { for: id }, label), select);
   };
-  /** @param {string} label @param {"group" | "model"} name */
+  /** @param {string} label @param {"group" | "model" | "tag"} name */
   const textFilter = (label, name) => {
     const id = uid(`filter-${name}`);
     const input = h("input", { id, name, type: "text", autocomplete: "off" });
@@ -245,7 +245,8 @@ export async function render(ctx) {
       filter("Type", "type", [{ value: "", label: "Any type" },
         ...Object.entries(CHANNEL_TYPES).map(([value, label]) => ({ value, label }))]),
       textFilter("Group", "group"),
-      textFilter("Model", "model")),
+      textFilter("Model", "model"),
+      textFilter("Tag", "tag")),
     h("div", { class: "toolbar" },
       h("button", { type: "button", class: "secondary", onclick: () => openBatchTag(ctx, chosen, () => void table.reload(), act) },
         "Tag the selected"),
@@ -263,11 +264,12 @@ export async function render(ctx) {
   await table.configure({
     caption: "Channels",
     searchLabel: "Search by id, name, base URL or whole key",
-    empty: "No channels yet. Create one to serve model calls.",
+    empty: () => (Object.values(filters).some(Boolean) ? "No channel matches these filters."
+      : "No channels yet. Create one to serve model calls."),
     fetch: ({ p, page_size, keyword }) => {
-      const { status, type, group, model } = filters;
-      return keyword || group || model
-        ? api.get("/api/channel/search", { p, page_size, keyword, status, type, group, model })
+      const { status, type, group, model, tag } = filters;
+      return keyword || group || model || tag
+        ? api.get("/api/channel/search", { p, page_size, keyword, status, type, group, model, tag })
         : api.get("/api/channel/", { p, page_size, status, type });
     },
     columns: [

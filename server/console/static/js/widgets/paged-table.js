@@ -32,7 +32,8 @@ export const PAGE_SIZES = [10, 20, 50, 100];
  * @property {string} caption  the table's name
  * @property {Column<T>[]} columns
  * @property {(query: PageQuery) => Promise<import("../types.js").Paged<T>>} fetch
- * @property {string} empty  shown when there are no rows at all
+ * @property {string | (() => string)} empty  shown when there are no rows and no keyword (a function: the
+ *   page's own filters may say why)
  * @property {string} [searchLabel]  the search box's label; no search box without it
  */
 
@@ -129,7 +130,8 @@ export class PagedTable extends HTMLElement {
         return;
       }
       if (page.items.length === 0) {
-        const text = this.query.keyword ? `Nothing matches “${this.query.keyword}”.` : options.empty;
+        const empty = typeof options.empty === "function" ? options.empty() : options.empty;
+        const text = this.query.keyword ? `Nothing matches “${this.query.keyword}”.` : empty;
         replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, text)));
       } else {
         replace(this.body, page.items.map((row) => h("tr", {}, options.columns.map((c, i) => (i === 0
