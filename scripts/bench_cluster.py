@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from quota.backends.redis import LuaScript, RedisBackend
+from scripts.bench_quota import drop
 
 
 def _without_pipe(backend: RedisBackend) -> RedisBackend:
@@ -64,10 +65,7 @@ async def main() -> None:
             cpu = await _measure(backend, args.calls, args.concurrency, args.rounds)
             print(f"{label:34} {cpu:6.0f} µs CPU per call")
         finally:
-            keys = [k async for k in backend.client.scan_iter(match=f"{prefix}*")]
-            if keys:
-                await backend.client.delete(*keys)
-            await backend.close()
+            await drop(backend)
 
 
 if __name__ == "__main__":

@@ -112,10 +112,15 @@ async def main() -> None:
               f"p99 {p99:.3f} ms  CPU {cpu_us:.0f} µs/pair "
               f"(concurrency {args.concurrency}, {args.pairs} pairs × {args.runs} runs, median)")
     finally:
-        keys = [k async for k in backend.client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await backend.client.delete(*keys)
-        await backend.close()
+        await drop(backend)
+
+
+async def drop(backend: RedisBackend) -> None:
+    """Delete what a run left under the backend's prefix, and close it."""
+    keys = [k async for k in backend.client.scan_iter(match=f"{backend.prefix}*")]
+    if keys:
+        await backend.client.delete(*keys)
+    await backend.close()
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from quota.backends.redis import RedisBackend
 from tests.redis_server import START_DEADLINE, reap
-from tests.services import unavailable
+from tests.services import delete_prefix, unavailable
 
 MASTERS = 3
 NODE_TIMEOUT_MS = 2000  # how long a master may be silent before its replica takes over
@@ -107,13 +107,8 @@ class Cluster:
 
     async def purge(self, prefix: str) -> None:
         """Delete every key under `prefix` on every master."""
-        client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.addresses])
-        try:
-            keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-        finally:
-            await client.aclose()
+        nodes = [ClusterNode(host, port) for host, port in self.addresses]
+        await delete_prefix(RedisCluster(startup_nodes=nodes), prefix)
 
     def start(self) -> None:
         for port in _free_ports(2 * MASTERS):

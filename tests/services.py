@@ -104,7 +104,11 @@ async def redis_ping(url: str = REDIS_URL) -> None:
 async def redis_purge(prefix: str, url: str = REDIS_URL) -> None:
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(url)
+    await delete_prefix(aioredis.Redis.from_url(url), prefix)
+
+
+async def delete_prefix(client: Any, prefix: str) -> None:
+    """Delete every key under `prefix` (on a cluster client: on every master), then close `client`."""
     try:
         keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
         if keys:
