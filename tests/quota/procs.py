@@ -15,22 +15,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Worker:
+    """A load worker; its output is read unbuffered (bytes, `bufsize=0`): a line read by `read_until` takes
+    no more from the pipe than that line, so `finish`'s `communicate` gets every line after it (a buffered
+    reader's read-ahead would be lost to `communicate`, which reads the pipe itself)."""
+
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.quota.load_worker", json.dumps(cfg)], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
         )
         self.lines: list[dict[str, Any]] = []
 
     def wait_ready(self) -> None:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
-        assert line, f"worker died: {self.proc.stderr.read() if self.proc.stderr else ''}"
+        assert line, f"worker died: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
         assert json.loads(line) == {"ready": True}
 
     def go(self) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write("go\n")
+        self.proc.stdin.write(b"go\n")
         self.proc.stdin.flush()
 
     def read_until(self, wanted: str) -> None:
@@ -43,7 +47,7 @@ class Worker:
 
     def finish(self, timeout: float = 120) -> list[dict[str, Any]]:
         out, err = self.proc.communicate(timeout=timeout)
-        assert self.proc.returncode in (0, -signal.SIGKILL), err
+        assert self.proc.returncode in (0, -signal.SIGKILL), err.decode()
         self.lines += [json.loads(x) for x in out.splitlines() if x.strip()]
         return self.lines
 
