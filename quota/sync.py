@@ -1,6 +1,8 @@
-"""Moving settled usage and adjustments from the store's stream into SQL, exactly once.
+"""Moving settled usage and adjustments from the store's streams into SQL, exactly once.
 
-A `UsageSink` (models/quota.py) applies a batch in ONE SQL transaction: it locks the cursor row, checks
+The store keeps one stream per partition (quota/partitions.py), and SQL one cursor row per partition; each
+partition is synced on its own, exactly as one stream was. For each partition, a `UsageSink`
+(models/quota.py) applies a batch in ONE SQL transaction: it locks the partition's cursor row, checks
 that the store's epoch is still the one the batch was read under (else the store lost its data meanwhile
 and the batch is dropped — see quota/store.py), skips entries at or below the cursor (another sync worker
 got there first, or this one crashed after committing), inserts the log rows, applies the summed counter
@@ -15,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from quota.store import QuotaStore
@@ -25,21 +27,22 @@ log = logging.getLogger("tollway.quota.sync")
 
 
 class UsageSink(Protocol):
-    async def cursor(self) -> str:
-        """The id of the last stream entry applied to SQL."""
+    async def cursors(self, partitions: Sequence[int]) -> dict[int, str]:
+        """The id of the last stream entry applied to SQL, for each of the partitions (one read)."""
         ...
 
-    async def apply(self, entries: list[Entry], epoch: str,
+    async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
-        """Apply the entries above the cursor in one transaction; returns the committed cursor, or None
-        when `epoch_is_current()` (asked under the cursor lock) says the batch is stale. `behind`: the
-        batch was full, more is waiting — the sink may trade the event loop's latency for speed."""
+        """Apply the partition's entries above its cursor in one transaction; returns the committed
+        cursor, or None when `epoch_is_current()` (asked under the cursor lock) says the batch is stale.
+        `behind`: the batch was full, more is waiting — the sink may trade the loop's latency for speed."""
         ...
 
 
 Progress = Callable[[int, "int | None", "float | None"], None]
-"""Told after each pass of `run_forever`: the entries still waiting, the stream time (ms) of the oldest
-entry the pass committed (None: nothing waited) and the batch's duration in seconds (None: no batch)."""
+"""Told after each pass of `run_forever`: the entries still waiting (in every partition), the stream time
+(ms) of the oldest entry the pass committed (over the partitions; None: nothing waited) and the pass's
+duration in seconds (None: no batch)."""
 
 
 def entry_ms(entry_id: str) -> int:
@@ -56,38 +59,64 @@ class QuotaSync:
         self.batch = batch
         self.progress = progress
         self._stop = asyncio.Event()
-        self._oldest_ms: int | None = None  # of the last batch run_once committed
+        self._oldest_ms: int | None = None  # of the oldest entry the last `run_once` committed
+        self._full = False  # the last `run_once` read a full batch of some partition: more is waiting
+
+    def partitions(self) -> list[int]:
+        """The partitions this sync moves."""
+        return list(range(self.store.partitions))
 
     async def run_once(self) -> int:
-        """One batch; returns how many entries it read (0 when the stream is drained)."""
-        cursor = await self.sink.cursor()
-        epoch, entries = await self.store.read(cursor, self.batch)
-        self._oldest_ms = entry_ms(entries[0].id) if entries else None
+        """One batch of each partition; returns how many entries it read (0 when every stream is drained)."""
+        mine = self.partitions()
+        cursors = await self.sink.cursors(mine) if mine else {}
+        read, oldest, full = 0, None, False
+        for partition in mine:
+            count, first = await self._run_partition(partition, cursors[partition])
+            read += count
+            full = full or count >= self.batch
+            if first is not None and (oldest is None or first < oldest):
+                oldest = first
+        self._oldest_ms, self._full = oldest, full
+        return read
+
+    async def _run_partition(self, partition: int, cursor: str) -> tuple[int, int | None]:
+        """One batch of one partition: (entries read, stream time of the first one)."""
+        epoch, entries = await self.store.read(partition, cursor, self.batch)
         if entries:
 
             async def current() -> bool:
-                return await self.store.epoch() == epoch
+                return await self.store.epoch(partition) == epoch
 
             # A full batch means more entries are waiting than one batch holds: the sync is behind the
             # calls. Only then does the sink work in larger stretches (a batch of a normal interval,
             # however many calls it holds, is written in small chunks that leave the loop to the calls).
-            applied = await self.sink.apply(entries, epoch, current, behind=len(entries) >= self.batch)
+            applied = await self.sink.apply(partition, entries, epoch, current,
+                                            behind=len(entries) >= self.batch)
             if applied is None:
-                log.warning("the quota store lost its data since this batch was read; batch dropped")
-                return 0
+                log.warning("the quota store lost partition %d's data since this batch was read; batch "
+                            "dropped", partition)
+                return 0, None
             cursor = applied
-        await self.store.synced(cursor)
-        return len(entries)
+        await self.store.synced(partition, cursor)
+        return len(entries), entry_ms(entries[0].id) if entries else None
 
     async def oldest_waiting(self) -> int | None:
         """The stream time (ms) of the oldest entry not yet applied to SQL; None when nothing waits."""
-        _, entries = await self.store.read(await self.sink.cursor(), 1)
-        return entry_ms(entries[0].id) if entries else None
+        mine = self.partitions()
+        cursors = await self.sink.cursors(mine) if mine else {}
+        oldest: int | None = None
+        for partition in mine:
+            _, entries = await self.store.read(partition, cursors[partition], 1)
+            if entries and (oldest is None or entry_ms(entries[0].id) < oldest):
+                oldest = entry_ms(entries[0].id)
+        return oldest
 
     async def drain(self, max_batches: int = 1000) -> None:
         """Sync until the stream is empty (shutdown, tests)."""
         for _ in range(max_batches):
-            if await self.run_once() < self.batch:
+            await self.run_once()
+            if not self._full:
                 return
 
     def stop(self) -> None:
@@ -108,8 +137,8 @@ class QuotaSync:
                     self.progress(await self.store.pending(), self._oldest_ms if read else None, took)
             except Exception:  # keep syncing after a database or Redis hiccup; nothing was applied
                 log.exception("quota sync failed; retrying")
-                read, delay = 0, min(max(delay * 2, self.interval), 30.0)
-            if read < self.batch:
+                self._full, delay = False, min(max(delay * 2, self.interval), 30.0)
+            if not self._full:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
 

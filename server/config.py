@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from quota.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
+
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 (a file name, not a secret)
 
@@ -86,6 +88,7 @@ class Config:
     quota_sync_process: bool = True  # with Redis: `tollway serve` runs that sync as its own process
     quota_hold_timeout: float = 600.0
     quota_sync_batch: int = 2000
+    quota_partitions: int = DEFAULT_PARTITIONS  # fixed per deployment (quota/partitions.py)
     upstream_timeout: float = 300.0
     stream_idle_timeout: float = 120.0
     upstream_transport: str = "aiohttp"
@@ -280,6 +283,8 @@ def from_env(env: Mapping[str, str]) -> Config:
         raise ConfigError("WORKERS: more than one worker needs REDIS_URL (embedded mode is one process)")
 
     prefix = env.get("REDIS_KEY_PREFIX", "tollway:")
+    if "{" in prefix or "}" in prefix:  # the quota keys' hash tags must be the first braces of a key
+        raise ConfigError("REDIS_KEY_PREFIX: must not contain { or }")
     level = env.get("LOG_LEVEL", "INFO").strip().upper() or "INFO"
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
@@ -325,6 +330,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         quota_sync_process=_bool(env, "QUOTA_SYNC_PROCESS", True),
         quota_hold_timeout=_float(env, "QUOTA_HOLD_TIMEOUT", 600.0, 1.0, 86_400.0),
         quota_sync_batch=_int(env, "QUOTA_SYNC_BATCH", 2000, 1, 100_000),
+        quota_partitions=_int(env, "QUOTA_PARTITIONS", DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
         upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
         upstream_transport=transport,

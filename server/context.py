@@ -26,6 +26,7 @@ from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
+from quota.partitions import PartitionCountChanged
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
 from quota.versions import RECORDS, VersionTracker
@@ -36,7 +37,7 @@ from server.components.keys import KeyDirectory
 from server.components.options import Options
 from server.components.sessions import RedisSessionStore, SessionStore, SqlSessionStore
 from server.components.users import UserDirectory
-from server.config import Config
+from server.config import Config, ConfigError
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
 from server.logs.outbox import LogOutboxMover
@@ -135,7 +136,8 @@ class State:
         if config.redis_url:
             redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
             backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
-            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
+            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)),
+                                    partitions=config.quota_partitions)
         else:
             memory = MemoryBackend()
             backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)
@@ -171,6 +173,10 @@ class State:
         versions.listen(broadcasts)
         state.users.listen(broadcasts)
         state.keys.listen(broadcasts)
+        try:
+            await store.setup()  # refuses a QUOTA_PARTITIONS other than the store's
+        except PartitionCountChanged as exc:
+            raise ConfigError(str(exc)) from None
         await versions.start()
         state.tasks.start("invalidation-listener", broadcasts.listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process

@@ -20,6 +20,7 @@ from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
+from quota.partitions import PartitionCountChanged
 from quota.sync import QuotaSync
 from server import metrics
 from server.clock import Clock
@@ -43,7 +44,8 @@ async def run(config: Config, *, once: bool = False) -> None:
     backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
-    sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
+    store = RedisQuotaStore(backend, partitions=config.quota_partitions)
+    sync = QuotaSync(store, sink, interval=config.quota_sync_interval,
                      batch=config.quota_sync_batch, progress=metrics.sync_progress)
     try:
         await db.check()
@@ -53,6 +55,10 @@ async def run(config: Config, *, once: bool = False) -> None:
             await backend.ping()
         except BackendUnavailable:
             raise ConfigError("REDIS_URL: cannot connect to Redis (is it running?)") from None
+        try:
+            await store.setup()
+        except PartitionCountChanged as exc:
+            raise ConfigError(str(exc)) from None
         if once:
             await sync.drain()
             return

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from quota.backends.redis_quota import RedisQuotaStore
 from quota.types import InsufficientQuota, SubtractTooLarge
 from tests.conftest import _Databases, fresh_database
 from tests.quota.env import QuotaEnv, build, consume_log
@@ -69,7 +70,7 @@ async def assert_conserved(env: QuotaEnv, uid: int, initial: int, adjustments: i
         row = await env.key_row(kid)
         assert row.used_quota == sum(x.quota for x in key_logs)
         assert row.remain_quota == key_initial - row.used_quota
-        assert await env.engine.balance("key", kid) == row.remain_quota
+        assert await env.engine.balance("key", kid, owner=uid) == row.remain_quota
 
 
 def settled_ok(lines: list[dict[str, Any]]) -> dict[str, int]:
@@ -102,7 +103,7 @@ async def test_i1_a_key_quota_is_never_overdrawn_either(cluster: Cluster) -> Non
     lines = await run_all([cluster.worker(mode="reserve", tasks=25, user_id=uid, key_id=kid, amount=50)] * 2)
     assert len([x for x in lines if "ok" in x]) == 9
     assert {x["refused"] for x in lines if "refused" in x} == {"key"}
-    assert await cluster.env.engine.balance("key", kid) == 0
+    assert await cluster.env.engine.balance("key", kid, owner=uid) == 0
     assert await cluster.env.engine.balance("user", uid) == 1_000_000 - 9 * 50
 
 
@@ -153,7 +154,9 @@ async def test_i3_kill_9_of_a_serving_process_releases_its_holds(cluster: Cluste
     assert any("done" in x for x in survivor_lines)
     lines = victim_lines + survivor_lines
     assert cluster.env.redis is not None
-    open_holds = await cluster.env.redis.client.zcard(cluster.env.redis.key("q:holds"))
+    store = cluster.env.store
+    assert isinstance(store, RedisQuotaStore)
+    open_holds = await cluster.env.redis.client.zcard(store.holds[store.partition(uid)])
     assert open_holds >= 1, "the victim died with no hold open; the test proved nothing"
     await asyncio.sleep(1.3)  # let the leases of the dead process run out
     assert await cluster.env.engine.sweep() >= 1
@@ -295,9 +298,11 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
         await started.wait()  # the flush lands during the load, after at least 60 calls per caller
         assert not load.done(), "the load ended before the flush"
         async with env.redis.client.pipeline(transaction=True) as pipe:  # type: ignore[union-attr]
-            pipe.xlen(f"{env.redis.prefix}q:stream")  # type: ignore[union-attr]
+            assert isinstance(env.store, RedisQuotaStore)
+            for stream in env.store.streams:
+                pipe.xlen(stream)
             pipe.flushall()
-            lost_bound, _ = await pipe.execute()
+            lost_bound = sum((await pipe.execute())[:-1])
         flushed.set()
         await load
         env.sync.stop()

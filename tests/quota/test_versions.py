@@ -69,7 +69,7 @@ async def test_counters_never_fall_back_after_redis_lost_them(redis_prefix: str)
 async def test_the_reservation_returns_the_counters(backend: Backend) -> None:
     store = store_for(backend)
     await store.load_locked("user", 1, 1_000, "0-0")
-    await store.load_locked("key", 2, 1_000, "0-0")
+    await store.load_locked("key", 2, 1_000, "0-0", owner=1)
     await backend.bump(CHANNELS)
     await backend.bump(RECORDS)
     ok, _, _, _, versions = await store.reserve("h1", 1, 2, True, 10, 60_000)
