@@ -27,6 +27,8 @@ from models.db import Database, DatabaseUnavailable
 from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.partitions import PartitionCountChanged
 from server.config import Config, ConfigError, load
 
 if TYPE_CHECKING:
@@ -63,11 +65,15 @@ async def _migrate(config: Config) -> None:
 async def _check_redis(config: Config) -> None:
     if not config.redis_url:
         return
-    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
+                           partitions=config.quota_partitions)
     try:
         await backend.ping()
+        await RedisQuotaStore(backend).setup()  # QUOTA_PARTITIONS as recorded, or refuse to start
     except BackendUnavailable:
         raise StartupError("cannot connect to Redis at REDIS_URL (is it running?)") from None
+    except PartitionCountChanged as exc:
+        raise StartupError(str(exc)) from None
     finally:
         await backend.close()
 

@@ -134,10 +134,10 @@ class State:
         kv: KeyValue
         store: QuotaStore
         if config.redis_url:
-            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+            redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
+                                         partitions=config.quota_partitions)
             backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
-            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)),
-                                    partitions=config.quota_partitions)
+            store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
         else:
             memory = MemoryBackend()
             backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)

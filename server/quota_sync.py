@@ -41,10 +41,11 @@ async def run(config: Config, *, once: bool = False) -> None:
     logs_url = config.separate_logs_url
     db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None)
     log_db = Database(logs_url, pool_size=2) if logs_url else None
-    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout)
+    backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
+                           partitions=config.quota_partitions)
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
-    store = RedisQuotaStore(backend, partitions=config.quota_partitions)
+    store = RedisQuotaStore(backend)
     sync = QuotaSync(store, sink, interval=config.quota_sync_interval,
                      batch=config.quota_sync_batch, progress=metrics.sync_progress)
     try:

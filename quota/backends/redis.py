@@ -48,6 +48,7 @@ from quota.backends.base import (
     active_limits,
 )
 from quota.backends.redis_pipe import RedisPipe
+from quota.partitions import DEFAULT_PARTITIONS, tag
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
@@ -131,9 +132,13 @@ class LuaScript:
 
 
 class RedisBackend:
+    """`partitions`: how many partitions the deployment's quota state has (quota/partitions.py); each keeps
+    a copy of the version counters (`bump`)."""
+
     def __init__(self, url: str, prefix: str = "tollway:", *, timeout: float = 2.0,
-                 max_connections: int = 64) -> None:
+                 max_connections: int = 64, partitions: int = DEFAULT_PARTITIONS) -> None:
         self.prefix = prefix
+        self.partitions = partitions
         self.timeout = timeout
         # A blocking pool: when every connection is busy a command waits for one (within the `_guard`
         # deadline) instead of failing at once with MaxConnectionsError, as the default pool does —
@@ -159,9 +164,12 @@ class RedisBackend:
         self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))
+        self._raise_versions = self.script(lua.load("raise_versions"))
         self._set_if = self.script(lua.load("set_if_version"))
         self._del_if = self.script(lua.load("delete_if_equal"))
-        self.versions_key = self.key("ver")
+        self.versions_key = self.key("ver")  # the counters; management requests read them here
+        # each partition's copy, read by the reservations of that partition (quota/versions.py)
+        self.version_copies = [self.key(f"ver:{tag(p)}") for p in range(partitions)]
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -254,7 +262,16 @@ class RedisBackend:
 
     @idempotent
     async def bump(self, name: str) -> int:
-        return int(await self._bump(keys=[self.versions_key], args=[name, *NAMES]))
+        """Bump `name` in the counters, then raise every partition's copy to the counters (pipelined: the
+        calls issued in one turn of the loop go out in one write) before answering: a reservation in any
+        partition that starts after this returns at least the new value. A copy never exceeds the counters
+        (it only takes values read from them), and never falls (raises only): concurrent bumps leave every
+        copy at the counters' value. Run twice (a retry), it bumps twice, which only announces a change
+        that did not happen."""
+        bumped, *values = await self._bump(keys=[self.versions_key], args=[name, *NAMES])
+        pairs = [str(v) for pair in zip(NAMES, values, strict=True) for v in pair]
+        await asyncio.gather(*(self._raise_versions(keys=[copy], args=pairs) for copy in self.version_copies))
+        return int(bumped)
 
     @idempotent
     async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:

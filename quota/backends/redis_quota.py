@@ -15,7 +15,8 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
     q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
     rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
     q:partitions                 the number of partitions, recorded by the first process (`setup`)
-    ver                          version counters of the cached shared state (read by reserve; versions.py)
+    ver                          version counters of the cached shared state (quota/versions.py)
+    ver:{p}                      the partition's copy of them, read by its reservations (RedisBackend.bump)
 
 So every script touches the keys of one partition only. Use a Redis with `maxmemory-policy noeviction`: a
 live balance must never be evicted.
@@ -34,7 +35,7 @@ import ujson
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
-from quota.partitions import DEFAULT_PARTITIONS, PartitionCountChanged, partition_of, tag
+from quota.partitions import PartitionCountChanged, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry, RateLimited
 from quota.versions import UNKNOWN, Versions
@@ -55,10 +56,9 @@ def _field(account: Account) -> str:
 
 
 class RedisQuotaStore:
-    def __init__(self, backend: RedisBackend, *, marker_ttl: int = MARKER_TTL,
-                 partitions: int = DEFAULT_PARTITIONS) -> None:
+    def __init__(self, backend: RedisBackend, *, marker_ttl: int = MARKER_TTL) -> None:
         self.marker_ttl = marker_ttl
-        self.partitions = partitions
+        self.partitions = partitions = backend.partitions
         self.r = backend.client
         self.k = backend.key
         self.timeout = backend.timeout
@@ -73,7 +73,7 @@ class RedisQuotaStore:
         self._load = register(lua.load("load"))
         self._synced = register(lua.load("synced"))
         self._read = register(lua.load("read"))
-        self.versions_key = backend.versions_key
+        self.version_copies = backend.version_copies
         self._q = [self.k(f"q:{tag(p)}:") for p in range(partitions)]  # each partition's key prefix
         self.streams = [q + "stream" for q in self._q]
         self.holds = [q + "holds" for q in self._q]
@@ -117,7 +117,7 @@ class RedisQuotaStore:
         q = self._q[p]
         keys = [self._live(q, "user", user_id), self._live(q, "key", key_id), f"{q}h:{hold_id}",
                 self.holds[p], self._held(q, "user", user_id), self._held(q, "key", key_id),
-                self.versions_key]
+                self.version_copies[p]]
         args: list[Any] = [amount, hold_id, lease_ms, user_id, key_id, 1 if key_limited else 0]
         if limits:
             keys += [f"{q}rl:{hold_id}", *(self.k(limit.key) for limit in limits)]

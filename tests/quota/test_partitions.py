@@ -35,7 +35,7 @@ class Recorded:
 
 async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str) -> None:
     backend = RedisBackend(REDIS_URL, redis_prefix)
-    store = RedisQuotaStore(backend, partitions=16)
+    store = RedisQuotaStore(backend)
     calls: list[tuple[str, list[str]]] = []
     for name in SCRIPTS:
         setattr(store, name, Recorded(name, getattr(store, name), calls))
@@ -72,8 +72,7 @@ async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str
         await backend.close()
     assert {name for name, _ in calls} == set(SCRIPTS), "a script of the store was not exercised"
     for name, keys in calls:
-        # the version counters: one shared hash until each partition gets its copy (the next step)
-        slots = {key_slot(k.encode()) for k in keys if k != backend.versions_key}
+        slots = {key_slot(k.encode()) for k in keys}
         assert len(slots) == 1, f"{name} touches {len(slots)} slots: {keys}"
     partitions = {key_slot(keys[0].encode()) for _, keys in calls}
     assert len(partitions) == 2  # and the two users' partitions are two slots
@@ -81,7 +80,7 @@ async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str
 
 async def test_a_key_account_lives_in_its_owners_partition(redis_prefix: str) -> None:
     backend = RedisBackend(REDIS_URL, redis_prefix)
-    store = RedisQuotaStore(backend, partitions=16)
+    store = RedisQuotaStore(backend)
     try:
         owner, key = 5, 6  # the key's own id would put it in another partition
         assert partition_of(owner, 16) != partition_of(key, 16)
@@ -99,10 +98,12 @@ async def test_a_key_account_lives_in_its_owners_partition(redis_prefix: str) ->
 async def test_the_number_of_partitions_is_fixed_once_per_store(redis_prefix: str) -> None:
     backend = RedisBackend(REDIS_URL, redis_prefix)
     try:
-        await RedisQuotaStore(backend, partitions=16).setup()
-        await RedisQuotaStore(backend, partitions=16).setup()  # the same count: accepted
+        await RedisQuotaStore(backend).setup()
+        await RedisQuotaStore(backend).setup()  # the same count: accepted
+        eight = RedisBackend(REDIS_URL, redis_prefix, partitions=8)
         with pytest.raises(PartitionCountChanged) as refused:
-            await RedisQuotaStore(backend, partitions=8).setup()
+            await RedisQuotaStore(eight).setup()
+        await eight.close()
         assert (refused.value.stored, refused.value.configured) == (16, 8)
     finally:
         await backend.close()
