@@ -39,6 +39,18 @@ class UsageSink(Protocol):
         ...
 
 
+class Leases(Protocol):
+    """Which partitions this sync moves, shared with the other syncs (quota/leases.py)."""
+
+    async def refresh(self) -> list[int]:
+        """Once per pass: renew, give back, claim; the partitions this sync holds now."""
+        ...
+
+    async def release(self) -> None:
+        """On stop: give them all back."""
+        ...
+
+
 Progress = Callable[[int, "int | None", "float | None"], None]
 """Told after each pass of `run_forever`: the entries still waiting (in every partition), the stream time
 (ms) of the oldest entry the pass committed (over the partitions; None: nothing waited) and the pass's
@@ -52,8 +64,9 @@ def entry_ms(entry_id: str) -> int:
 
 class QuotaSync:
     def __init__(self, store: QuotaStore, sink: UsageSink, *, interval: float = 1.0, batch: int = 2000,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, leases: Leases | None = None) -> None:
         self.store = store
+        self.leases = leases  # None: this sync moves every partition (embedded mode, tests, --once)
         self.sink = sink
         self.interval = interval
         self.batch = batch
@@ -62,13 +75,13 @@ class QuotaSync:
         self._oldest_ms: int | None = None  # of the oldest entry the last `run_once` committed
         self._full = False  # the last `run_once` read a full batch of some partition: more is waiting
 
-    def partitions(self) -> list[int]:
-        """The partitions this sync moves."""
+    def every_partition(self) -> list[int]:
         return list(range(self.store.partitions))
 
-    async def run_once(self) -> int:
-        """One batch of each partition; returns how many entries it read (0 when every stream is drained)."""
-        mine = self.partitions()
+    async def run_once(self, partitions: Sequence[int] | None = None) -> int:
+        """One batch of each of `partitions` (default: all); returns how many entries it read (0 when
+        their streams are drained)."""
+        mine = list(partitions) if partitions is not None else self.every_partition()
         cursors = await self.sink.cursors(mine) if mine else {}
         read, oldest, full = 0, None, False
         for partition in mine:
@@ -103,7 +116,7 @@ class QuotaSync:
 
     async def oldest_waiting(self) -> int | None:
         """The stream time (ms) of the oldest entry not yet applied to SQL; None when nothing waits."""
-        mine = self.partitions()
+        mine = self.every_partition()
         cursors = await self.sink.cursors(mine) if mine else {}
         oldest: int | None = None
         for partition in mine:
@@ -113,7 +126,7 @@ class QuotaSync:
         return oldest
 
     async def drain(self, max_batches: int = 1000) -> None:
-        """Sync until the stream is empty (shutdown, tests)."""
+        """Sync every partition until its stream is empty (shutdown, tests)."""
         for _ in range(max_batches):
             await self.run_once()
             if not self._full:
@@ -130,7 +143,8 @@ class QuotaSync:
         while not self._stop.is_set():
             try:
                 started = time.perf_counter()
-                read = await self.run_once()
+                mine = await self.leases.refresh() if self.leases is not None else None
+                read = await self.run_once(mine)
                 delay = self.interval
                 if self.progress is not None:
                     took = time.perf_counter() - started if read else None
@@ -141,6 +155,11 @@ class QuotaSync:
             if not self._full:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
+        if self.leases is not None:
+            try:
+                await self.leases.release()  # the other syncs take the partitions over at once
+            except Exception:  # they expire on their own
+                log.exception("could not give the quota sync's leases back")
 
 
 async def sweep_forever(store: QuotaStore, interval: float, stop: asyncio.Event) -> None:

@@ -26,6 +26,7 @@ from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
+from quota.leases import PartitionLeases
 from quota.partitions import PartitionCountChanged
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
@@ -133,11 +134,13 @@ class State:
         sessions: SessionStore
         kv: KeyValue
         store: QuotaStore
+        leases: PartitionLeases | None = None  # embedded: one partition, one sync
         if config.redis_url:
             redis_backend = RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
                                          partitions=config.quota_partitions)
             backend, sessions, kv = redis_backend, RedisSessionStore(redis_backend), redis_backend
             store = RedisQuotaStore(redis_backend, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
+            leases = PartitionLeases(redis_backend, lease_seconds=config.quota_lease_seconds)
         else:
             memory = MemoryBackend()
             backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)
@@ -159,7 +162,7 @@ class State:
                                                      logs=log_db if logs_url else None,
                                                      on_logs_committed=crash_hook),
                                  interval=config.quota_sync_interval, batch=config.quota_sync_batch,
-                                 progress=metrics.sync_progress),
+                                 progress=metrics.sync_progress, leases=leases),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),
