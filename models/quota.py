@@ -38,7 +38,19 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    Table,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -52,6 +64,7 @@ from models.log_outbox import insert_logs
 from models.logs import Log
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.tables import Option, User
+from quota.partitions import LEGACY
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
 log = logging.getLogger("tollway.quota.sink")
@@ -149,6 +162,13 @@ users_t, keys_t, channels_t, logs_t = (
 )
 
 
+def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCursor], ColumnElement[bool]]:
+    """The SQL cursor row of a partition's stream; `LEGACY`: the single stream's of the layout before."""
+    if partition == LEGACY:
+        return QuotaCursor, QuotaCursor.id == 1
+    return PartitionCursor, PartitionCursor.partition == partition
+
+
 class SqlQuotaSink:
     def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
                  logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None) -> None:
@@ -165,14 +185,17 @@ class SqlQuotaSink:
         async with self.db.transaction() as tx:
             rows = (await tx.execute(select(PartitionCursor.partition, PartitionCursor.last_id)
                                      .where(PartitionCursor.partition.in_(list(partitions))))).all()
-        found = {int(p): str(last) for p, last in rows}
+            found = {int(p): str(last) for p, last in rows}
+            if LEGACY in partitions:
+                legacy = select(QuotaCursor.last_id).where(QuotaCursor.id == 1)
+                found[LEGACY] = await tx.scalar(legacy) or ZERO_ID
         return {p: found.get(p, ZERO_ID) for p in partitions}
 
     async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
-        mine = PartitionCursor.partition == partition
+        table, mine = _cursor_row(partition)
         async with self.db.transaction() as tx:
-            current = await tx.scalar(select(PartitionCursor.last_id).where(mine).with_for_update())
+            current = await tx.scalar(select(table.last_id).where(mine).with_for_update())
             if current is None:
                 raise ValueError(f"no SQL cursor row for quota partition {partition} (migrations not run?)")
             if not await epoch_is_current():
@@ -235,8 +258,7 @@ class SqlQuotaSink:
             if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
             last = entries[-1].id if not fresh else fresh[-1].id
-            await tx.execute(update(PartitionCursor).where(mine).values(last_id=last, epoch=epoch,
-                                                                        updated_at=now))
+            await tx.execute(update(table).where(mine).values(last_id=last, epoch=epoch, updated_at=now))
         return last
 
     async def _exporting(self, tx: AsyncSession) -> bool:

@@ -17,6 +17,12 @@ DEFAULT_PARTITIONS = 16
 MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to this many
 
 
+LEGACY = -1
+"""The single stream of the layout before partitions (`q:stream`, `q:cursor`, `q:epoch`; SQL `quota_cursor`),
+which the sync drains once after an upgrade before any account is loaded (docs/OPERATIONS.md#upgrading-to-
+quota-partitions). Store and sink accept it wherever they take a partition's stream."""
+
+
 def partition_of(user_id: int, count: int) -> int:
     """The partition of user `user_id` (and of its API keys) among `count`."""
     return user_id % count

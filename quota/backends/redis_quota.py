@@ -15,6 +15,8 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
     q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
     rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
     q:partitions                 the number of partitions, recorded by the first process (`setup`)
+    q:stream q:cursor q:epoch    the single stream of the layout before partitions (`LEGACY`): drained
+                                 once after an upgrade, then retired with that layout's other keys
     ver                          version counters of the cached shared state (quota/versions.py)
     ver:{p}                      the partition's copy of them, read by its reservations (RedisBackend.bump)
 
@@ -35,7 +37,7 @@ import ujson
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
-from quota.partitions import PartitionCountChanged, partition_of, tag
+from quota.partitions import LEGACY, PartitionCountChanged, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry, RateLimited
 from quota.versions import UNKNOWN, Versions
@@ -79,9 +81,60 @@ class RedisQuotaStore:
         self.holds = [q + "holds" for q in self._q]
         self.cursors = [q + "cursor" for q in self._q]
         self.epochs = [q + "epoch" for q in self._q]
+        self._legacy_gone = False  # known retired (it never comes back: see `legacy_pending`)
 
     def partition(self, user_id: int) -> int:
         return partition_of(user_id, self.partitions)
+
+    def _stream(self, partition: int) -> str:
+        return self.k("q:stream") if partition == LEGACY else self.streams[partition]
+
+    def _cursor(self, partition: int) -> str:
+        return self.k("q:cursor") if partition == LEGACY else self.cursors[partition]
+
+    def _epoch_key(self, partition: int) -> str:
+        return self.k("q:epoch") if partition == LEGACY else self.epochs[partition]
+
+    async def legacy_pending(self) -> bool:
+        """Whether the stream of the layout before partitions still exists (it always holds at least its
+        last synced entry until `retire_legacy`). Once gone it never comes back — nothing of this version
+        writes it, and the processes of the old one are stopped before an upgrade — so the answer
+        False is kept."""
+        if not self._legacy_gone:
+            self._legacy_gone = not await self._exists(self.k("q:stream"))
+        return not self._legacy_gone
+
+    @idempotent
+    async def _exists(self, key: str) -> bool:
+        return int(await self.r.exists(key)) == 1
+
+    async def retire_legacy(self) -> None:  # not under one deadline: SCAN walks the whole keyspace
+        """The legacy stream is synced: carry its adjustments' idempotency results over to every partition
+        (a credit replayed after the upgrade must find its ref applied: the ref does not name its
+        account), then delete that layout's keys — its stream last, which opens the loading of accounts.
+        Its live balances are not carried over: they load from SQL, which now has everything."""
+        async for name in self.r.scan_iter(match=self.k("q:i:*"), count=1000):
+            value, ttl = await self.r.get(name), await self.r.pttl(name)
+            if value is None or ttl == -2:
+                continue
+            ref = name[len(self.k("q:i:")):]
+            async with self.r.pipeline(transaction=False) as pipe:
+                for q in self._q:
+                    pipe.set(f"{q}i:{ref}", value, px=ttl if ttl > 0 else None, nx=True)
+                await pipe.execute()
+        for pattern in ("q:u:*", "q:t:*", "q:uh:*", "q:th:*", "q:h:*", "q:d:*", "q:rl:*", "q:i:*",
+                        "rl:key:*", "rl:user:*"):
+            batch: list[str] = []
+            async for name in self.r.scan_iter(match=self.k(pattern), count=1000):
+                batch.append(name)
+                if len(batch) >= 500:
+                    await self.r.delete(*batch)
+                    batch = []
+            if batch:
+                await self.r.delete(*batch)
+        await self.r.delete(self.k("q:holds"), self.k("q:cursor"), self.k("q:epoch"))
+        await self.r.delete(self.k("q:stream"))
+        self._legacy_gone = True
 
     @idempotent
     async def setup(self) -> None:
@@ -220,6 +273,8 @@ class RedisQuotaStore:
     @idempotent
     async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str, *,
                    owner: int = 0) -> int:
+        if await self.legacy_pending():  # SQL lacks what that stream holds: wait for the sync to drain it
+            raise CursorMoved()
         res = await self._run_load(account, account_id, owner, durable, cursor, False, epoch)
         if int(res[0]) == -2:
             raise EpochChanged()
@@ -230,6 +285,8 @@ class RedisQuotaStore:
     @idempotent
     async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str, *,
                           owner: int = 0) -> tuple[int, str]:
+        if await self.legacy_pending():
+            raise CursorMoved()
         res = await self._run_load(account, account_id, owner, durable, cursor, True, secrets.token_hex(8))
         return int(res[1]), str(res[2])
 
@@ -250,7 +307,7 @@ class RedisQuotaStore:
     @idempotent
     async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
         start = "-" if after == "0-0" else f"({after}"
-        epoch, rows = await self._read(keys=[self.epochs[partition], self.streams[partition]],
+        epoch, rows = await self._read(keys=[self._epoch_key(partition), self._stream(partition)],
                                        args=[start, count, secrets.token_hex(8)])
         entries: list[Entry] = []
         for n in range(0, len(rows), PARSE_SLICE):  # parsing 2,000 logs at once held the loop 20 ms
@@ -262,17 +319,17 @@ class RedisQuotaStore:
 
     @idempotent
     async def epoch(self, partition: int) -> str | None:
-        value = await self.r.get(self.epochs[partition])
+        value = await self.r.get(self._epoch_key(partition))
         return str(value) if value is not None else None
 
     @idempotent
     async def synced(self, partition: int, cursor: str) -> None:
-        await self._synced(keys=[self.cursors[partition], self.streams[partition]], args=[cursor])
+        await self._synced(keys=[self._cursor(partition), self._stream(partition)], args=[cursor])
 
     @idempotent
     async def pending(self, partition: int | None = None) -> int:
         if partition is not None:
-            return int(await self.r.xlen(self.streams[partition]))
+            return int(await self.r.xlen(self._stream(partition)))
         async with self.r.pipeline(transaction=False) as pipe:
             for stream in self.streams:
                 pipe.xlen(stream)

@@ -233,7 +233,11 @@ async def test_i3_two_syncs_share_the_partitions_and_a_kill_9_hands_its_share_ov
         await wait_until(shared, "both syncs hold half the partitions")
         cfg = cluster.worker(mode="cycle", tasks=6, iterations=50, user_ids=uids, amount=200)
         workers = await asyncio.to_thread(start_all, [{**cfg, "seed": 8}, {**cfg, "seed": 9}])
-        await asyncio.to_thread(workers[0].read_until, "settled")
+        async def synced_some() -> bool:  # the syncs are moving the load's usage into SQL
+            return any([await cluster.env.logs(user_id=uid) for uid in uids])
+
+        await wait_until(synced_some, "the syncs applied some of the load")
+        assert all(w.proc.poll() is None for w in workers), "the load ended before the kill"
         assert await shared(), "the victim lost its share before it was killed"
         victim.kill()  # SIGKILL, wherever it is in its batch
         await asyncio.to_thread(victim.wait)
