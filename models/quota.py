@@ -1,11 +1,12 @@
 """The SQL side of the quota engine: the sync cursor, the sink the sync writes to, and the durable
 balances the engine loads accounts from.
 
-`SqlQuotaSink.apply` is the exactly-once step: one transaction locks the cursor row, drops entries at or
-below it, inserts the log rows (and, with `DataExportEnabled`, adds the consume logs among them to
-the hourly usage buckets of `quota_data`), applies the summed deltas (`x = x + :d`, rows in id order)
-and moves the cursor. `SqlBalanceSource.durable` reads a balance and the cursor in ONE statement, so
-the pair is a consistent snapshot on every database.
+`SqlQuotaSink.apply` is the exactly-once step, per partition of the store (quota/partitions.py): one
+transaction locks the partition's cursor row (`quota_cursors`), drops entries at or below it, inserts the
+log rows (and, with `DataExportEnabled`, adds the consume logs among them to the hourly usage buckets of
+`quota_data`), applies the summed deltas (`x = x + :d`, rows in id order) and moves the cursor.
+`SqlBalanceSource.durable` reads a balance and its partition's cursor in ONE statement, so the pair is a
+consistent snapshot on every database.
 
 The sync runs on the event loop of a serving worker, so a batch must not hold the loop for long: rows
 are built and inserted `CHUNK` at a time, with a short pause between chunks (`CHUNK_PAUSE`) in which the
@@ -34,10 +35,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Integer, Select, String, Table, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    Table,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -51,17 +64,31 @@ from models.log_outbox import insert_logs
 from models.logs import Log
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.tables import Option, User
+from quota.partitions import LEGACY
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
 log = logging.getLogger("tollway.quota.sink")
 
 
 class QuotaCursor(Base):
-    """One row (id 1): the id of the last stream entry applied to SQL."""
+    """One row (id 1): the id of the last entry of the single stream of the layout before partitions
+    (quota/partitions.py) applied to SQL; kept for an upgrade from that layout."""
 
     __tablename__ = "quota_cursor"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_id: Mapped[str] = mapped_column(String(40))
+    epoch: Mapped[str] = mapped_column(String(40), default="")
+    updated_at: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class PartitionCursor(Base):
+    """One row per partition (0 .. MAX_PARTITIONS − 1, all present from the migration on): the id of the
+    last entry of the partition's stream applied to SQL, and the store epoch it was read under."""
+
+    __tablename__ = "quota_cursors"
+
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     last_id: Mapped[str] = mapped_column(String(40))
     epoch: Mapped[str] = mapped_column(String(40), default="")
     updated_at: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -135,6 +162,13 @@ users_t, keys_t, channels_t, logs_t = (
 )
 
 
+def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCursor], ColumnElement[bool]]:
+    """The SQL cursor row of a partition's stream; `LEGACY`: the single stream's of the layout before."""
+    if partition == LEGACY:
+        return QuotaCursor, QuotaCursor.id == 1
+    return PartitionCursor, PartitionCursor.partition == partition
+
+
 class SqlQuotaSink:
     def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
                  logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None) -> None:
@@ -147,16 +181,23 @@ class SqlQuotaSink:
         # fault injection for the crash test (TEST_KILL_AFTER_LOG_COMMIT): runs between the two commits
         self._on_logs_committed = on_logs_committed
 
-    async def cursor(self) -> str:
+    async def cursors(self, partitions: Sequence[int]) -> dict[int, str]:
         async with self.db.transaction() as tx:
-            return await tx.scalar(select(QuotaCursor.last_id).where(QuotaCursor.id == 1)) or ZERO_ID
+            rows = (await tx.execute(select(PartitionCursor.partition, PartitionCursor.last_id)
+                                     .where(PartitionCursor.partition.in_(list(partitions))))).all()
+            found = {int(p): str(last) for p, last in rows}
+            if LEGACY in partitions:
+                legacy = select(QuotaCursor.last_id).where(QuotaCursor.id == 1)
+                found[LEGACY] = await tx.scalar(legacy) or ZERO_ID
+        return {p: found.get(p, ZERO_ID) for p in partitions}
 
-    async def apply(self, entries: list[Entry], epoch: str,
+    async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
+        table, mine = _cursor_row(partition)
         async with self.db.transaction() as tx:
-            current = await tx.scalar(
-                select(QuotaCursor.last_id).where(QuotaCursor.id == 1).with_for_update()
-            ) or ZERO_ID
+            current = await tx.scalar(select(table.last_id).where(mine).with_for_update())
+            if current is None:
+                raise ValueError(f"no SQL cursor row for quota partition {partition} (migrations not run?)")
             if not await epoch_is_current():
                 return None
             floor = stream_id(current)
@@ -217,10 +258,7 @@ class SqlQuotaSink:
             if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
             last = entries[-1].id if not fresh else fresh[-1].id
-            await tx.execute(
-                update(QuotaCursor).where(QuotaCursor.id == 1).values(last_id=last, epoch=epoch,
-                                                                      updated_at=now)
-            )
+            await tx.execute(update(table).where(mine).values(last_id=last, epoch=epoch, updated_at=now))
         return last
 
     async def _exporting(self, tx: AsyncSession) -> bool:
@@ -303,24 +341,26 @@ class SqlBalanceSource:
         id_column = User.id if account == "user" else ApiKey.id
         return select(column).where(id_column == account_id)
 
-    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
+    async def durable(self, account: Account, account_id: int, partition: int) -> tuple[int, str, str] | None:
         balance = self._balance(account, account_id).scalar_subquery()
-        stmt = select(balance, QuotaCursor.last_id, QuotaCursor.epoch).where(QuotaCursor.id == 1)
+        stmt = select(balance, PartitionCursor.last_id, PartitionCursor.epoch).where(
+            PartitionCursor.partition == partition)
         async with self.db.transaction() as tx:
             row = (await tx.execute(stmt)).first()
         if row is None or row[0] is None:
             return None
         return int(row[0]), str(row[1]), str(row[2])
 
-    async def locked(self, account: Account, account_id: int,
+    async def locked(self, account: Account, account_id: int, partition: int,
                      load: Callable[[int, str], Awaitable[tuple[int, str]]]) -> int | None:
+        mine = PartitionCursor.partition == partition
         async with self.db.transaction() as tx:
-            cursor = await tx.scalar(
-                select(QuotaCursor.last_id).where(QuotaCursor.id == 1).with_for_update()
-            ) or ZERO_ID
+            cursor = await tx.scalar(select(PartitionCursor.last_id).where(mine).with_for_update())
+            if cursor is None:
+                raise ValueError(f"no SQL cursor row for quota partition {partition} (migrations not run?)")
             balance = await tx.scalar(self._balance(account, account_id))
             if balance is None:
                 return None
             live, epoch = await load(int(balance), cursor)
-            await tx.execute(update(QuotaCursor).where(QuotaCursor.id == 1).values(epoch=epoch))
+            await tx.execute(update(PartitionCursor).where(mine).values(epoch=epoch))
             return live

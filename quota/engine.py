@@ -86,13 +86,15 @@ LockedLoad = Callable[[int, str], Awaitable[tuple[int, str]]]
 
 
 class BalanceSource(Protocol):
-    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
-        """(balance, sync cursor, epoch) read in one statement; None when the account does not exist."""
+    async def durable(self, account: Account, account_id: int, partition: int) -> tuple[int, str, str] | None:
+        """(balance, the partition's sync cursor and epoch) read in one statement; None when the account
+        does not exist."""
         ...
 
-    async def locked(self, account: Account, account_id: int, load: LockedLoad) -> int | None:
-        """Under the SQL cursor row lock: read (balance, cursor), call `load`, record the epoch it
-        returns as the one SQL now follows; the live balance, None when the account does not exist."""
+    async def locked(self, account: Account, account_id: int, partition: int, load: LockedLoad
+                     ) -> int | None:
+        """Under the partition's SQL cursor row lock: read (balance, cursor), call `load`, record the epoch
+        it returns as the one SQL now follows; the live balance, None when the account does not exist."""
         ...
 
 
@@ -108,26 +110,40 @@ class QuotaEngine:
         self.hold_ids = HoldIds()
         self.observer = observer
 
-    async def _load(self, account: Account, account_id: int) -> int:
+    def partition(self, user_id: int) -> int:
+        """The partition of user `user_id` and its API keys (quota/partitions.py)."""
+        return self.store.partition(user_id)
+
+    @staticmethod
+    def _owner(account: Account, account_id: int, owner: int) -> int:
+        """The user whose partition the account lives in."""
+        if account == "user":
+            return account_id
+        if owner <= 0:
+            raise ValueError("a key account needs its owner's user id (owner=…)")
+        return owner
+
+    async def _load(self, account: Account, account_id: int, owner: int) -> int:
+        partition = self.store.partition(owner)
         for attempt in range(LOAD_ATTEMPTS):
-            durable = await self.source.durable(account, account_id)
+            durable = await self.source.durable(account, account_id, partition)
             if durable is None:
                 raise BalanceUnknown(account, account_id)
             try:
-                return await self.store.load(account, account_id, *durable)
+                return await self.store.load(account, account_id, *durable, owner=owner)
             except CursorMoved:
                 await asyncio.sleep(min(0.005 * (attempt + 1), 0.1))
             except EpochChanged:
-                return await self._load_locked(account, account_id)
+                return await self._load_locked(account, account_id, owner)
         raise CursorMoved()
 
-    async def _load_locked(self, account: Account, account_id: int) -> int:
+    async def _load_locked(self, account: Account, account_id: int, owner: int) -> int:
         """The store lost its data (or never synced): load while no sync batch can commit."""
 
         async def load(balance: int, cursor: str) -> tuple[int, str]:
-            return await self.store.load_locked(account, account_id, balance, cursor)
+            return await self.store.load_locked(account, account_id, balance, cursor, owner=owner)
 
-        live = await self.source.locked(account, account_id, load)
+        live = await self.source.locked(account, account_id, self.store.partition(owner), load)
         if live is None:
             raise BalanceUnknown(account, account_id)
         return live
@@ -169,7 +185,7 @@ class QuotaEngine:
                 ok, refused, user, key, versions = await self.store.reserve(
                     hold_id, user_id, key_id, limited, amount, self.lease_ms, active)
             except NeedsLoad as missing:
-                await self._load(missing.account, missing.account_id)
+                await self._load(missing.account, missing.account_id, missing.owner)
                 continue
             if not ok:
                 raise InsufficientQuota("user" if refused == "user" else "key", user)
@@ -202,7 +218,7 @@ class QuotaEngine:
         """Return the hold; False (nothing changed) when it was already settled, released or swept."""
         started = perf_counter()
         try:
-            released = await self.store.release(reservation.hold_id)
+            released = await self.store.release(reservation.hold_id, reservation.user_id)
         except Exception:
             self.observer.settled(SettleResult.ERROR, perf_counter() - started)
             raise
@@ -211,7 +227,7 @@ class QuotaEngine:
         return released
 
     async def renew(self, reservation: Reservation) -> bool:
-        return await self.store.renew(reservation.hold_id, self.lease_ms)
+        return await self.store.renew(reservation.hold_id, reservation.user_id, self.lease_ms)
 
     async def holds_in_flight(self) -> int:
         """Holds reserved and not yet settled, released or swept, in the whole store."""
@@ -224,14 +240,15 @@ class QuotaEngine:
         return released
 
     async def _adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
-                      log: dict[str, Any] | None, allow_negative: bool = False) -> Adjustment:
+                      log: dict[str, Any] | None, allow_negative: bool = False, owner: int = 0) -> Adjustment:
+        owner = self._owner(account, account_id, owner)
         for _ in range(3):
             try:
                 status, before, after, delta = await self.store.adjust(
-                    account, account_id, mode, value, ref, log, allow_negative
+                    account, account_id, mode, value, ref, log, allow_negative, owner=owner
                 )
             except NeedsLoad:
-                await self._load(account, account_id)
+                await self._load(account, account_id, owner)
                 continue
             if status == 0:
                 raise SubtractTooLarge(before)
@@ -240,40 +257,45 @@ class QuotaEngine:
             return Adjustment(status == 1, before, after, delta)
         raise CursorMoved()
 
+    # `owner`: for a key account, the user id of the key's owner (the partition the key lives in)
+
     async def credit(self, account: Account, account_id: int, amount: int, *, ref: str,
-                     log: dict[str, Any] | None = None) -> Adjustment:
+                     log: dict[str, Any] | None = None, owner: int = 0) -> Adjustment:
         """Add `amount` > 0 once per `ref` (redemption code, order, admin request …)."""
         if amount <= 0:
             raise ValueError("amount must be > 0")
-        return await self._adjust(account, account_id, "add", amount, ref, log)
+        return await self._adjust(account, account_id, "add", amount, ref, log, owner=owner)
 
     async def debit(self, account: Account, account_id: int, amount: int, *, ref: str,
-                    log: dict[str, Any] | None = None, allow_negative: bool = False) -> Adjustment:
+                    log: dict[str, Any] | None = None, allow_negative: bool = False,
+                    owner: int = 0) -> Adjustment:
         """Subtract `amount` > 0 once per `ref`; SubtractTooLarge above the live balance."""
         if amount <= 0:
             raise ValueError("amount must be > 0")
-        return await self._adjust(account, account_id, "sub", amount, ref, log, allow_negative)
+        return await self._adjust(account, account_id, "sub", amount, ref, log, allow_negative, owner)
 
     async def set(self, account: Account, account_id: int, value: int, *, ref: str,
-                  log: dict[str, Any] | None = None) -> Adjustment:
+                  log: dict[str, Any] | None = None, owner: int = 0) -> Adjustment:
         """Override the balance to `value` ≥ 0 as of now; calls in flight are charged on top of it."""
         if value < 0:
             raise ValueError("value must be ≥ 0")
-        return await self._adjust(account, account_id, "set", value, ref, log)
+        return await self._adjust(account, account_id, "set", value, ref, log, owner=owner)
 
-    async def can_credit(self, account: Account, account_id: int, amount: int) -> bool:
+    async def can_credit(self, account: Account, account_id: int, amount: int, *, owner: int = 0) -> bool:
         """Whether `credit(amount)` would be taken now: the live balance plus `amount` stays within
         `BALANCE_MAX` (loading the account on first use; BalanceUnknown when it does not exist). Only a
         check: a credit that lands in between may still fill the room first."""
-        return await self.balance(account, account_id) + amount <= BALANCE_MAX
+        return await self.balance(account, account_id, owner=owner) + amount <= BALANCE_MAX
 
-    async def balance(self, account: Account, account_id: int) -> int:
+    async def balance(self, account: Account, account_id: int, *, owner: int = 0) -> int:
         """The live balance, loading it from SQL on first use."""
-        live = await self.store.live(account, [account_id])
+        owner = self._owner(account, account_id, owner)
+        live = await self.store.live(account, [account_id], [owner])
         if account_id in live:
             return live[account_id]
-        return await self._load(account, account_id)
+        return await self._load(account, account_id, owner)
 
-    async def balances(self, account: Account, ids: list[int]) -> dict[int, int]:
-        """Live balances of those accounts that are loaded (one round trip; nothing is loaded)."""
-        return await self.store.live(account, ids)
+    async def balances(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        """Live balances of those accounts that are loaded (one round trip; nothing is loaded). `owners`:
+        for key accounts, each key's owner, in the order of `ids`."""
+        return await self.store.live(account, ids, owners)

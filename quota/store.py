@@ -8,11 +8,12 @@ user and limited key:
 `load` establishes it for an account that has no live balance yet; `reserve`, `settle`, `release` and
 `adjust` preserve it; the sync moves stream entries into SQL and advances the cursor.
 
-The *epoch* names one incarnation of the store (a random token, created when missing). A Redis that lost
-its data (FLUSHALL, restart without persistence) gets a new one. The sync applies a batch only if the
-epoch it was read under is still current, checked while it holds the SQL cursor row lock; an account is
-loaded without that lock only when SQL last synced from the current epoch. Together these keep a batch
-read before a loss from landing in SQL after an account was reloaded without it.
+The *epoch* names one incarnation of a partition of the store (a random token, created when missing). A
+Redis that lost its data (FLUSHALL, restart without persistence) gets a new one. The sync applies a batch
+only if the epoch it was read under is still current, checked while it holds the partition's SQL cursor
+row lock; an account is loaded without that lock only when SQL last synced from the current epoch.
+Together these keep a batch read before a loss from landing in SQL after an account was reloaded without
+it.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ if TYPE_CHECKING:
 
 
 class NeedsLoad(Exception):
-    """The live balance of `account` is not in the store yet; load it from SQL and retry."""
+    """The live balance of `account` is not in the store yet; load it from SQL and retry. `owner`: the
+    user the account belongs to (itself for a user), whose partition it lives in."""
 
-    def __init__(self, account: Account, account_id: int) -> None:
+    def __init__(self, account: Account, account_id: int, owner: int) -> None:
         super().__init__(f"{account} {account_id} has no live balance")
         self.account = account
         self.account_id = account_id
+        self.owner = owner
 
 
 class CursorMoved(Exception):
@@ -45,6 +48,30 @@ class EpochChanged(Exception):
 
 
 class QuotaStore(Protocol):
+    """The quota state of one deployment, in `partitions` partitions (quota/partitions.py). An account
+    lives in its owner's partition: `owner` is the user id of a key account's owner (for a user account,
+    0 or the user's own id). Each partition has its own stream, cursor and epoch."""
+
+    partitions: int
+
+    def partition(self, user_id: int) -> int:
+        """The partition of user `user_id` and of its API keys."""
+        ...
+
+    async def setup(self) -> None:
+        """At start: record the number of partitions in the store, or refuse (PartitionCountChanged) when
+        it holds another."""
+        ...
+
+    async def legacy_pending(self) -> bool:
+        """Whether usage queued in the layout before partitions (quota/partitions.py `LEGACY`) may still be
+        unsynced: while it is, no account is loaded (`load` raises CursorMoved)."""
+        ...
+
+    async def retire_legacy(self) -> None:
+        """The legacy stream is synced: delete that layout's keys (its idempotency results carried over)."""
+        ...
+
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
                       lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
         """(ok, refused_account, user_balance, key_balance, versions); raises NeedsLoad. `versions` are
@@ -61,50 +88,53 @@ class QuotaStore(Protocol):
         charged forced in the same step, only when the settlement applies: exactly once."""
         ...
 
-    async def release(self, hold_id: str) -> bool:
+    async def release(self, hold_id: str, user_id: int) -> bool:
         """Return the whole hold; idempotent. False when already settled or released."""
         ...
 
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
-                     log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
+                     log: dict[str, Any] | None, allow_negative: bool, *, owner: int = 0
+                     ) -> tuple[int, int, int, int]:
         """(status, before, after, delta): status 1 applied, 2 applied earlier (same ref), 0 refused
         (subtract above balance), 3 refused (the balance would leave ±2^53). Raises NeedsLoad."""
         ...
 
-    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
-        """Set the live balance from SQL + unsynced entries − holds unless present.
+    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str, *,
+                   owner: int = 0) -> int:
+        """Set the live balance from SQL + unsynced entries − holds unless present (`cursor`, `epoch`: the
+        SQL cursor row of the account's partition).
         Raises CursorMoved (read SQL again) or EpochChanged (use `load_locked`)."""
         ...
 
-    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
-                          ) -> tuple[int, str]:
+    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str, *,
+                          owner: int = 0) -> tuple[int, str]:
         """As `load`, for a caller holding the SQL cursor lock; returns (live, current epoch)."""
         ...
 
-    async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
-        """Live balances of the accounts that have one."""
+    async def live(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        """Live balances of the accounts that have one (`owners`: of key accounts, in the order of `ids`)."""
         ...
 
-    async def renew(self, hold_id: str, lease_ms: int) -> bool: ...
+    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool: ...
 
     async def sweep(self, limit: int = 100) -> int:
         """Release holds whose lease passed (their worker died); returns how many."""
         ...
 
-    async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
-        """(epoch, stream entries with id > `after`, oldest first)."""
+    async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
+        """(epoch, entries of the partition's stream with id > `after`, oldest first)."""
         ...
 
-    async def epoch(self) -> str | None:
-        """The current epoch (None when the store lost it and nobody made a new one yet)."""
+    async def epoch(self, partition: int) -> str | None:
+        """The partition's current epoch (None when the store lost it and nobody made a new one yet)."""
         ...
 
-    async def synced(self, cursor: str) -> None:
-        """The sync committed everything up to `cursor`: publish it and trim the stream."""
+    async def synced(self, partition: int, cursor: str) -> None:
+        """The sync committed the partition's entries up to `cursor`: publish it and trim its stream."""
         ...
 
-    async def pending(self) -> int:
-        """Entries in the stream (synced ones may linger until trimmed)."""
+    async def pending(self, partition: int | None = None) -> int:
+        """Entries in one partition's stream, or in all (synced ones may linger until trimmed)."""
         ...
 
     async def open_holds(self) -> int:

@@ -1,6 +1,8 @@
-"""Moving settled usage and adjustments from the store's stream into SQL, exactly once.
+"""Moving settled usage and adjustments from the store's streams into SQL, exactly once.
 
-A `UsageSink` (models/quota.py) applies a batch in ONE SQL transaction: it locks the cursor row, checks
+The store keeps one stream per partition (quota/partitions.py), and SQL one cursor row per partition; each
+partition is synced on its own, exactly as one stream was. For each partition, a `UsageSink`
+(models/quota.py) applies a batch in ONE SQL transaction: it locks the partition's cursor row, checks
 that the store's epoch is still the one the batch was read under (else the store lost its data meanwhile
 and the batch is dropped — see quota/store.py), skips entries at or below the cursor (another sync worker
 got there first, or this one crashed after committing), inserts the log rows, applies the summed counter
@@ -15,9 +17,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from quota.partitions import LEGACY
 from quota.store import QuotaStore
 from quota.types import Entry
 
@@ -25,21 +28,34 @@ log = logging.getLogger("tollway.quota.sync")
 
 
 class UsageSink(Protocol):
-    async def cursor(self) -> str:
-        """The id of the last stream entry applied to SQL."""
+    async def cursors(self, partitions: Sequence[int]) -> dict[int, str]:
+        """The id of the last stream entry applied to SQL, for each of the partitions (one read)."""
         ...
 
-    async def apply(self, entries: list[Entry], epoch: str,
+    async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
-        """Apply the entries above the cursor in one transaction; returns the committed cursor, or None
-        when `epoch_is_current()` (asked under the cursor lock) says the batch is stale. `behind`: the
-        batch was full, more is waiting — the sink may trade the event loop's latency for speed."""
+        """Apply the partition's entries above its cursor in one transaction; returns the committed
+        cursor, or None when `epoch_is_current()` (asked under the cursor lock) says the batch is stale.
+        `behind`: the batch was full, more is waiting — the sink may trade the loop's latency for speed."""
+        ...
+
+
+class Leases(Protocol):
+    """Which partitions this sync moves, shared with the other syncs (quota/leases.py)."""
+
+    async def refresh(self) -> list[int]:
+        """Once per pass: renew, give back, claim; the partitions this sync holds now."""
+        ...
+
+    async def release(self) -> None:
+        """On stop: give them all back."""
         ...
 
 
 Progress = Callable[[int, "int | None", "float | None"], None]
-"""Told after each pass of `run_forever`: the entries still waiting, the stream time (ms) of the oldest
-entry the pass committed (None: nothing waited) and the batch's duration in seconds (None: no batch)."""
+"""Told after each pass of `run_forever`: the entries still waiting (in every partition), the stream time
+(ms) of the oldest entry the pass committed (over the partitions; None: nothing waited) and the pass's
+duration in seconds (None: no batch)."""
 
 
 def entry_ms(entry_id: str) -> int:
@@ -49,45 +65,99 @@ def entry_ms(entry_id: str) -> int:
 
 class QuotaSync:
     def __init__(self, store: QuotaStore, sink: UsageSink, *, interval: float = 1.0, batch: int = 2000,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, leases: Leases | None = None) -> None:
         self.store = store
+        self.leases = leases  # None: this sync moves every partition (embedded mode, tests, --once)
         self.sink = sink
         self.interval = interval
         self.batch = batch
         self.progress = progress
         self._stop = asyncio.Event()
-        self._oldest_ms: int | None = None  # of the last batch run_once committed
+        self._oldest_ms: int | None = None  # of the oldest entry the last `run_once` committed
+        self._full = False  # the last `run_once` read a full batch of some partition: more is waiting
+        self._legacy_done = False  # the stream of the layout before partitions is known to be retired
 
-    async def run_once(self) -> int:
-        """One batch; returns how many entries it read (0 when the stream is drained)."""
-        cursor = await self.sink.cursor()
-        epoch, entries = await self.store.read(cursor, self.batch)
-        self._oldest_ms = entry_ms(entries[0].id) if entries else None
+    def every_partition(self) -> list[int]:
+        return list(range(self.store.partitions))
+
+    async def run_once(self, partitions: Sequence[int] | None = None) -> int:
+        """One batch of each of `partitions` (default: all); returns how many entries it read (0 when
+        their streams are drained)."""
+        mine = list(partitions) if partitions is not None else self.every_partition()
+        legacy = await self._drain_legacy()
+        cursors = await self.sink.cursors(mine) if mine else {}
+        read, oldest, full = legacy, None, legacy >= self.batch
+        for partition in mine:
+            count, first = await self._run_partition(partition, cursors[partition])
+            read += count
+            full = full or count >= self.batch
+            if first is not None and (oldest is None or first < oldest):
+                oldest = first
+        self._oldest_ms, self._full = oldest, full
+        return read
+
+    async def _drain_legacy(self) -> int:
+        """After an upgrade: sync the stream of the layout before partitions with its own SQL cursor, exactly
+        once as before (any sync may, the cursor lock orders them), and once nothing is left after its
+        cursor, retire that layout. Until then no account is loaded (`QuotaStore.legacy_pending`)."""
+        if self._legacy_done:
+            return 0
+        if not await self.store.legacy_pending():
+            self._legacy_done = True
+            return 0
+        count = 0
+        cursor = (await self.sink.cursors([LEGACY]))[LEGACY]
+        _, waiting = await self.store.read(LEGACY, cursor, 1)
+        if waiting:
+            count, _ = await self._run_partition(LEGACY, cursor)
+            if count >= self.batch:
+                return count  # more is waiting: the next pass
+            cursor = (await self.sink.cursors([LEGACY]))[LEGACY]
+            _, waiting = await self.store.read(LEGACY, cursor, 1)
+            if waiting:
+                return count
+        log.warning("the quota usage queued before the upgrade to partitions is synced; retiring that layout")
+        await self.store.retire_legacy()
+        self._legacy_done = True
+        return count
+
+    async def _run_partition(self, partition: int, cursor: str) -> tuple[int, int | None]:
+        """One batch of one partition: (entries read, stream time of the first one)."""
+        epoch, entries = await self.store.read(partition, cursor, self.batch)
         if entries:
 
             async def current() -> bool:
-                return await self.store.epoch() == epoch
+                return await self.store.epoch(partition) == epoch
 
             # A full batch means more entries are waiting than one batch holds: the sync is behind the
             # calls. Only then does the sink work in larger stretches (a batch of a normal interval,
             # however many calls it holds, is written in small chunks that leave the loop to the calls).
-            applied = await self.sink.apply(entries, epoch, current, behind=len(entries) >= self.batch)
+            applied = await self.sink.apply(partition, entries, epoch, current,
+                                            behind=len(entries) >= self.batch)
             if applied is None:
-                log.warning("the quota store lost its data since this batch was read; batch dropped")
-                return 0
+                log.warning("the quota store lost partition %d's data since this batch was read; batch "
+                            "dropped", partition)
+                return 0, None
             cursor = applied
-        await self.store.synced(cursor)
-        return len(entries)
+        await self.store.synced(partition, cursor)
+        return len(entries), entry_ms(entries[0].id) if entries else None
 
     async def oldest_waiting(self) -> int | None:
         """The stream time (ms) of the oldest entry not yet applied to SQL; None when nothing waits."""
-        _, entries = await self.store.read(await self.sink.cursor(), 1)
-        return entry_ms(entries[0].id) if entries else None
+        mine = self.every_partition()
+        cursors = await self.sink.cursors(mine) if mine else {}
+        oldest: int | None = None
+        for partition in mine:
+            _, entries = await self.store.read(partition, cursors[partition], 1)
+            if entries and (oldest is None or entry_ms(entries[0].id) < oldest):
+                oldest = entry_ms(entries[0].id)
+        return oldest
 
     async def drain(self, max_batches: int = 1000) -> None:
-        """Sync until the stream is empty (shutdown, tests)."""
+        """Sync every partition until its stream is empty (shutdown, tests)."""
         for _ in range(max_batches):
-            if await self.run_once() < self.batch:
+            await self.run_once()
+            if not self._full:
                 return
 
     def stop(self) -> None:
@@ -101,17 +171,23 @@ class QuotaSync:
         while not self._stop.is_set():
             try:
                 started = time.perf_counter()
-                read = await self.run_once()
+                mine = await self.leases.refresh() if self.leases is not None else None
+                read = await self.run_once(mine)
                 delay = self.interval
                 if self.progress is not None:
                     took = time.perf_counter() - started if read else None
                     self.progress(await self.store.pending(), self._oldest_ms if read else None, took)
             except Exception:  # keep syncing after a database or Redis hiccup; nothing was applied
                 log.exception("quota sync failed; retrying")
-                read, delay = 0, min(max(delay * 2, self.interval), 30.0)
-            if read < self.batch:
+                self._full, delay = False, min(max(delay * 2, self.interval), 30.0)
+            if not self._full:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
+        if self.leases is not None:
+            try:
+                await self.leases.release()  # the other syncs take the partitions over at once
+            except Exception:  # they expire on their own
+                log.exception("could not give the quota sync's leases back")
 
 
 async def sweep_forever(sweep: Callable[[], Awaitable[int]], interval: float, stop: asyncio.Event) -> None:

@@ -12,6 +12,12 @@ one it was shown catches up first (reloads the table or the options, forgets its
 re-runs its admission. A refusal decided on cached state, and every management request, pays one read
 of the counters instead.
 
+On Redis each partition of the quota state (quota/partitions.py) keeps a copy of the counters, which its
+reservations read (so a reservation still touches one hash slot); a bump raises every copy to the counters
+before the writer answers, a copy only ever takes values read from the counters and never falls, so what a
+reservation returns is never above the counters. Readers of "the versions" (management requests, the
+catch-up after a hint) read the counters themselves.
+
 The counters only grow: the first bump after the store lost them (a Redis restart without persistence)
 starts every counter at the store's clock in microseconds, above any value handed out before.
 

@@ -31,10 +31,10 @@ from quota.types import Account
 class _NoSql:
     """Balances are preloaded into Redis, so the engine never asks SQL during the run."""
 
-    async def durable(self, account: Account, account_id: int) -> tuple[int, str, str] | None:
+    async def durable(self, account: Account, account_id: int, partition: int) -> tuple[int, str, str] | None:
         raise AssertionError("the benchmark must not load from SQL")
 
-    async def locked(self, account: Account, account_id: int, load: object) -> int | None:
+    async def locked(self, account: Account, account_id: int, partition: int, load: object) -> int | None:
         raise AssertionError("the benchmark must not load from SQL")
 
 
@@ -59,10 +59,11 @@ async def one_run(engine: QuotaEngine, pairs: int, concurrency: int, users: int,
                 await engine.settle(r, 2503, channel_id=1, log=log)
                 await limiter.record(key_tpm=0, tokens=510, success=True, **who)
             elif rate_limit == "folded":
-                limits = ModelRateLimiter.admission_limits(key_rpm=0, key_tpm=0, **who)
+                p = engine.partition(uid)
+                limits = ModelRateLimiter.admission_limits(key_rpm=0, key_tpm=0, partition=p, **who)
                 r = await engine.reserve(uid, 3000, key_id=uid, key_limited=True, limits=limits)
                 await engine.settle(r, 2503, channel_id=1, log=log, charges=ModelRateLimiter.usage_charges(
-                    key_tpm=0, tokens=510, success=True, **who))
+                    key_tpm=0, tokens=510, success=True, partition=p, **who))
             else:
                 r = await engine.reserve(uid, 3000, key_id=uid, key_limited=True)
                 await engine.settle(r, 2503, channel_id=1, log=log)
@@ -91,9 +92,9 @@ async def main() -> None:
     engine = QuotaEngine(store, _NoSql())
     try:
         for uid in range(1, args.users + 1):  # live balances, as after the first call of each account
-            await backend.client.set(backend.key(f"q:u:{uid}"), 10**15)
-            await backend.client.set(backend.key(f"q:t:{uid}"), 10**15)
-        limiter = ModelRateLimiter(backend)
+            await store.load_locked("user", uid, 10**15, "0-0")
+            await store.load_locked("key", uid, 10**15, "0-0", owner=uid)
+        limiter = ModelRateLimiter(backend, engine.partition)
         await one_run(engine, 2_000, args.concurrency, args.users, args.rate_limit, limiter)  # warm up
         results = []
         for _ in range(args.runs):
@@ -103,7 +104,7 @@ async def main() -> None:
             cpu_us = (time.process_time() - cpu) * 1e6 / args.pairs
             lat.sort()
             results.append((rate, lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000, cpu_us))
-            await backend.client.delete(backend.key("q:stream"))  # keep the stream from growing
+            await backend.client.delete(*store.streams)  # keep the streams from growing
         rate = statistics.median(r[0] for r in results)
         p50 = statistics.median(r[1] for r in results)
         p99 = statistics.median(r[2] for r in results)

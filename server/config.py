@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from quota.leases import DEFAULT_LEASE_SECONDS
+from quota.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
+
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 (a file name, not a secret)
 
@@ -88,6 +91,8 @@ class Config:
     quota_sync_process: bool = True  # with Redis: `tollway serve` runs that sync as its own process
     quota_hold_timeout: float = 600.0
     quota_sync_batch: int = 2000
+    quota_partitions: int = DEFAULT_PARTITIONS  # fixed per deployment (quota/partitions.py)
+    quota_sync_lease: float = DEFAULT_LEASE_SECONDS  # a dead sync's partitions are taken over after it
     upstream_timeout: float = 300.0
     stream_idle_timeout: float = 120.0
     upstream_transport: str = "aiohttp"
@@ -116,6 +121,11 @@ class Config:
         """The log database when it is another one than the main database; None: logs stay in the main."""
         url = self.log_database_url
         return url if url and url != self.database_url else None
+
+    @property
+    def quota_lease_seconds(self) -> float:
+        """A sync's partition leases: QUOTA_SYNC_LEASE_TIMEOUT, at least three passes (renewed on each)."""
+        return max(self.quota_sync_lease, 3 * self.quota_sync_interval)
 
     @property
     def embedded(self) -> bool:
@@ -314,6 +324,8 @@ def from_env(env: Mapping[str, str]) -> Config:
                           "mode is one process)")
 
     prefix = env.get("REDIS_KEY_PREFIX", "tollway:")
+    if "{" in prefix or "}" in prefix:  # the quota keys' hash tags must be the first braces of a key
+        raise ConfigError("REDIS_KEY_PREFIX: must not contain { or }")
     level = env.get("LOG_LEVEL", "INFO").strip().upper() or "INFO"
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
@@ -360,6 +372,8 @@ def from_env(env: Mapping[str, str]) -> Config:
         quota_sync_process=_bool(env, "QUOTA_SYNC_PROCESS", True),
         quota_hold_timeout=_float(env, "QUOTA_HOLD_TIMEOUT", 600.0, 1.0, 86_400.0),
         quota_sync_batch=_int(env, "QUOTA_SYNC_BATCH", 2000, 1, 100_000),
+        quota_partitions=_int(env, "QUOTA_PARTITIONS", DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
+        quota_sync_lease=_float(env, "QUOTA_SYNC_LEASE_TIMEOUT", DEFAULT_LEASE_SECONDS, 0.5, 600.0),
         upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
         upstream_transport=transport,

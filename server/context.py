@@ -25,6 +25,8 @@ from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
+from quota.leases import PartitionLeases
+from quota.partitions import PartitionCountChanged
 from quota.store import QuotaStore
 from quota.sync import QuotaSync, sweep_forever
 from quota.versions import RECORDS, VersionTracker
@@ -35,7 +37,7 @@ from server.components.keys import KeyDirectory
 from server.components.options import Options
 from server.components.sessions import RedisSessionStore, SessionStore, SqlSessionStore
 from server.components.users import UserDirectory
-from server.config import Config
+from server.config import Config, ConfigError
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
 from server.logs.outbox import LogOutboxMover
@@ -135,10 +137,12 @@ class State:
         sessions: SessionStore
         kv: KeyValue
         store: QuotaStore
+        leases: PartitionLeases | None = None  # embedded: one partition, one sync
         redis = redis_backend(config, on_error=metrics.redis_error)
         if redis is not None:
             backend, sessions, kv = redis, RedisSessionStore(redis), redis
             store = RedisQuotaStore(redis, marker_ttl=int(max(3600, 2 * config.quota_hold_timeout)))
+            leases = PartitionLeases(redis, lease_seconds=config.quota_lease_seconds)
         else:
             memory = MemoryBackend()
             backend, sessions, kv = memory, SqlSessionStore(db, clock), SqlKeyValue(db)
@@ -161,7 +165,7 @@ class State:
                                                      logs=log_db if logs_url else None,
                                                      on_logs_committed=crash_hook),
                                  interval=config.quota_sync_interval, batch=config.quota_sync_batch,
-                                 progress=metrics.sync_progress),
+                                 progress=metrics.sync_progress, leases=leases),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),
@@ -175,6 +179,10 @@ class State:
         versions.listen(broadcasts)
         state.users.listen(broadcasts)
         state.keys.listen(broadcasts)
+        try:
+            await store.setup()  # refuses a QUOTA_PARTITIONS other than the store's
+        except PartitionCountChanged as exc:
+            raise ConfigError(str(exc)) from None
         await versions.start()
         state.tasks.start("invalidation-listener", broadcasts.listen())
         if config.quota_sync_in_server or config.embedded:  # embedded: the stream lives in this process

@@ -1,10 +1,11 @@
 """The quota sync as its own process: `tollway quota-sync` (or `python -m scripts.quota_sync`).
 
-Moves settled usage and balance adjustments from Redis into SQL every QUOTA_SYNC_INTERVAL seconds,
-exactly once, alongside (or instead of, with QUOTA_SYNC_IN_SERVER=false) the sync inside `tollway serve`.
-Several may run at once; SIGTERM/SIGINT drain what is queued and exit. With Redis, `tollway serve` starts
-one itself (`QUOTA_SYNC_PROCESS`, server/supervise.py `Helper`); that one also exits once the server's main
-process is gone (`TOLLWAY_PARENT_PID`).
+Moves settled usage and balance adjustments from Redis into SQL every QUOTA_SYNC_INTERVAL seconds, exactly
+once, alongside (or instead of, with QUOTA_SYNC_IN_SERVER=false) the sync inside `tollway serve`. Several
+may run at once, on any nodes: they share the quota partitions by leases (quota/leases.py), so they sync
+in parallel. SIGTERM/SIGINT give the leases back, drain what is queued and exit. With Redis, `tollway
+serve` starts one itself (`QUOTA_SYNC_PROCESS`, server/supervise.py `Helper`); that one also exits once
+the server's main process is gone (`TOLLWAY_PARENT_PID`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from models.db import Database, DatabaseUnavailable
 from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis_quota import RedisQuotaStore
+from quota.leases import PartitionLeases
+from quota.partitions import PartitionCountChanged
 from quota.sync import QuotaSync
 from server import metrics
 from server.clock import Clock
@@ -46,8 +49,10 @@ async def run(config: Config, *, once: bool = False) -> None:
     log_db = Database(logs_url, pool_size=2, on_error=metrics.db_error) if logs_url else None
     sink = SqlQuotaSink(db, Clock().now, logs=log_db,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
-    sync = QuotaSync(RedisQuotaStore(backend), sink, interval=config.quota_sync_interval,
-                     batch=config.quota_sync_batch, progress=metrics.sync_progress)
+    store = RedisQuotaStore(backend)
+    leases = PartitionLeases(backend, lease_seconds=config.quota_lease_seconds)
+    sync = QuotaSync(store, sink, interval=config.quota_sync_interval,
+                     batch=config.quota_sync_batch, progress=metrics.sync_progress, leases=leases)
     try:
         await db.check()
         if log_db is not None:
@@ -56,6 +61,10 @@ async def run(config: Config, *, once: bool = False) -> None:
             await backend.ping()
         except BackendUnavailable:
             raise ConfigError(f"{config.redis_setting}: cannot connect to Redis (is it running?)") from None
+        try:
+            await store.setup()
+        except PartitionCountChanged as exc:
+            raise ConfigError(str(exc)) from None
         if once:
             await sync.drain()
             return

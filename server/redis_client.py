@@ -26,10 +26,11 @@ def redis_backend(config: Config, on_error: ErrorObserver = ignore_error) -> Red
     failed call; None in embedded mode."""
     if config.redis_cluster_nodes:
         return RedisBackend(prefix=config.redis_prefix, timeout=config.redis_timeout,
-                            nodes=config.redis_cluster_nodes, on_error=on_error)
+                            nodes=config.redis_cluster_nodes, on_error=on_error,
+                            partitions=config.quota_partitions)
     if config.redis_url:
         return RedisBackend(config.redis_url, config.redis_prefix, timeout=config.redis_timeout,
-                            on_error=on_error)
+                            on_error=on_error, partitions=config.quota_partitions)
     return None
 
 

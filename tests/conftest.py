@@ -19,7 +19,7 @@ from sqlalchemy import delete, update
 
 from models.db import Database
 from models.migrate import upgrade
-from models.quota import QuotaCursor
+from models.quota import PartitionCursor, QuotaCursor
 from models.schema import metadata
 from tests.fakes.fixtures import gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
 from tests.harness import Running, make_config, serve
@@ -87,9 +87,10 @@ async def empty(url: str) -> None:
     try:
         async with db.transaction() as tx:
             for table in reversed(metadata.sorted_tables):
-                if table.name != QuotaCursor.__tablename__:
+                if table.name not in (QuotaCursor.__tablename__, PartitionCursor.__tablename__):
                     await tx.execute(delete(table))
             await tx.execute(update(QuotaCursor).values(last_id="0-0", epoch="", updated_at=0))
+            await tx.execute(update(PartitionCursor).values(last_id="0-0", epoch="", updated_at=0))
     finally:
         await db.dispose()
 

@@ -43,6 +43,7 @@ from models.db import Database
 from models.keys import ApiKey
 from models.logs import Log
 from models.tables import User
+from quota.partitions import DEFAULT_PARTITIONS, partition_of, tag
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI
 from tests.redis_server import own_redis
@@ -125,10 +126,14 @@ async def _settled(redis_url: str) -> None:
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     try:
         async def done() -> bool:
-            if await client.zcard(f"{PREFIX}q:holds"):
-                return False
-            last = await client.xrevrange(f"{PREFIX}q:stream", count=1)
-            return not last or await client.get(f"{PREFIX}q:cursor") == last[0][0]
+            for p in range(DEFAULT_PARTITIONS):
+                q = f"{PREFIX}q:{tag(p)}:"
+                if await client.zcard(f"{q}holds"):
+                    return False
+                last = await client.xrevrange(f"{q}stream", count=1)
+                if last and await client.get(f"{q}cursor") != last[0][0]:
+                    return False
+            return True
 
         for _ in range(int(DEADLINE * 10)):
             if await done():
@@ -249,6 +254,7 @@ async def _faults(proc: Any, base_url: str, db_url: str, redis_url: str, restart
     assert end["remain"] + consumed == start["remain"]
     assert end["used"] == end["key_used"] == end["channels_used"] == consumed
     assert end["requests"] == len(logs)
-    assert await _live(redis_url, f"q:u:{uid}") == end["quota"]
-    assert await _live(redis_url, f"q:t:{end['key_id']}") == end["remain"]
+    q = f"q:{tag(partition_of(uid, DEFAULT_PARTITIONS))}:"
+    assert await _live(redis_url, f"{q}u:{uid}") == end["quota"]
+    assert await _live(redis_url, f"{q}t:{end['key_id']}") == end["remain"]
     assert f"(pid {victim}) was killed by SIGKILL" in proc.stderr

@@ -61,7 +61,7 @@ async def test_balances_equal_start_minus_the_logged_costs(app: Running, gemini_
     spent = sum(log.quota for log in logs)
     assert sorted(log.quota for log in logs if log.model_name == MOD) == [500, 500, 500]
     assert await app.state.quota.balance("user", uid) == 1_000_000 - spent
-    assert await app.state.quota.balance("key", key_id) == 300_000 - spent
+    assert await app.state.quota.balance("key", key_id, owner=uid) == 300_000 - spent
     async with app.state.db.transaction() as tx:
         user = await tx.get(User, uid)
         api_key = await tx.get(ApiKey, key_id)

@@ -37,7 +37,7 @@ from models.db import Database
 from models.log_outbox import insert_logs, outbox_row
 from models.logs import Log, LogOutbox, LogRepository
 from models.migrate import upgrade
-from models.quota import QuotaCursor, SqlQuotaSink, log_row
+from models.quota import PartitionCursor, SqlQuotaSink, log_row
 from models.tables import User
 from quota.types import Entry
 from tests.conftest import _Databases, fresh_database
@@ -210,7 +210,8 @@ def run_sync(tmp_path: Path, pair: Pair, **extra: str) -> subprocess.CompletedPr
 
 async def cursor(db: Database) -> str:
     async with db.transaction() as tx:
-        return str(await tx.scalar(select(QuotaCursor.last_id).where(QuotaCursor.id == 1)))
+        rows = await tx.scalars(select(PartitionCursor.last_id).order_by(PartitionCursor.partition))
+        return ",".join(rows.all())  # every partition's
 
 
 # With Redis only: in embedded mode the unsynced usage lives in the process, and a kill -9 loses it.
@@ -275,8 +276,9 @@ async def test_the_second_net_skips_a_repeated_ref_but_applies_a_batch_whose_mai
 
         async def apply(*entries: Entry) -> None:
             async with state.db.transaction() as tx:
-                epoch = str(await tx.scalar(select(QuotaCursor.epoch).where(QuotaCursor.id == 1)))
-            assert await sink.apply(list(entries), epoch, current) is not None
+                epoch = str(await tx.scalar(select(PartitionCursor.epoch)
+                                            .where(PartitionCursor.partition == 0)))
+            assert await sink.apply(0, list(entries), epoch, current) is not None
 
         async def logged_before(entry: Entry, entry_id: str) -> None:  # a batch that died between commits
             async with state.log_db.transaction() as tx:

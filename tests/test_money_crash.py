@@ -40,6 +40,7 @@ from models.redemptions import Redemption
 from models.tables import User
 from models.topups import TopUp, TopUpRepository
 from models.users import UserRepository
+from quota.partitions import DEFAULT_PARTITIONS, tag
 from tests.services import (
     REDIS_URL,
     run_blocking,
@@ -135,7 +136,7 @@ def never_seen(prefix: str | None, ref: str) -> None:
         return  # embedded mode: the engine died with the process
     r = redis.Redis.from_url(REDIS_URL)
     try:
-        assert r.exists(f"{prefix}q:i:{ref}") == 0
+        assert not any(r.exists(f"{prefix}q:{tag(p)}:i:{ref}") for p in range(DEFAULT_PARTITIONS))
     finally:
         r.close()
 

@@ -125,7 +125,7 @@ async def test_quota_calls_survive_a_restart_the_loop_did_not_see(databases: _Da
             redis.restart()
             await env.engine.credit("user", uid, 1_000, ref="after-restart")
             assert await env.engine.balance("user", uid) == 10_000 - 40 - 250 + 1_000
-            assert await env.engine.balance("key", key) == 5_000 - 40 - 250
+            assert await env.engine.balance("key", key, owner=uid) == 5_000 - 40 - 250
             await env.sync.drain()
             row = await env.user_row(uid)
             assert (row.quota, row.used_quota, row.request_count) == (10_000 - 290 + 1_000, 290, 2)

@@ -180,6 +180,10 @@ class _Markers:
 
 
 class MemoryQuotaStore:
+    """One process's quota state: a single partition (nothing to spread over nodes; quota/partitions.py)."""
+
+    partitions = 1
+
     def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000), *,
                  versions: Callable[[], Versions] = lambda: UNKNOWN, limiter: MemoryBackend | None = None,
                  marker_ms: int = MARKER_TTL_MS) -> None:
@@ -199,6 +203,18 @@ class MemoryQuotaStore:
         self._last_id = (0, 0)
         self._cursor: str | None = None
         self._epoch = secrets.token_hex(8)  # one incarnation per process
+
+    def partition(self, user_id: int) -> int:
+        return 0
+
+    async def setup(self) -> None:
+        return None
+
+    async def legacy_pending(self) -> bool:
+        return False  # nothing outlives the process: no layout to upgrade from
+
+    async def retire_legacy(self) -> None:
+        return None
 
     def _append(self, entry: Entry, log: dict[str, Any] | None) -> None:
         """Queue `entry` with `log` kept as compact JSON, read back by `read`: a copy the caller cannot
@@ -231,11 +247,11 @@ class MemoryQuotaStore:
                       lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
         user = self._live.get(("user", user_id))
         if user is None:
-            raise NeedsLoad("user", user_id)
+            raise NeedsLoad("user", user_id, user_id)
         key = -1
         if key_limited:
             if ("key", key_id) not in self._live:
-                raise NeedsLoad("key", key_id)
+                raise NeedsLoad("key", key_id, user_id)
             key = self._live[("key", key_id)]
         if hold_id in self._holds:  # idempotent by hold id, as reserve.lua
             return True, "", user, key, self._versions()
@@ -300,10 +316,10 @@ class MemoryQuotaStore:
             self._done.add(hold_id, self._now())
         return True
 
-    async def release(self, hold_id: str) -> bool:
+    async def release(self, hold_id: str, user_id: int) -> bool:
         return self._release(hold_id, swept=False)
 
-    async def renew(self, hold_id: str, lease_ms: int) -> bool:
+    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool:
         hold = self._holds.get(hold_id)
         if hold is None:
             return False
@@ -319,12 +335,13 @@ class MemoryQuotaStore:
         return sum(self._release(h, swept=True) for h in expired)
 
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
-                     log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
+                     log: dict[str, Any] | None, allow_negative: bool, *, owner: int = 0
+                     ) -> tuple[int, int, int, int]:
         if ref in self._adjusted:
             return (2, *self._adjusted[ref][1])
         live = self._live.get((account, account_id))
         if live is None:
-            raise NeedsLoad(account, account_id)
+            raise NeedsLoad(account, account_id, owner or account_id)
         if mode == "add":
             delta = value
         elif mode == "sub":
@@ -347,7 +364,8 @@ class MemoryQuotaStore:
         self._adjusted[ref] = (self._now() + IDEMPOTENCY_TTL_MS, (live, after, delta))
         return 1, live, after, delta
 
-    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
+    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str, *,
+                   owner: int = 0) -> int:
         current = self._live.get((account, account_id))
         if current is not None:
             return current
@@ -357,8 +375,8 @@ class MemoryQuotaStore:
             raise CursorMoved()
         return self._set_from(account, account_id, durable, cursor)
 
-    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
-                          ) -> tuple[int, str]:
+    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str, *,
+                          owner: int = 0) -> tuple[int, str]:
         current = self._live.get((account, account_id))
         if current is not None:
             return current, self._epoch
@@ -378,10 +396,10 @@ class MemoryQuotaStore:
         self._live[(account, account_id)] = value
         return value
 
-    async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
+    async def live(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
         return {i: self._live[(account, i)] for i in ids if (account, i) in self._live}
 
-    async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
+    async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
         start = bisect.bisect_right(self._ids, stream_id(after))
         epoch, entries, logs = self._epoch, self._stream[start:start + count], self._logs[start:start + count]
         out: list[Entry] = []
@@ -396,10 +414,10 @@ class MemoryQuotaStore:
             out.extend(entry if raw is None else replace(entry, log=ujson.loads(raw)) for entry, raw in part)
         return epoch, out
 
-    async def epoch(self) -> str | None:
+    async def epoch(self, partition: int) -> str | None:
         return self._epoch
 
-    async def synced(self, cursor: str) -> None:
+    async def synced(self, partition: int, cursor: str) -> None:
         if self._cursor is not None and stream_id(cursor) <= stream_id(self._cursor):
             return
         self._cursor = cursor
@@ -408,7 +426,7 @@ class MemoryQuotaStore:
         del self._logs[:cut]
         del self._ids[:cut]
 
-    async def pending(self) -> int:
+    async def pending(self, partition: int | None = None) -> int:
         return len(self._stream)
 
     async def open_holds(self) -> int:

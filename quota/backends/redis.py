@@ -90,6 +90,7 @@ from quota.backends.base import (
 )
 from quota.backends.redis_pipe import ClusterPipes, RedisPipe
 from quota.observer import ErrorKind, ErrorObserver, ignore_error
+from quota.partitions import DEFAULT_PARTITIONS, tag
 from quota.versions import NAMES, Versions
 
 P = ParamSpec("P")
@@ -233,14 +234,17 @@ class _Cluster(RedisCluster):
 class RedisBackend:
     """One Redis server (`url`, `REDIS_URL`) or a Redis Cluster (`nodes`, a few seeds of it:
     `REDIS_CLUSTER_NODES`). `on_error` (quota/observer.py) is told the kind of every failed call, by this
-    backend and by the stores built on it (each counted once, after its retries if it had any)."""
+    backend and by the stores built on it (each counted once, after its retries if it had any).
+    `partitions`: how many partitions the deployment's quota state has (quota/partitions.py); each keeps
+    a copy of the version counters (`bump`)."""
 
     def __init__(self, url: str | None = None, prefix: str = "tollway:", *, timeout: float = 2.0,
                  max_connections: int = 64, nodes: Sequence[tuple[str, int]] = (),
-                 on_error: ErrorObserver = ignore_error) -> None:
+                 on_error: ErrorObserver = ignore_error, partitions: int = DEFAULT_PARTITIONS) -> None:
         if (url is None) == (not nodes):
             raise ValueError("RedisBackend: give either a url or cluster nodes")
         self.prefix = prefix
+        self.partitions = partitions
         self.timeout = timeout
         self.on_error = on_error
         self.cluster = bool(nodes)
@@ -286,17 +290,20 @@ class RedisBackend:
         self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))
+        self._raise_versions = self.script(lua.load("raise_versions"))
         self._set_if = self.script(lua.load("set_if_version"))
         self._del_if = self.script(lua.load("delete_if_equal"))
-        self.versions_key = self.key("ver")
+        self.versions_key = self.key("ver")  # the counters; management requests read them here
+        # each partition's copy, read by the reservations of that partition (quota/versions.py)
+        self.version_copies = [self.key(f"ver:{tag(p)}") for p in range(partitions)]
 
     def key(self, name: str) -> str:
         """The Redis key of `name`: under the prefix and, on a cluster, with the hash tag of its slot
         group (`SLOT_GROUPS`) when it has one."""
         if self.cluster:
-            for start, tag in SLOT_GROUPS:
+            for start, group in SLOT_GROUPS:
                 if name == start or (start.endswith(":") and name.startswith(start)):
-                    return f"{self.prefix}{{{tag}}}{name}"
+                    return f"{self.prefix}{{{group}}}{name}"
         return self.prefix + name
 
     def slot(self, key: str) -> int:
@@ -394,7 +401,16 @@ class RedisBackend:
 
     @idempotent
     async def bump(self, name: str) -> int:
-        return int(await self._bump(keys=[self.versions_key], args=[name, *NAMES]))
+        """Bump `name` in the counters, then raise every partition's copy to the counters (pipelined: the
+        calls issued in one turn of the loop go out in one write) before answering: a reservation in any
+        partition that starts after this returns at least the new value. A copy never exceeds the counters
+        (it only takes values read from them), and never falls (raises only): concurrent bumps leave every
+        copy at the counters' value. Run twice (a retry), it bumps twice, which only announces a change
+        that did not happen."""
+        bumped, *values = await self._bump(keys=[self.versions_key], args=[name, *NAMES])
+        pairs = [str(v) for pair in zip(NAMES, values, strict=True) for v in pair]
+        await asyncio.gather(*(self._raise_versions(keys=[copy], args=pairs) for copy in self.version_copies))
+        return int(bumped)
 
     @idempotent
     async def get_text_versioned(self, key: str, name: str) -> tuple[str | None, int]:

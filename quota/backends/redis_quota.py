@@ -1,20 +1,27 @@
 """The quota primitives on Redis: each one a Lua script from `quota/lua/`, loaded once, called by SHA.
 
-Key layout under the backend's prefix (`{id}` = user or key id, `{h}` = hold id):
+Key layout under the backend's prefix, in partitions (quota/partitions.py; `{p}` = the hash tag `{p<n>}`
+of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
 
-    q:u:{id}  q:t:{id}     live balance of a user / a limited key (never expire)
-    q:uh:{id} q:th:{id}    sum of open holds on it
-    q:h:{h}                open hold (hash: user, key, limited, amount, lease end)
-    q:holds                open holds by lease end (zset), for the sweeper
-    q:d:{h}                settled / released marker (1 h, ≥ 2 leases) — makes settle and release idempotent
-    q:rl:{h}               rate limits charged by a reserve the balance refused (60 s): a re-run charges none
-    q:i:{ref}              result of an adjustment with idempotency key `ref` (7 days)
-    q:stream               settled usage and adjustments waiting for the SQL sync
-    q:cursor               last stream id the sync committed to SQL
-    q:epoch                this Redis incarnation (random; a flushed Redis gets a new one)
-    ver                    version counters of the cached shared state (read by reserve; quota/versions.py)
+    q:{p}:u:{id}  q:{p}:t:{id}   live balance of a user / a limited key (never expire)
+    q:{p}:uh:{id} q:{p}:th:{id}  sum of open holds on it
+    q:{p}:h:{h}                  open hold (hash: user, key, limited, amount, lease end)
+    q:{p}:holds                  the partition's open holds by lease end (zset), for the sweeper
+    q:{p}:d:{h}                  settled / released marker (1 h, ≥ 2 leases): settle, release idempotent
+    q:{p}:rl:{h}                 limits charged by a reserve the balance refused (60 s): a re-run charges none
+    q:{p}:i:{ref}                result of an adjustment with idempotency key `ref` (7 days)
+    q:{p}:stream                 the partition's settled usage and adjustments waiting for the SQL sync
+    q:{p}:cursor                 last stream id of the partition the sync committed to SQL
+    q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
+    rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
+    q:partitions                 the number of partitions, recorded by the first process (`setup`)
+    q:stream q:cursor q:epoch    the single stream of the layout before partitions (`LEGACY`): drained
+                                 once after an upgrade, then retired with that layout's other keys
+    ver                          version counters of the cached shared state (quota/versions.py)
+    ver:{p}                      the partition's copy of them, read by its reservations (RedisBackend.bump)
 
-Use a Redis with `maxmemory-policy noeviction`: a live balance must never be evicted.
+So every script touches the keys of one partition only. Use a Redis with `maxmemory-policy noeviction`: a
+live balance must never be evicted.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import ujson
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
+from quota.partitions import LEGACY, PartitionCountChanged, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry, RateLimited
 from quota.versions import UNKNOWN, Versions
@@ -52,6 +60,7 @@ def _field(account: Account) -> str:
 class RedisQuotaStore:
     def __init__(self, backend: RedisBackend, *, marker_ttl: int = MARKER_TTL) -> None:
         self.marker_ttl = marker_ttl
+        self.partitions = partitions = backend.partitions
         self.r = backend.client
         self.k = backend.key
         self.timeout = backend.timeout
@@ -67,31 +76,105 @@ class RedisQuotaStore:
         self._load = register(lua.load("load"))
         self._synced = register(lua.load("synced"))
         self._read = register(lua.load("read"))
-        self.stream = self.k("q:stream")
-        self.holds = self.k("q:holds")
-        self.cursor = self.k("q:cursor")
-        self.epoch_key = self.k("q:epoch")
-        self.versions_key = backend.versions_key
+        self.version_copies = backend.version_copies
+        self._q = [self.k(f"q:{tag(p)}:") for p in range(partitions)]  # each partition's key prefix
+        self.streams = [q + "stream" for q in self._q]
+        self.holds = [q + "holds" for q in self._q]
+        self.cursors = [q + "cursor" for q in self._q]
+        self.epochs = [q + "epoch" for q in self._q]
+        self._legacy_gone = False  # known retired (it never comes back: see `legacy_pending`)
 
-    def _live(self, account: Account, account_id: int) -> str:
-        return self.k(f"q:{_field(account)}:{account_id}")
+    def partition(self, user_id: int) -> int:
+        return partition_of(user_id, self.partitions)
 
-    def _held(self, account: Account, account_id: int) -> str:
-        return self.k(f"q:{_field(account)}h:{account_id}")
+    def _stream(self, partition: int) -> str:
+        return self.k("q:stream") if partition == LEGACY else self.streams[partition]
 
-    def _hold_keys(self, hold_id: str, user_id: int, key_id: int) -> list[str]:
-        return [self.k(f"q:h:{hold_id}"), self.holds, self.k(f"q:d:{hold_id}"),
-                self._live("user", user_id), self._live("key", key_id),
-                self._held("user", user_id), self._held("key", key_id)]
+    def _cursor(self, partition: int) -> str:
+        return self.k("q:cursor") if partition == LEGACY else self.cursors[partition]
+
+    def _epoch_key(self, partition: int) -> str:
+        return self.k("q:epoch") if partition == LEGACY else self.epochs[partition]
+
+    async def legacy_pending(self) -> bool:
+        """Whether the stream of the layout before partitions still exists (it always holds at least its
+        last synced entry until `retire_legacy`). Once gone it never comes back — nothing of this version
+        writes it, and the processes of the old one are stopped before an upgrade — so the answer
+        False is kept."""
+        if not self._legacy_gone:
+            self._legacy_gone = not await self._exists(self.k("q:stream"))
+        return not self._legacy_gone
+
+    @idempotent
+    async def _exists(self, key: str) -> bool:
+        return int(await self.r.exists(key)) == 1
+
+    async def retire_legacy(self) -> None:  # not under one deadline: SCAN walks the whole keyspace
+        """The legacy stream is synced: carry its adjustments' idempotency results over to every partition
+        (a credit replayed after the upgrade must find its ref applied: the ref does not name its
+        account), then delete that layout's keys — its stream last, which opens the loading of accounts.
+        Its live balances are not carried over: they load from SQL, which now has everything."""
+        async for name in self.r.scan_iter(match=self.k("q:i:*"), count=1000):
+            value, ttl = await self.r.get(name), await self.r.pttl(name)
+            if value is None or ttl == -2:
+                continue
+            ref = name[len(self.k("q:i:")):]
+            async with self.r.pipeline(transaction=False) as pipe:
+                for q in self._q:
+                    pipe.set(f"{q}i:{ref}", value, px=ttl if ttl > 0 else None, nx=True)
+                await pipe.execute()
+        for pattern in ("q:u:*", "q:t:*", "q:uh:*", "q:th:*", "q:h:*", "q:d:*", "q:rl:*", "q:i:*",
+                        "rl:key:*", "rl:user:*"):
+            batch: list[str] = []
+            async for name in self.r.scan_iter(match=self.k(pattern), count=1000):
+                batch.append(name)
+                if len(batch) >= 500:
+                    await self.r.delete(*batch)
+                    batch = []
+            if batch:
+                await self.r.delete(*batch)
+        await self.r.delete(self.k("q:holds"), self.k("q:cursor"), self.k("q:epoch"))
+        await self.r.delete(self.k("q:stream"))
+        self._legacy_gone = True
+
+    @idempotent
+    async def setup(self) -> None:
+        key = self.k("q:partitions")
+        await self.r.set(key, self.partitions, nx=True)
+        stored = int(await self.r.get(key) or self.partitions)
+        if stored != self.partitions:
+            raise PartitionCountChanged(stored, self.partitions)
+
+    def _owner(self, account: Account, account_id: int, owner: int) -> int:
+        if account == "user":
+            return account_id
+        if owner <= 0:
+            raise ValueError("a key account needs its owner's user id (the partition it lives in)")
+        return owner
+
+    def _live(self, q: str, account: Account, account_id: int) -> str:
+        return f"{q}{_field(account)}:{account_id}"
+
+    def _held(self, q: str, account: Account, account_id: int) -> str:
+        return f"{q}{_field(account)}h:{account_id}"
+
+    def _hold_keys(self, p: int, hold_id: str, user_id: int, key_id: int) -> list[str]:
+        q = self._q[p]
+        return [f"{q}h:{hold_id}", self.holds[p], f"{q}d:{hold_id}",
+                self._live(q, "user", user_id), self._live(q, "key", key_id),
+                self._held(q, "user", user_id), self._held(q, "key", key_id)]
 
     @idempotent
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
                       lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
-        keys = [self._live("user", user_id), self._live("key", key_id), self.k(f"q:h:{hold_id}"),
-                self.holds, self._held("user", user_id), self._held("key", key_id), self.versions_key]
+        p = self.partition(user_id)
+        q = self._q[p]
+        keys = [self._live(q, "user", user_id), self._live(q, "key", key_id), f"{q}h:{hold_id}",
+                self.holds[p], self._held(q, "user", user_id), self._held(q, "key", key_id),
+                self.version_copies[p]]
         args: list[Any] = [amount, hold_id, lease_ms, user_id, key_id, 1 if key_limited else 0]
         if limits:
-            keys += [self.k(f"q:rl:{hold_id}"), *(self.k(limit.key) for limit in limits)]
+            keys += [f"{q}rl:{hold_id}", *(self.k(limit.key) for limit in limits)]
             args += _gcra_args(limits)
         res = await self._reserve(keys=keys, args=args)
         status = int(res[0])
@@ -99,7 +182,7 @@ class RedisQuotaStore:
             raise RateLimited(int(res[1]) / 1e9, limits[int(res[2]) - 1].key, int(res[3]))
         if status == -1:
             account: Account = "user" if res[1] == "user" else "key"
-            raise NeedsLoad(account, user_id if account == "user" else key_id)
+            raise NeedsLoad(account, user_id if account == "user" else key_id, user_id)
         if status == 0:
             available = int(res[2])
             return False, str(res[1]), available, available, UNKNOWN
@@ -109,7 +192,8 @@ class RedisQuotaStore:
     async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
                      actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
                      ) -> tuple[bool, int | None, int | None]:
-        keys = [*self._hold_keys(hold_id, user_id, key_id), self.stream]
+        p = self.partition(user_id)
+        keys = [*self._hold_keys(p, hold_id, user_id, key_id), self.streams[p]]
         args: list[Any] = [hold_id, actual, user_id, key_id, 1 if key_limited else 0, channel_id,
                            _encode(log) if log is not None else "", self.marker_ttl]
         if charges:
@@ -121,39 +205,48 @@ class RedisQuotaStore:
         return True, int(res[2]) if res[1] else None, int(res[4]) if res[3] else None
 
     @idempotent
-    async def release(self, hold_id: str) -> bool:
-        hold = await self.r.hmget(self.k(f"q:h:{hold_id}"), "u", "t")
-        user_id, key_id = int(hold[0] or 0), int(hold[1] or 0)
-        return await self._release_hold(hold_id, user_id, key_id, "released") == 1
+    async def release(self, hold_id: str, user_id: int) -> bool:
+        p = self.partition(user_id)
+        key_id = int(await self.r.hget(f"{self._q[p]}h:{hold_id}", "t") or 0)
+        return await self._release_hold(p, hold_id, user_id, key_id, "released") == 1
 
-    async def _release_hold(self, hold_id: str, user_id: int, key_id: int, how: str) -> int:
-        return int(await self._release(keys=self._hold_keys(hold_id, user_id, key_id),
+    async def _release_hold(self, p: int, hold_id: str, user_id: int, key_id: int, how: str) -> int:
+        return int(await self._release(keys=self._hold_keys(p, hold_id, user_id, key_id),
                                        args=[hold_id, how, self.marker_ttl]))
 
     @idempotent
-    async def renew(self, hold_id: str, lease_ms: int) -> bool:
-        return int(await self._renew(keys=[self.k(f"q:h:{hold_id}"), self.holds],
+    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool:
+        p = self.partition(user_id)
+        return int(await self._renew(keys=[f"{self._q[p]}h:{hold_id}", self.holds[p]],
                                      args=[hold_id, lease_ms])) == 1
 
     @idempotent
     async def sweep(self, limit: int = 100) -> int:
         now_s, now_us = await self.r.time()
         now_ms = int(now_s) * 1000 + int(now_us) // 1000
-        expired = cast(list[str], await self.r.zrangebyscore(self.holds, "-inf", now_ms, start=0, num=limit))
+        async with self.r.pipeline(transaction=False) as pipe:
+            for holds in self.holds:
+                pipe.zrangebyscore(holds, "-inf", now_ms, start=0, num=limit)
+            due = cast(list[list[str]], await pipe.execute())
         released = 0
-        for hold_id in expired:
-            hold = await self.r.hmget(self.k(f"q:h:{hold_id}"), "u", "t")
-            if hold[0] is None:
-                await self.r.zrem(self.holds, hold_id)
-                continue
-            released += await self._release_hold(hold_id, int(hold[0]), int(hold[1] or 0), "swept")
+        for p, expired in enumerate(due):
+            for hold_id in expired:
+                hold = await self.r.hmget(f"{self._q[p]}h:{hold_id}", "u", "t")
+                if hold[0] is None:
+                    await self.r.zrem(self.holds[p], hold_id)
+                    continue
+                released += await self._release_hold(p, hold_id, int(hold[0]), int(hold[1] or 0), "swept")
         return released
 
     @idempotent
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
-                     log: dict[str, Any] | None, allow_negative: bool) -> tuple[int, int, int, int]:
-        keys = [self.k(f"q:i:{ref}"), self._live(account, account_id), self._held(account, account_id),
-                self.stream]
+                     log: dict[str, Any] | None, allow_negative: bool, *, owner: int = 0
+                     ) -> tuple[int, int, int, int]:
+        owner = self._owner(account, account_id, owner)
+        p = self.partition(owner)
+        q = self._q[p]
+        keys = [f"{q}i:{ref}", self._live(q, account, account_id), self._held(q, account, account_id),
+                self.streams[p]]
         res = await self._adjust(keys=keys, args=[
             mode, value, _field(account), account_id, ref,
             json.dumps(log, separators=(",", ":"), ensure_ascii=False) if log is not None else "",
@@ -161,24 +254,29 @@ class RedisQuotaStore:
         ])
         status = int(res[0])
         if status == -1:
-            raise NeedsLoad(account, account_id)
+            raise NeedsLoad(account, account_id, owner)
         if status in (0, 3):
             live = int(res[1])
             return status, live, live, 0
         return status, int(res[1]), int(res[2]), int(res[3])
 
-    async def _run_load(self, account: Account, account_id: int, durable: int, cursor: str, locked: bool,
-                        epoch: str) -> list[Any]:
+    async def _run_load(self, account: Account, account_id: int, owner: int, durable: int, cursor: str,
+                        locked: bool, epoch: str) -> list[Any]:
+        p = self.partition(self._owner(account, account_id, owner))
+        q = self._q[p]
         res: list[Any] = await self._load(
-            keys=[self._live(account, account_id), self._held(account, account_id), self.stream,
-                  self.cursor, self.epoch_key],
+            keys=[self._live(q, account, account_id), self._held(q, account, account_id), self.streams[p],
+                  self.cursors[p], self.epochs[p]],
             args=[durable, cursor, _field(account), account_id, 1 if locked else 0, epoch],
         )
         return res
 
     @idempotent
-    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str) -> int:
-        res = await self._run_load(account, account_id, durable, cursor, False, epoch)
+    async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str, *,
+                   owner: int = 0) -> int:
+        if await self.legacy_pending():  # SQL lacks what that stream holds: wait for the sync to drain it
+            raise CursorMoved()
+        res = await self._run_load(account, account_id, owner, durable, cursor, False, epoch)
         if int(res[0]) == -2:
             raise EpochChanged()
         if int(res[0]) != 1:
@@ -186,22 +284,31 @@ class RedisQuotaStore:
         return int(res[1])
 
     @idempotent
-    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str
-                          ) -> tuple[int, str]:
-        res = await self._run_load(account, account_id, durable, cursor, True, secrets.token_hex(8))
+    async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str, *,
+                          owner: int = 0) -> tuple[int, str]:
+        if await self.legacy_pending():
+            raise CursorMoved()
+        res = await self._run_load(account, account_id, owner, durable, cursor, True, secrets.token_hex(8))
         return int(res[1]), str(res[2])
 
     @idempotent
-    async def live(self, account: Account, ids: list[int]) -> dict[int, int]:
+    async def live(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
         if not ids:
             return {}
-        values = await self.r.mget([self._live(account, i) for i in ids])
+        if account == "key" and len(owners) != len(ids):
+            raise ValueError("the live balances of keys need their owners' user ids")
+        names = [self._live(self._q[self.partition(owner if account == "key" else i)], account, i)
+                 for i, owner in zip(ids, owners if account == "key" else ids, strict=True)]
+        async with self.r.pipeline(transaction=False) as pipe:  # one GET each: the keys span slots
+            for name in names:
+                pipe.get(name)
+            values = await pipe.execute()
         return {i: int(v) for i, v in zip(ids, values, strict=True) if v is not None}
 
     @idempotent
-    async def read(self, after: str, count: int) -> tuple[str, list[Entry]]:
+    async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
         start = "-" if after == "0-0" else f"({after}"
-        epoch, rows = await self._read(keys=[self.epoch_key, self.stream],
+        epoch, rows = await self._read(keys=[self._epoch_key(partition), self._stream(partition)],
                                        args=[start, count, secrets.token_hex(8)])
         entries: list[Entry] = []
         for n in range(0, len(rows), PARSE_SLICE):  # parsing 2,000 logs at once held the loop 20 ms
@@ -212,21 +319,29 @@ class RedisQuotaStore:
         return str(epoch), entries
 
     @idempotent
-    async def epoch(self) -> str | None:
-        value = await self.r.get(self.epoch_key)
+    async def epoch(self, partition: int) -> str | None:
+        value = await self.r.get(self._epoch_key(partition))
         return str(value) if value is not None else None
 
     @idempotent
-    async def synced(self, cursor: str) -> None:
-        await self._synced(keys=[self.cursor, self.stream], args=[cursor])
+    async def synced(self, partition: int, cursor: str) -> None:
+        await self._synced(keys=[self._cursor(partition), self._stream(partition)], args=[cursor])
 
     @idempotent
-    async def pending(self) -> int:
-        return int(await self.r.xlen(self.stream))
+    async def pending(self, partition: int | None = None) -> int:
+        if partition is not None:
+            return int(await self.r.xlen(self._stream(partition)))
+        async with self.r.pipeline(transaction=False) as pipe:
+            for stream in self.streams:
+                pipe.xlen(stream)
+            return sum(int(n) for n in await pipe.execute())
 
     @idempotent
     async def open_holds(self) -> int:
-        return int(await self.r.zcard(self.holds))
+        async with self.r.pipeline(transaction=False) as pipe:  # one round trip: every partition's index
+            for holds in self.holds:
+                pipe.zcard(holds)
+            return sum(int(n) for n in await pipe.execute())
 
 
 def _gcra_args(limits: Sequence[Limit]) -> list[int]:

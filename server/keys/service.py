@@ -181,7 +181,7 @@ class KeyService:
 
     async def with_live_remain(self, views: list[TokenView]) -> list[TokenView]:
         """Show each key's live remaining quota (the SQL value lags it by up to one sync interval)."""
-        live = await self.quota.balances("key", [v.id for v in views])
+        live = await self.quota.balances("key", [v.id for v in views], [v.user_id for v in views])
         for view in views:
             view.remain_quota = live.get(view.id, view.remain_quota)
         return views
@@ -228,7 +228,7 @@ class KeyService:
             row = await ApiKeyRepository(tx).by_digest(found.digest)
         if row is None or row.deleted_at is not None:
             raise Unauthenticated("invalid API key")
-        remain = (await self.quota.balances("key", [row.id])).get(row.id, row.remain_quota)
+        remain = (await self.quota.balances("key", [row.id], [row.user_id])).get(row.id, row.remain_quota)
         return TokenUsage.of(row, remain)
 
     # ---- writes -------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ class KeyService:
             if "status" not in changes:
                 raise BadRequest("status: is required")
             changes = {"status": _status(changes["status"])}
-        live = (await self.quota.balances("key", [key_id])).get(key_id)
+        live = (await self.quota.balances("key", [key_id], [principal.id])).get(key_id)
         async with self.db.transaction() as tx:
             keys = ApiKeyRepository(tx)
             row = await keys.get_own(principal.id, key_id, lock=True)
@@ -281,17 +281,17 @@ class KeyService:
                     setattr(row, name, value)
             view = TokenView.of(row, reveal(self.box, row))
         if new_remain is not None and new_remain != current_remain:
-            view.remain_quota = await self._set_remain(row.id, new_remain)
+            view.remain_quota = await self._set_remain(row.id, row.user_id, new_remain)
         else:
             view = (await self.with_live_remain([view]))[0]
         if values:
             await self.keys.invalidate(row.key_digest)
         return view
 
-    async def _set_remain(self, key_id: int, value: int) -> int:
+    async def _set_remain(self, key_id: int, owner: int, value: int) -> int:
         """Override the key's live remaining quota through the engine (docs/API.md#quota)."""
         try:
-            adjusted = await self.quota.set("key", key_id, value,
+            adjusted = await self.quota.set("key", key_id, value, owner=owner,
                                              ref=f"key-set:{key_id}:{secrets.token_hex(12)}")
         except BalanceOutOfRange:
             raise Conflict("remain_quota: exceeds the largest supported amount") from None

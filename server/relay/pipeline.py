@@ -139,7 +139,7 @@ class Relay:
         self.keys, self.users, self.options, self.channels = keys, users, options, channels
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
-        self.limiter = ModelRateLimiter(backend)
+        self.limiter = ModelRateLimiter(backend, quota.partition)
         self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
         # the model call, in order
         self.steps: tuple[Step, ...] = (self.read_target, self.decide, self.attempt, self.respond,
@@ -332,11 +332,12 @@ class Relay:
         if known is None:
             if len(self._limit_lists) >= 4096:
                 self._limit_lists.clear()
+            partition = self.quota.partition(user_id)
             known = self._limit_lists[(user_id, key_id, policy)] = (
                 ModelRateLimiter.admission_limits(user_id=user_id, key_id=key_id, key_rpm=0, key_tpm=0,
-                                                  user_policy=policy),
+                                                  user_policy=policy, partition=partition),
                 ModelRateLimiter.usage_charges(user_id=user_id, key_id=key_id, key_tpm=0, tokens=0,
-                                               success=True, user_policy=policy))
+                                               success=True, user_policy=policy, partition=partition))
         return known
 
     async def _charge_rate(self, call: Call) -> None:

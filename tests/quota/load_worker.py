@@ -4,7 +4,8 @@
 
 Modes:
   reserve   each task makes one reservation of `amount` and keeps it (I1: overdraw under concurrency)
-  cycle     each task loops reserve → settle at a random cost (≤ 2× the hold) or release (I2/I3)
+  cycle     each task loops reserve → settle at a random cost (≤ 2× the hold) or release (I2/I3); with
+            `user_ids`, task n charges user_ids[n mod len] (spread over partitions)
 
 Every outcome is printed as one JSON line and flushed at once, so a parent that kills this process with
 SIGKILL knows exactly which calls returned success before it died.
@@ -42,11 +43,13 @@ async def main(cfg: dict[str, Any]) -> None:
 
     async def cycle(task: int) -> None:
         rng = random.Random(cfg.get("seed", 0) * 1000 + task)
+        users = cfg.get("user_ids") or [cfg["user_id"]]
         await start.wait()
         for _ in range(cfg["iterations"]):
             try:
-                r = await env.engine.reserve(cfg["user_id"], cfg["amount"], key_id=cfg.get("key_id", 0),
-                                             key_limited=cfg.get("key_id", 0) > 0)
+                key_id = cfg.get("key_id", 0)
+                r = await env.engine.reserve(users[task % len(users)], cfg["amount"], key_id=key_id,
+                                             key_limited=key_id > 0)
             except InsufficientQuota:
                 emit(refused=True)
                 continue

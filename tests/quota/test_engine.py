@@ -96,7 +96,7 @@ async def test_release_returns_the_hold_once_and_blocks_a_later_settle(quota_env
     assert await quota_env.engine.release(r) is False
     assert (await quota_env.engine.settle(r, 50, log=consume_log())).applied is False
     assert await quota_env.engine.balance("user", uid) == 1000
-    assert await quota_env.engine.balance("key", kid) == 400
+    assert await quota_env.engine.balance("key", kid, owner=uid) == 400
     await quota_env.sync.drain()
     assert await quota_env.logs(user_id=uid) == []
 
@@ -141,7 +141,7 @@ async def test_a_missing_live_balance_loads_from_sql_plus_unsynced_entries(quota
     await quota_env.engine.settle(r, 10, log=consume_log())
     await quota_env.engine.credit("user", uid, 5, ref="c1")
     # the durable value is behind by the two unsynced entries; a fresh load must account for them
-    durable = await quota_env.engine.source.durable("user", uid)
+    durable = await quota_env.engine.source.durable("user", uid, quota_env.engine.partition(uid))
     assert durable is not None and durable[:2] == (1000, "0-0")
     other = await quota_env.add_user(0)
     assert await quota_env.engine.balance("user", other) == 0
@@ -153,9 +153,11 @@ async def test_load_refuses_a_stale_cursor(quota_env: QuotaEnv) -> None:
     await quota_env.sync.run_once()  # publishes the cursor 0-0 and the epoch
     r = await quota_env.engine.reserve(uid, 10)
     await quota_env.engine.settle(r, 10, log=consume_log())
-    await quota_env.sync.drain()  # the cursor moved past 0-0
+    await quota_env.sync.drain()  # the cursor of uid's partition moved past 0-0
     other = await quota_env.add_user(50)
-    epoch = await quota_env.store.epoch()
+    while quota_env.engine.partition(other) != quota_env.engine.partition(uid):
+        other = await quota_env.add_user(50)
+    epoch = await quota_env.store.epoch(quota_env.engine.partition(uid))
     assert epoch is not None
     with pytest.raises(CursorMoved):
         await quota_env.store.load("user", other, 50, "0-0", epoch)
@@ -191,15 +193,16 @@ async def test_replaying_a_committed_batch_applies_nothing(quota_env: QuotaEnv) 
     for _ in range(3):
         r = await quota_env.engine.reserve(uid, 10)
         await quota_env.engine.settle(r, 10, log=consume_log())
-    epoch, entries = await quota_env.store.read("0-0", 100)
+    partition = quota_env.engine.partition(uid)
+    epoch, entries = await quota_env.store.read(partition, "0-0", 100)
     assert len(entries) == 3
 
     async def current() -> bool:
         return True
 
-    cursor = await quota_env.sync.sink.apply(entries, epoch, current)
+    cursor = await quota_env.sync.sink.apply(partition, entries, epoch, current)
     # a crash here (after the commit, before the store learned the cursor) replays the same batch
-    assert await quota_env.sync.sink.apply(entries, epoch, current) == cursor
+    assert await quota_env.sync.sink.apply(partition, entries, epoch, current) == cursor
     await quota_env.sync.drain()
     user = await quota_env.user_row(uid)
     assert (user.quota, user.used_quota, user.request_count) == (970, 30, 3)
@@ -256,7 +259,7 @@ async def test_a_reserve_run_again_with_its_hold_id_holds_once(quota_env: QuotaE
     again = await quota_env.store.reserve(r.hold_id, uid, key, True, 300, 60_000)
     assert again[:4] == (True, "", 700, 200)
     assert await quota_env.engine.balance("user", uid) == 700
-    assert await quota_env.engine.balance("key", key) == 200
+    assert await quota_env.engine.balance("key", key, owner=uid) == 200
     assert (await quota_env.engine.settle(r, 100)).applied
     assert await quota_env.engine.balance("user", uid) == 900
-    assert await quota_env.engine.balance("key", key) == 400
+    assert await quota_env.engine.balance("key", key, owner=uid) == 400

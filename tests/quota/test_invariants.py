@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.leases import PartitionLeases
 from quota.types import InsufficientQuota, SubtractTooLarge
 from tests.conftest import _Databases, fresh_database
 from tests.quota.env import QuotaEnv, build, consume_log
@@ -69,7 +71,7 @@ async def assert_conserved(env: QuotaEnv, uid: int, initial: int, adjustments: i
         row = await env.key_row(kid)
         assert row.used_quota == sum(x.quota for x in key_logs)
         assert row.remain_quota == key_initial - row.used_quota
-        assert await env.engine.balance("key", kid) == row.remain_quota
+        assert await env.engine.balance("key", kid, owner=uid) == row.remain_quota
 
 
 def settled_ok(lines: list[dict[str, Any]]) -> dict[str, int]:
@@ -102,7 +104,7 @@ async def test_i1_a_key_quota_is_never_overdrawn_either(cluster: Cluster) -> Non
     lines = await run_all([cluster.worker(mode="reserve", tasks=25, user_id=uid, key_id=kid, amount=50)] * 2)
     assert len([x for x in lines if "ok" in x]) == 9
     assert {x["refused"] for x in lines if "refused" in x} == {"key"}
-    assert await cluster.env.engine.balance("key", kid) == 0
+    assert await cluster.env.engine.balance("key", kid, owner=uid) == 0
     assert await cluster.env.engine.balance("user", uid) == 1_000_000 - 9 * 50
 
 
@@ -153,7 +155,9 @@ async def test_i3_kill_9_of_a_serving_process_releases_its_holds(cluster: Cluste
     assert any("done" in x for x in survivor_lines)
     lines = victim_lines + survivor_lines
     assert cluster.env.redis is not None
-    open_holds = await cluster.env.redis.client.zcard(cluster.env.redis.key("q:holds"))
+    store = cluster.env.store
+    assert isinstance(store, RedisQuotaStore)
+    open_holds = await cluster.env.redis.client.zcard(store.holds[store.partition(uid)])
     assert open_holds >= 1, "the victim died with no hold open; the test proved nothing"
     await asyncio.sleep(1.3)  # let the leases of the dead process run out
     assert await cluster.env.engine.sweep() >= 1
@@ -187,6 +191,74 @@ async def test_i3_kill_9_of_the_sync_worker_mid_batch(cluster: Cluster) -> None:
     successes = settled_ok(lines)
     await assert_every_success_logged(cluster.env, uid, successes)
     assert len([x for x in await cluster.env.logs(user_id=uid) if x.type == 2]) == len(successes)
+
+
+async def wait_until(check: Any, what: str, deadline: float = 60.0) -> None:
+    """Poll an observable condition (Redis state) until it holds; fail after `deadline` seconds."""
+    async with asyncio.timeout(deadline):
+        while not await check():
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+async def test_i3_two_syncs_share_the_partitions_and_a_kill_9_hands_its_share_over(cluster: Cluster) -> None:
+    """Two `tollway quota-sync` processes under load: both hold partitions while alive (leases), one is
+    killed with SIGKILL mid-run, the survivor takes its partitions over once their leases time out, and
+    every entry reaches SQL exactly once."""
+    initial = 10_000_000
+    uids = [await cluster.env.add_user(initial) for _ in range(6)]
+    assert cluster.env.redis is not None
+    leases = PartitionLeases(cluster.env.redis)  # only to read who holds what
+    env_vars = {"DATABASE_URL": cluster.db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": cluster.prefix,
+                "SECRET_KEY": "test-secret-key-0123456789abcdef", "QUOTA_SYNC_INTERVAL": "0.05",
+                "QUOTA_SYNC_BATCH": "40", "QUOTA_SYNC_LEASE_TIMEOUT": "1"}
+    syncs = [sync_process(env_vars), sync_process(env_vars)]
+    victim, survivor = syncs
+
+    async def holders_by_pid() -> dict[int, set[int]]:
+        by_pid: dict[int, set[int]] = {}
+        for partition, token in (await leases.holders()).items():
+            by_pid.setdefault(int(token.rsplit(":", 2)[1]), set()).add(partition)
+        return by_pid
+
+    async def shared() -> bool:
+        held = await holders_by_pid()
+        return (set(held) == {victim.pid, survivor.pid} and len(held[victim.pid]) == 8
+                and len(held[survivor.pid]) == 8)
+
+    async def taken_over() -> bool:
+        return await holders_by_pid() == {survivor.pid: set(range(16))}
+
+    try:
+        await wait_until(shared, "both syncs hold half the partitions")
+        cfg = cluster.worker(mode="cycle", tasks=6, iterations=50, user_ids=uids, amount=200)
+        workers = await asyncio.to_thread(start_all, [{**cfg, "seed": 8}, {**cfg, "seed": 9}])
+        async def synced_some() -> bool:  # the syncs are moving the load's usage into SQL
+            return any([await cluster.env.logs(user_id=uid) for uid in uids])
+
+        await wait_until(synced_some, "the syncs applied some of the load")
+        assert all(w.proc.poll() is None for w in workers), "the load ended before the kill"
+        assert await shared(), "the victim lost its share before it was killed"
+        victim.kill()  # SIGKILL, wherever it is in its batch
+        await asyncio.to_thread(victim.wait)
+        await wait_until(taken_over, "the survivor holds every partition after the leases timed out")
+        lines = [line for w in workers for line in await asyncio.to_thread(w.finish)]
+        assert survivor.poll() is None
+        survivor.terminate()  # SIGTERM: drains what is queued and gives its leases back
+        assert await asyncio.to_thread(survivor.wait, 60) == 0
+        assert await leases.holders() == {}
+    finally:
+        for sync in syncs:
+            if sync.poll() is None:
+                sync.kill()
+                sync.wait()
+    successes = settled_ok(lines)
+    assert successes
+    for uid in uids:
+        await assert_conserved(cluster.env, uid, initial)
+    logged = [x for uid in uids for x in await cluster.env.logs(user_id=uid) if x.type == 2]
+    assert sorted(x.ref for x in logged) == sorted(successes)  # every success once, nothing twice
+    assert all(x.quota == successes[x.ref] for x in logged)
 
 
 # ---- I4 ---------------------------------------------------------------------------------------------
@@ -295,9 +367,11 @@ async def test_i5_flushall_during_load_reloads_from_sql(kind: str, databases: _D
         await started.wait()  # the flush lands during the load, after at least 60 calls per caller
         assert not load.done(), "the load ended before the flush"
         async with env.redis.client.pipeline(transaction=True) as pipe:  # type: ignore[union-attr]
-            pipe.xlen(f"{env.redis.prefix}q:stream")  # type: ignore[union-attr]
+            assert isinstance(env.store, RedisQuotaStore)
+            for stream in env.store.streams:
+                pipe.xlen(stream)
             pipe.flushall()
-            lost_bound, _ = await pipe.execute()
+            lost_bound = sum((await pipe.execute())[:-1])
         flushed.set()
         await load
         env.sync.stop()

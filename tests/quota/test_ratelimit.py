@@ -17,10 +17,16 @@ import redis.asyncio as aioredis
 from quota.backends.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit
 from quota.backends.memory import MemoryBackend
 from quota.backends.redis import RedisBackend
+from quota.partitions import partition_of
 from quota.ratelimit import NO_USER_LIMIT, ModelRateLimiter, UserPolicy, user_policy
 from tests.quota.test_backends import FakeClock, Subject
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
+
+
+def sixteen_partitions(user_id: int) -> int:  # as a deployment with the default 16 partitions
+    return partition_of(user_id, 16)
+
 
 EPS = 1e-6
 
@@ -331,22 +337,22 @@ async def admit(limiter: ModelRateLimiter, *, user_id: int = 1, key_id: int = 7,
 
 
 async def test_limiter_key_rpm(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     assert [await admit(limiter, key_rpm=3) for _ in range(4)] == [True, True, True, False]
     refused = await limiter.admit(user_id=1, key_id=7, key_rpm=3, key_tpm=0, user_policy=NO_USER_LIMIT)
-    assert refused.refused_by == "rl:key:7:rpm"
+    assert refused.refused_by == "rl:{p1}:key:7:rpm"
     assert 20 - 1 < refused.retry_after <= 20 + EPS
     assert await admit(limiter, key_id=8, key_rpm=3)  # another key has its own budget
     assert await admit(limiter, key_rpm=0)  # no RPM on the key: nothing to refuse
 
 
 async def test_limiter_key_tpm(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     assert await admit(limiter, key_rpm=5, key_tpm=100)
     await limiter.record(user_id=1, key_id=7, key_tpm=100, tokens=150, success=True,
                          user_policy=NO_USER_LIMIT)
     refused = await limiter.admit(user_id=1, key_id=7, key_rpm=5, key_tpm=100, user_policy=NO_USER_LIMIT)
-    assert refused.allowed is False and refused.refused_by == "rl:key:7:tpm"
+    assert refused.allowed is False and refused.refused_by == "rl:{p1}:key:7:tpm"
     assert 30.6 - 1 < refused.retry_after <= 30.6 + EPS  # 50 tokens over, then one more, at 100/min
     # the refusal did not use the key's RPM: 5 − 1 admitted − this one
     rpm_only = await limiter.admit(user_id=1, key_id=7, key_rpm=5, key_tpm=0, user_policy=NO_USER_LIMIT)
@@ -355,7 +361,7 @@ async def test_limiter_key_tpm(subject: Subject) -> None:
 
 async def test_limiter_key_tpm_drains(subject: Subject) -> None:
     """6000 tokens per minute drain at 100 per second: 50 tokens over are gone in half a second."""
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     assert await admit(limiter, key_rpm=100, key_tpm=6000)
     await limiter.record(user_id=1, key_id=7, key_tpm=6000, tokens=5000, success=True,
                          user_policy=NO_USER_LIMIT)
@@ -369,7 +375,7 @@ async def test_limiter_key_tpm_drains(subject: Subject) -> None:
 
 
 async def test_limiter_user_success_cap(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     policy = UserPolicy(period=60, total=0, success=2)
 
     async def call(success: bool) -> bool:
@@ -382,13 +388,13 @@ async def test_limiter_user_success_cap(subject: Subject) -> None:
     assert [await call(False) for _ in range(5)] == [True] * 5  # failures do not count
     assert await call(True) and await call(True)
     refused = await limiter.admit(user_id=1, key_id=7, key_rpm=0, key_tpm=0, user_policy=policy)
-    assert refused.allowed is False and refused.refused_by == "rl:user:1:ok"
+    assert refused.allowed is False and refused.refused_by == "rl:{p1}:user:1:ok"
     assert 30 - 1 < refused.retry_after <= 30 + EPS
     assert await admit(limiter, user_id=2, policy=policy)  # per user
 
 
 async def test_limiter_user_success_cap_frees_up(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     policy = UserPolicy(period=1, total=0, success=2)  # a short window, as no option can set
     for _ in range(2):
         assert await admit(limiter, policy=policy)
@@ -400,14 +406,14 @@ async def test_limiter_user_success_cap_frees_up(subject: Subject) -> None:
 
 
 async def test_limiter_user_total_counts_every_admitted_call(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     policy = user_policy({"ModelRequestRateLimitEnabled": True, "ModelRequestRateLimitDurationMinutes": 2,
                           "ModelRequestRateLimitCount": 2}, "default")
     assert await admit(limiter, key_rpm=5, policy=policy)
     await limiter.record(user_id=1, key_id=7, key_tpm=0, tokens=0, success=False, user_policy=policy)
     assert await admit(limiter, key_id=9, key_rpm=5, policy=policy)  # the user's limit spans their keys
     refused = await limiter.admit(user_id=1, key_id=7, key_rpm=5, key_tpm=0, user_policy=policy)
-    assert refused.allowed is False and refused.refused_by == "rl:user:1:total"
+    assert refused.allowed is False and refused.refused_by == "rl:{p1}:user:1:total"
     assert 60 - 1 < refused.retry_after <= 60 + EPS  # 2 per 2 minutes: one frees up every minute
     # the refusal did not use the key's RPM: 5 − 1 admitted − this one
     alone = await limiter.admit(user_id=1, key_id=7, key_rpm=5, key_tpm=0, user_policy=NO_USER_LIMIT)
@@ -415,13 +421,13 @@ async def test_limiter_user_total_counts_every_admitted_call(subject: Subject) -
 
 
 async def test_limiter_without_any_limit(subject: Subject) -> None:
-    limiter = ModelRateLimiter(subject.backend)
+    limiter = ModelRateLimiter(subject.backend, sixteen_partitions)
     disabled = user_policy({"ModelRequestRateLimitEnabled": False}, "default")
     for _ in range(20):
         result = await limiter.admit(user_id=1, key_id=7, key_rpm=0, key_tpm=0, user_policy=disabled)
         assert result.allowed and result.remaining == NO_LIMIT
         await limiter.record(user_id=1, key_id=7, key_tpm=0, tokens=1000, success=True, user_policy=disabled)
-    for key in ("rl:key:7:rpm", "rl:key:7:tpm", "rl:user:1:total", "rl:user:1:ok"):
+    for key in ("rl:{p1}:key:7:rpm", "rl:{p1}:key:7:tpm", "rl:{p1}:user:1:total", "rl:{p1}:user:1:ok"):
         assert await subject.backend.ttl(key) == 0
 
 

@@ -21,7 +21,7 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import CHANNEL, Broadcasts
 from quota.records import RecordCache
 from quota.store import QuotaStore
-from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, VersionTracker
+from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, Versions, VersionTracker
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL, redis_db_url
 
@@ -89,13 +89,53 @@ async def test_the_reservation_returns_the_counters(store_backend: Backend) -> N
     backend = store_backend
     store = store_for(backend)
     await store.load_locked("user", 1, 1_000, "0-0")
-    await store.load_locked("key", 2, 1_000, "0-0")
+    await store.load_locked("key", 2, 1_000, "0-0", owner=1)
     await backend.bump(CHANNELS)
     await backend.bump(RECORDS)
     ok, _, _, _, versions = await store.reserve("h1", 1, 2, True, 10, 60_000)
     assert ok and versions == await backend.versions()
     refused, _, _, _, _ = await store.reserve("h2", 1, 2, True, 10**9, 60_000)
     assert not refused
+
+
+async def copies(redis: RedisBackend) -> list[Versions]:
+    out = []
+    for copy in redis.version_copies:
+        v = await redis.client.hmget(copy, list(NAMES))
+        out.append((int(v[0] or 0), int(v[1] or 0), int(v[2] or 0)))
+    return out
+
+
+async def test_a_bump_reaches_the_reservations_of_every_partition(redis_prefix: str) -> None:
+    """Each partition's reservations read its own copy of the counters (no extra round trip, one slot);
+    a writer's bump raises every copy before it answers: read-your-writes in every partition."""
+    redis = RedisBackend(REDIS_URL, redis_prefix)
+    store = RedisQuotaStore(redis)
+    try:
+        users = list(range(1, store.partitions + 1))
+        assert {store.partition(u) for u in users} == set(range(store.partitions))
+        for user in users:
+            await store.load_locked("user", user, 10**6, "0-0")
+        for round_ in range(3):
+            await redis.bump(NAMES[round_])
+            current = await redis.versions()
+            for user in users:
+                ok, _, _, _, seen = await store.reserve(f"h{round_}-{user}", user, 0, False, 1, 60_000)
+                assert ok and seen == current
+    finally:
+        await redis.close()
+
+
+async def test_concurrent_bumps_leave_every_copy_at_the_counters(redis_prefix: str) -> None:
+    redis = RedisBackend(REDIS_URL, redis_prefix)
+    try:
+        await asyncio.gather(*(redis.bump(NAMES[n % 3]) for n in range(30)))
+        assert await copies(redis) == [await redis.versions()] * redis.partitions
+        await redis.client.delete(redis.versions_key)  # the counters lost (a partial restore, say)
+        await redis.bump(OPTIONS)
+        assert await copies(redis) == [await redis.versions()] * redis.partitions  # raised above
+    finally:
+        await redis.close()
 
 
 async def test_a_copy_read_before_a_change_is_not_stored_after_it(backend: Backend) -> None:

@@ -1,0 +1,43 @@
+"""Which partition an account's quota state lives in.
+
+A deployment splits its quota state into a fixed number of partitions (`QUOTA_PARTITIONS`, chosen once:
+changing it is a migration, docs/OPERATIONS.md#quota-partitions). Every Redis key of one account — its live
+balance and held sum, those of its API keys (a key belongs to its owner's partition), its holds and their
+markers, its rate-limit state, the idempotency results of its adjustments — and the partition's own usage
+stream, sync cursor, epoch, holds index and copy of the version counters carry the partition as a Redis hash
+tag `{p<n>}`. So every quota script touches one hash slot (one node of a Redis Cluster), and each
+partition's stream is synced on its own (several sync processes share the partitions).
+
+The partition of a user is its id modulo the count: stable, and even over sequential ids.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PARTITIONS = 16
+MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to this many
+
+
+LEGACY = -1
+"""The single stream of the layout before partitions (`q:stream`, `q:cursor`, `q:epoch`; SQL `quota_cursor`),
+which the sync drains once after an upgrade before any account is loaded (docs/OPERATIONS.md#upgrading-to-
+quota-partitions). Store and sink accept it wherever they take a partition's stream."""
+
+
+def partition_of(user_id: int, count: int) -> int:
+    """The partition of user `user_id` (and of its API keys) among `count`."""
+    return user_id % count
+
+
+def tag(partition: int) -> str:
+    """The Redis hash tag of a partition: every key with it hashes to the same slot."""
+    return f"{{p{partition}}}"
+
+
+class PartitionCountChanged(Exception):
+    """The store holds state for another number of partitions than this process is configured with."""
+
+    def __init__(self, stored: int, configured: int) -> None:
+        super().__init__(f"QUOTA_PARTITIONS is {configured}, but the quota store was set up with {stored} "
+                         "partitions; changing it is a migration (docs/OPERATIONS.md#quota-partitions)")
+        self.stored = stored
+        self.configured = configured
