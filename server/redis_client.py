@@ -3,10 +3,10 @@
 (`server/context.py`), the start-up check (`server/cli.py`) and the quota sync (`server/quota_sync.py`).
 
 What runs on a cluster is decided here too: everything but the quota engine (sessions, the short-lived
-keys, rate limits, version counters, broadcasts). The quota scripts touch a user's, a key's and a hold's
-keys in one step, which a cluster runs only when they share a slot: that needs the quota keys partitioned
-by account (issue 26). Until then `refuse_cluster_quota` stops every command that would run the quota
-engine at start-up, with a message naming what is missing.
+keys, rate limits, version counters, broadcasts). The quota keys are partitioned by account, so each quota
+script touches one slot (tests/quota/test_partitions.py), but the engine's guarantees (no overdraw,
+conservation, exactly once, a master failover) are not yet proven on a cluster: until they are,
+`refuse_cluster_quota` stops every command that would run the quota engine at start-up, saying so.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from quota.observer import ErrorObserver, ignore_error
 from server.config import Config, ConfigError
 
 CLUSTER_QUOTA_MISSING = (
-    "REDIS_CLUSTER_NODES: the quota engine does not run on a Redis Cluster yet: its scripts need the "
-    "quota keys partitioned by account, one slot per script (issue 26, QUOTA_PARTITIONS); use REDIS_URL "
-    "(one Redis server) until then")
+    "REDIS_CLUSTER_NODES: the quota engine does not run on a Redis Cluster yet (its keys are partitioned, "
+    "one slot per script, but its guarantees are not yet proven on a cluster); use REDIS_URL (one Redis "
+    "server) until then")
 
 
 def redis_backend(config: Config, on_error: ErrorObserver = ignore_error) -> RedisBackend | None:
