@@ -126,7 +126,7 @@ def test_a_channel_made_and_edited_in_the_page_routes_the_next_call(page: Page, 
     copy = page.locator("tbody tr", has_text="fake openai_copy")
     expect(copy).to_be_visible()
     page.get_by_label("Status").select_option("disabled")
-    expect(page.get_by_text("No channels yet. Create one to serve model calls.")).to_be_visible()
+    expect(page.get_by_text("No channel matches these filters.")).to_be_visible()
     page.get_by_label("Status").select_option("")
     copy.get_by_label("Select fake openai_copy").check()
     page.get_by_role("button", name="Delete the selected").click()
