@@ -145,6 +145,11 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
     async def settle_heap(app: Sanic[Any, Any]) -> None:
         _settle_heap()
 
+    if config.worker_start_delay:  # the stop test's slow start-up (TEST_WORKER_START_DELAY)
+        @app.before_server_start
+        async def start_slowly(app: Sanic[Any, Any]) -> None:
+            await asyncio.sleep(config.worker_start_delay)
+
     return app
 
 

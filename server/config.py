@@ -115,6 +115,8 @@ class Config:
     kill_after_credit_commit: bool = False
     # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
     kill_after_log_commit: bool = False
+    # … and for the stop test only: each server worker waits this long while it starts (before it serves)
+    worker_start_delay: float = 0.0
 
     @property
     def separate_logs_url(self) -> str | None:
@@ -391,6 +393,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         access_log=_bool(env, "ACCESS_LOG", False),
         kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
         kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
+        worker_start_delay=_float(env, "TEST_WORKER_START_DELAY", 0.0, 0.0, 60.0),
     )
 
 

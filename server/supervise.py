@@ -56,7 +56,7 @@ from typing import Any
 from sanic import Sanic
 from sanic.worker.constants import ProcessState
 from sanic.worker.manager import WorkerManager
-from sanic.worker.process import WorkerProcess
+from sanic.worker.process import Worker, WorkerProcess
 
 from server import metrics
 
@@ -240,14 +240,32 @@ def _stop_now(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
     app.stop(terminate=False)
 
 
+def _is_server_worker() -> bool:
+    """Whether this process is one of Sanic's server workers (not the main process, not a single one)."""
+    prefix = f"{Worker.WORKER_PREFIX}-{WorkerProcess.SERVER_LABEL}"
+    return os.environ.get("SANIC_WORKER_NAME", "").startswith(prefix)
+
+
 def stop_once(app: Sanic[Any, Any]) -> None:
-    """In each worker of `app`: the first SIGINT or SIGTERM stops it gracefully, later ones are ignored."""
+    """In each worker of `app`: the first SIGINT or SIGTERM stops it gracefully, later ones are ignored.
+
+    A worker installs its signal handlers only once its start-up listeners ran (Sanic's, then ours, in
+    `after_server_start`); a stop signal that came while it was still starting (a group's SIGTERM while
+    the supervisor restarted a worker, or the very first start) was lost, and the worker then served on
+    while the main process waited for it for ever. So the worker records such a signal from the moment
+    its app is built, and stops as soon as it serves."""
+    early = threading.Event()
+    if _is_server_worker():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda _signum, _frame: early.set())
 
     @app.after_server_start
     async def own_stop_signals(app: Sanic[Any, Any]) -> None:
         loop = asyncio.get_running_loop()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, partial(_stop_now, app, loop))  # replaces Sanic's handler
+        if early.is_set():
+            _stop_now(app, loop)
 
 
 PARENT_ENV = "TOLLWAY_PARENT_PID"

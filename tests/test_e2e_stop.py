@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -246,3 +247,28 @@ async def test_a_stream_longer_than_the_grace_is_ended_cleanly_and_charged_once(
     assert json.loads(interrupted[0].other)["stream_interrupted"] is True
     assert (quota, used, count) == (gateway.quota - cost, gateway.used_quota + cost,
                                     gateway.request_count + 1)
+
+
+# ---- a stop while the workers are still starting ---------------------------------------------------------
+
+def test_a_stop_signal_while_the_workers_start_stops_them_once_they_serve(tmp_path: Path) -> None:
+    """Both workers get the group's SIGTERM (and the main process's own) while their start-up listeners run
+    (`TEST_WORKER_START_DELAY`), before any stop handler of theirs was installed: they stop as soon as they
+    serve, and the server exits cleanly (a lost signal left such a worker serving and the server hanging)."""
+    with stack_env(tmp_path, "sqlite+redis", TEST_WORKER_START_DELAY="3") as (env, _, args):
+        proc = start(tmp_path, env, "serve", *args)
+        try:
+            deadline = time.monotonic() + 60
+            while proc.stdout.count("Starting worker") < 2:  # both are in their start-up listeners
+                assert proc.popen.poll() is None and time.monotonic() < deadline, proc.output()
+                time.sleep(0.05)
+            assert "Worker ready" not in proc.stdout, proc.output()
+            os.killpg(proc.popen.pid, signal.SIGTERM)
+            try:
+                code: int | None = proc.popen.wait(EXIT_DEADLINE)
+            except subprocess.TimeoutExpired:
+                code = None
+        finally:
+            stop(proc)
+    assert_clean_exit(proc, code)
+    assert proc.stdout.count("Worker complete") == 2, proc.output()
