@@ -181,16 +181,19 @@ def run_to_end(workdir: Path, env: dict[str, str], *args: str) -> Proc:
     return proc
 
 
-def wait_until_serving(proc: Proc, base_url: str) -> None:
+def wait_until_serving(proc: Proc, base_url: str, workers: int = 1) -> None:
+    """Until /api/status answers and, with several `workers`, each of them has said it is ready."""
     deadline = time.monotonic() + START_DEADLINE
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
             pytest.fail(f"tollway serve exited with {proc.popen.returncode}\n{proc.output()}")
         try:
             httpx.get(f"{base_url}/api/status", timeout=2)
-            return
+            if workers < 2 or proc.stdout.count("Worker ready") >= workers:
+                return
         except httpx.TransportError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     pytest.fail(f"tollway serve did not answer /api/status\n{proc.output()}")
 
 

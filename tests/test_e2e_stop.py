@@ -201,7 +201,8 @@ async def test_a_stream_in_flight_completes_and_is_charged_once(
             proc = start(tmp_path, env, "serve", *args)
             try:
                 base_url = f"http://127.0.0.1:{env['PORT']}"
-                await asyncio.to_thread(wait_until_serving, proc, base_url)
+                # every worker serves before the stop (a stop while they start is the last test's case)
+                await asyncio.to_thread(wait_until_serving, proc, base_url, 2 if args else 1)
                 gateway = await open_gateway(base_url, database_type, gemini)
                 before, full = await stream_speech(gateway)  # the same call, with nobody stopping
                 during, events = await stream_speech(gateway, on_first=send(proc, signum, to_group))
@@ -228,7 +229,8 @@ async def test_a_stream_longer_than_the_grace_is_ended_cleanly_and_charged_once(
             proc = start(tmp_path, env, "serve", *args)
             try:
                 base_url = f"http://127.0.0.1:{env['PORT']}"
-                await asyncio.to_thread(wait_until_serving, proc, base_url)
+                # every worker serves before the stop (a stop while they start is the last test's case)
+                await asyncio.to_thread(wait_until_serving, proc, base_url, 2 if args else 1)
                 gateway = await open_gateway(base_url, "mysql", gemini)
                 request_id, events = await stream_speech(gateway, on_first=send(proc, signal.SIGTERM, True))
                 code = await exit_status(proc)
