@@ -237,7 +237,18 @@ def _stop_now(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
     for signum in STOP_SIGNALS:
         loop.remove_signal_handler(signum)  # (Sanic's later removal then finds nothing to reset)
         signal.signal(signum, signal.SIG_IGN)
-    app.stop(terminate=False)
+    _stop_when_serving(app, loop)
+
+
+def _stop_when_serving(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
+    """`app.stop()` stops the event loop. Before the worker serves, its start-up steps run the loop until
+    each step is done (`run_until_complete`), and a stop then ended that step instead and was lost: the
+    worker went on to serve for ever. So the stop waits until the worker serves (`is_running`: the loop's
+    last run, `run_forever`)."""
+    if app.state.is_running:
+        app.stop(terminate=False)
+    else:
+        loop.call_later(0.01, _stop_when_serving, app, loop)
 
 
 def _is_server_worker() -> bool:
@@ -253,7 +264,8 @@ def stop_once(app: Sanic[Any, Any]) -> None:
     `after_server_start`); a stop signal that came while it was still starting (a group's SIGTERM while
     the supervisor restarted a worker, or the very first start) was lost, and the worker then served on
     while the main process waited for it for ever. So the worker records such a signal from the moment
-    its app is built, and stops as soon as it serves."""
+    its app is built, and stops as soon as it serves (`_stop_when_serving`: a stop during the start-up
+    steps themselves was lost too)."""
     early = threading.Event()
     if _is_server_worker():
         for signum in STOP_SIGNALS:

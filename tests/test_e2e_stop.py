@@ -253,15 +253,17 @@ async def test_a_stream_longer_than_the_grace_is_ended_cleanly_and_charged_once(
 
 # ---- a stop while the workers are still starting ---------------------------------------------------------
 
-def test_a_stop_signal_while_the_workers_start_stops_them_once_they_serve(tmp_path: Path) -> None:
-    """Both workers get the group's SIGTERM (and the main process's own) while their start-up listeners run
-    (`TEST_WORKER_START_DELAY`), before any stop handler of theirs was installed: they stop as soon as they
+@pytest.mark.parametrize("step", ["before", "after"])
+def test_a_stop_signal_while_the_workers_start_stops_them_once_they_serve(tmp_path: Path, step: str) -> None:
+    """Both workers get the group's SIGTERM (and the main process's SIGINT) while a start-up step of theirs
+    runs (`TEST_WORKER_START_DELAY`): before they serve (no stop handler of theirs yet), or after (Sanic's
+    handlers are in place, but the loop only runs until the step is done). They stop as soon as they
     serve, and the server exits cleanly (a lost signal left such a worker serving and the server hanging)."""
     with stack_env(tmp_path, "sqlite+redis", TEST_WORKER_START_DELAY="3") as (env, _, args):
         proc = start(tmp_path, env, "serve", *args)
         try:
             deadline = time.monotonic() + 60
-            while proc.stdout.count("Starting worker") < 2:  # both are in their start-up listeners
+            while proc.stderr.count(f"worker start delayed ({step})") < 2:  # both are in that step
                 assert proc.popen.poll() is None and time.monotonic() < deadline, proc.output()
                 time.sleep(0.05)
             assert "Worker ready" not in proc.stdout, proc.output()
