@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from quota.backends.base import Limit, active_limits
 from quota.observer import NO_OBSERVER, QuotaObserver, ReserveResult, SettleResult
+from quota.partitions import owner_of
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore
 from quota.types import (
     BALANCE_MAX,
@@ -113,15 +114,6 @@ class QuotaEngine:
     def partition(self, user_id: int) -> int:
         """The partition of user `user_id` and its API keys (quota/partitions.py)."""
         return self.store.partition(user_id)
-
-    @staticmethod
-    def _owner(account: Account, account_id: int, owner: int) -> int:
-        """The user whose partition the account lives in."""
-        if account == "user":
-            return account_id
-        if owner <= 0:
-            raise ValueError("a key account needs its owner's user id (owner=…)")
-        return owner
 
     async def _load(self, account: Account, account_id: int, owner: int) -> int:
         partition = self.store.partition(owner)
@@ -241,7 +233,7 @@ class QuotaEngine:
 
     async def _adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                       log: dict[str, Any] | None, allow_negative: bool = False, owner: int = 0) -> Adjustment:
-        owner = self._owner(account, account_id, owner)
+        owner = owner_of(account, account_id, owner)
         for _ in range(3):
             try:
                 status, before, after, delta = await self.store.adjust(
@@ -289,7 +281,7 @@ class QuotaEngine:
 
     async def balance(self, account: Account, account_id: int, *, owner: int = 0) -> int:
         """The live balance, loading it from SQL on first use."""
-        owner = self._owner(account, account_id, owner)
+        owner = owner_of(account, account_id, owner)
         live = await self.store.live(account, [account_id], [owner])
         if account_id in live:
             return live[account_id]

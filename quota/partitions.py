@@ -13,6 +13,8 @@ The partition of a user is its id modulo the count: stable, and even over sequen
 
 from __future__ import annotations
 
+from quota.types import Account
+
 DEFAULT_PARTITIONS = 16
 MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to this many
 
@@ -26,6 +28,16 @@ quota-partitions). Store and sink accept it wherever they take a partition's str
 def partition_of(user_id: int, count: int) -> int:
     """The partition of user `user_id` (and of its API keys) among `count`."""
     return user_id % count
+
+
+def owner_of(account: Account, account_id: int, owner: int) -> int:
+    """The user whose partition an account lives in: a user its own, an API key its `owner`'s (which a
+    caller naming a key account must give)."""
+    if account == "user":
+        return account_id
+    if owner <= 0:
+        raise ValueError("a key account needs its owner's user id (owner=…: the partition it lives in)")
+    return owner
 
 
 def tag(partition: int) -> str:

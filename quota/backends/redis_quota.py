@@ -37,7 +37,7 @@ import ujson
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
-from quota.partitions import LEGACY, PartitionCountChanged, partition_of, tag
+from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry, RateLimited
 from quota.versions import UNKNOWN, Versions
@@ -145,13 +145,6 @@ class RedisQuotaStore:
         if stored != self.partitions:
             raise PartitionCountChanged(stored, self.partitions)
 
-    def _owner(self, account: Account, account_id: int, owner: int) -> int:
-        if account == "user":
-            return account_id
-        if owner <= 0:
-            raise ValueError("a key account needs its owner's user id (the partition it lives in)")
-        return owner
-
     def _live(self, q: str, account: Account, account_id: int) -> str:
         return f"{q}{_field(account)}:{account_id}"
 
@@ -242,7 +235,7 @@ class RedisQuotaStore:
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
                      log: dict[str, Any] | None, allow_negative: bool, *, owner: int = 0
                      ) -> tuple[int, int, int, int]:
-        owner = self._owner(account, account_id, owner)
+        owner = owner_of(account, account_id, owner)
         p = self.partition(owner)
         q = self._q[p]
         keys = [f"{q}i:{ref}", self._live(q, account, account_id), self._held(q, account, account_id),
@@ -262,7 +255,7 @@ class RedisQuotaStore:
 
     async def _run_load(self, account: Account, account_id: int, owner: int, durable: int, cursor: str,
                         locked: bool, epoch: str) -> list[Any]:
-        p = self.partition(self._owner(account, account_id, owner))
+        p = self.partition(owner_of(account, account_id, owner))
         q = self._q[p]
         res: list[Any] = await self._load(
             keys=[self._live(q, account, account_id), self._held(q, account, account_id), self.streams[p],
