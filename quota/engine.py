@@ -210,7 +210,7 @@ class QuotaEngine:
         """Return the hold; False (nothing changed) when it was already settled, released or swept."""
         started = perf_counter()
         try:
-            released = await self.store.release(reservation.hold_id, reservation.user_id)
+            released = await self.store.release(reservation.hold_id, reservation.user_id, reservation.key_id)
         except Exception:
             self.observer.settled(SettleResult.ERROR, perf_counter() - started)
             raise

@@ -88,8 +88,9 @@ class QuotaStore(Protocol):
         charged forced in the same step, only when the settlement applies: exactly once."""
         ...
 
-    async def release(self, hold_id: str, user_id: int) -> bool:
-        """Return the whole hold; idempotent. False when already settled or released."""
+    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
+        """Return the whole hold of user `user_id` and key `key_id` (as reserved); idempotent. False when
+        already settled or released."""
         ...
 
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,

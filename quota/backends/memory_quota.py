@@ -316,7 +316,7 @@ class MemoryQuotaStore:
             self._done.add(hold_id, self._now())
         return True
 
-    async def release(self, hold_id: str, user_id: int) -> bool:
+    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
         return self._release(hold_id, swept=False)
 
     async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool:

@@ -198,10 +198,8 @@ class RedisQuotaStore:
         return True, int(res[2]) if res[1] else None, int(res[4]) if res[3] else None
 
     @idempotent
-    async def release(self, hold_id: str, user_id: int) -> bool:
-        p = self.partition(user_id)
-        key_id = int(await self.r.hget(f"{self._q[p]}h:{hold_id}", "t") or 0)
-        return await self._release_hold(p, hold_id, user_id, key_id, "released") == 1
+    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
+        return await self._release_hold(self.partition(user_id), hold_id, user_id, key_id, "released") == 1
 
     async def _release_hold(self, p: int, hold_id: str, user_id: int, key_id: int, how: str) -> int:
         return int(await self._release(keys=self._hold_keys(p, hold_id, user_id, key_id),

@@ -37,7 +37,7 @@ async def test_a_repeated_settle_within_the_lease_changes_nothing() -> None:
         await store.sweep()
         again, *_ = await store.settle("h1", 1, 0, False, 7, 300, {"quota": 300})
         assert again is False
-        assert await store.release("h1", 1) is False
+        assert await store.release("h1", 1, 0) is False
     assert (await store.live("user", [1]))[1] == 1_000_000 - 300
     assert len(store._stream) == 1  # one usage entry, so one log
 
@@ -46,7 +46,7 @@ async def test_a_settle_after_a_release_within_the_lease_changes_nothing() -> No
     clock = Clock()
     store = await _store(clock)
     await store.reserve("h2", 1, 0, False, 500, LEASE_MS)
-    assert await store.release("h2", 1) is True
+    assert await store.release("h2", 1, 0) is True
     clock.ms += LEASE_MS - 1000
     await store.sweep()
     applied, *_ = await store.settle("h2", 1, 0, False, 7, 300, None)

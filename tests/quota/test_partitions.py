@@ -61,7 +61,7 @@ async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str
             assert (await store.settle(f"h{user}a", user, key, True, 1, 80, {"type": 2}, charges))[0]
             await store.reserve(f"h{user}c", user, key, True, 10, 1, [Limit(f"rl:{{p{p}}}:x", 100, 60.0)])
             await store.reserve(f"h{user}d", user, key, True, 10, 60_000)
-            assert await store.release(f"h{user}d", user)
+            assert await store.release(f"h{user}d", user, key)
             await store.adjust("user", user, "add", 5, f"c{user}", None, False)
             await store.adjust("key", key, "set", 7, f"s{user}", {"content": "{before}"}, False, owner=user)
             _, entries = await store.read(p, "0-0", 100)
