@@ -13,7 +13,6 @@ waiting entry is younger than `READY_MAX_SYNC_LAG` seconds. Each check that fail
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import time
 from collections.abc import Awaitable
@@ -28,6 +27,7 @@ from quota.backends.base import Backend
 from quota.engine import QuotaEngine
 from quota.sync import QuotaSync
 from server import metrics
+from server.web.client_ip import Network, in_networks
 
 log = logging.getLogger("tollway.observability")
 
@@ -39,23 +39,6 @@ class Check(StrEnum):
     SCHEMA = "schema"
     REDIS = "redis"
     QUOTA_SYNC = "quota_sync"
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def address_allowed(client_ip: str, allow: tuple[Network, ...]) -> bool:
-    """Whether `client_ip` is in one of `allow` (empty: every address is). An IPv4 client seen through
-    an IPv6 socket (`::ffff:10.0.0.5`) counts as its IPv4 address; no address (or not an IP) never does."""
-    if not allow:
-        return True
-    try:
-        ip = ipaddress.ip_address(client_ip)
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in net for net in allow)
 
 
 class ObservabilityService:
@@ -71,7 +54,8 @@ class ObservabilityService:
         none sent or a wrong one, or a client address outside `METRICS_ALLOW`. The figures of the whole
         deployment that no process counts as it goes (holds open in the store, the credit outbox) are read
         first, each within the readiness deadline; one that cannot be read keeps its last value."""
-        if not metrics.authorized(self.token, authorization) or not address_allowed(client_ip, self.allow):
+        admitted = not self.allow or in_networks(client_ip, self.allow)  # no METRICS_ALLOW: any address
+        if not admitted or not metrics.authorized(self.token, authorization):
             return None
         await self._read_shared_figures()
         return metrics.exposition(self.metrics_dir)

@@ -32,6 +32,18 @@ def _classify(addr: str, proxies: tuple[Network, ...]) -> tuple[str | None, bool
     return str(ip), any(ip in net for net in proxies)
 
 
+def in_networks(addr: str, networks: Sequence[Network]) -> bool:
+    """Whether the address `addr` is in one of `networks`. An IPv4 client seen through an IPv6 socket
+    (`::ffff:10.0.0.5`) counts as its IPv4 address; a text that is no IP address is in none."""
+    try:
+        ip: Address = ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in networks)
+
+
 def client_ip(request: Request, proxies: Sequence[Network]) -> str:
     peer = str(request.conn_info.client_ip) if request.conn_info else ""
     if not proxies:
