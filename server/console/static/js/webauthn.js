@@ -124,3 +124,24 @@ export function browserRefusal(error) {
   }
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * One passkey ceremony against the API: `{path}/begin` gives the options, the browser makes (`create`) or
+ * signs with (`get`) a passkey — its refusal told in words for people (`browserRefusal`) —, and the answer
+ * goes to `{path}/finish`, whose reply is returned.
+ * @param {{post: (path: string, body?: unknown) => Promise<any>}} api
+ * @param {string} path e.g. `/api/user/passkey/login`
+ * @param {"create" | "get"} kind
+ * @returns {Promise<any>}
+ */
+export async function ceremony(api, path, kind) {
+  /** @type {{options: CeremonyOptions}} */
+  const begun = await api.post(`${path}/begin`);
+  let answer;
+  try {
+    answer = kind === "create" ? await createCredential(begun.options) : await getCredential(begun.options);
+  } catch (error) {
+    throw new Error(browserRefusal(error));
+  }
+  return api.post(`${path}/finish`, answer);
+}

@@ -17,7 +17,7 @@
 import { h, replace } from "../dom.js";
 import { checkbox, checked, field, form, heading, refuse, run, valueOf } from "../forms.js";
 import { dateTime } from "../site.js";
-import { browserRefusal, createCredential, passkeysSupported } from "../webauthn.js";
+import { ceremony, passkeysSupported } from "../webauthn.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyThen } from "../widgets/verify.js";
@@ -160,15 +160,7 @@ export async function render(ctx) {
   /** Add a passkey; a refusal (the server's, or the browser's) is thrown, for `adder` to show beside its button. */
   const addPasskey = async () => {
     try {
-      /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
-      const begun = await api.post("/api/user/passkey/register/begin");
-      let answer;
-      try {
-        answer = await createCredential(begun.options);
-      } catch (error) {
-        throw new Error(browserRefusal(error));
-      }
-      await api.post("/api/user/passkey/register/finish", answer);
+      await ceremony(api, "/api/user/passkey/register", "create");
     } catch (error) {
       if (!needsVerification(error)) throw error;  // with 2FA on, adding one needs a verification made with 2FA
       verifyThen(api, error.message, () => void run(adder, addPasskey), { twoFactor: true, passkey: false });

@@ -9,7 +9,7 @@
 import { h, replace } from "../dom.js";
 import { field, form, heading, valueOf } from "../forms.js";
 import { nextOf } from "../pages.js";
-import { browserRefusal, getCredential, passkeysSupported } from "../webauthn.js";
+import { ceremony, passkeysSupported } from "../webauthn.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main, api, session, router, site, url }) {
@@ -40,15 +40,7 @@ export function render({ main, api, session, router, site, url }) {
   h("div", { class: "actions" }, h("button", { type: "submit" }, "Sign in")));
   const withPasskey = site.status.passkey_login && passkeysSupported()
     ? form("Sign in with a passkey", async () => {
-      /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
-      const begun = await api.post("/api/user/passkey/login/begin");
-      let answer;
-      try {
-        answer = await getCredential(begun.options);
-      } catch (error) {
-        throw new Error(browserRefusal(error));
-      }
-      await finish(await api.post("/api/user/passkey/login/finish", answer));
+      await finish(await ceremony(api, "/api/user/passkey/login", "get"));
     },
     h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary" }, "Sign in with a passkey")))
     : null;

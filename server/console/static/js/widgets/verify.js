@@ -10,7 +10,7 @@
 import { ApiError } from "../api.js";
 import { h } from "../dom.js";
 import { field, form, run, valueOf } from "../forms.js";
-import { browserRefusal, getCredential, passkeysSupported } from "../webauthn.js";
+import { ceremony, passkeysSupported } from "../webauthn.js";
 import { openDialog } from "./dialog.js";
 
 /**
@@ -33,15 +33,7 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
   const withPasskey = passkey && passkeysSupported();
   const dialog = openDialog("Confirm it is you");
   const passkeyProof = async () => {
-    /** @type {{options: import("../webauthn.js").CeremonyOptions}} */
-    const begun = await api.post("/api/user/passkey/verify/begin");
-    let answer;
-    try {
-      answer = await getCredential(begun.options);
-    } catch (error) {
-      throw new Error(browserRefusal(error));
-    }
-    await api.post("/api/user/passkey/verify/finish", answer);
+    await ceremony(api, "/api/user/passkey/verify", "get");
     await api.post("/api/verify", { method: "passkey" });
     dialog.close();
     then();
