@@ -3,22 +3,32 @@
 Through redis-py a script call cost the worker 90–120 µs of CPU, of which only a third was the socket
 write; the rest was the client around it: taking a connection from the blocking pool and giving it back
 (an asyncio lock and condition), the retry and observability wrappers, encoding, and a timeout per read.
-Here concurrent calls share one connection and are pipelined: each command is packed by hiredis, the
-commands issued in one turn of the event loop go out in one write, and the replies — which Redis sends
-in order — complete the callers' futures in order as hiredis parses them. Everything else (sessions,
-caches, pub/sub, the sync's reads) stays on redis-py's pool.
+Here concurrent calls share one connection and are pipelined: each command is packed by hiredis, and the
+replies — which Redis sends in order — complete the callers' futures in order as hiredis parses them.
+
+Writes are grouped (group commit): a command issued while nothing is in flight on the connection goes
+out at the end of this turn of the event loop, with whatever else was issued in that turn; a command
+issued while a batch is in flight waits, and everything that waited goes out in one write once the last
+reply of that batch is in. At concurrency 1 nothing ever waits; under load the commands of many calls
+share one write and Redis reads, runs and answers them in one pass of its event loop, instead of one
+pass (a read and a write system call, and the loop's bookkeeping) per command — measured with
+`scripts/bench_scale.py`, that per-pass cost was most of Redis's CPU per model call.
+A command waits at most one round trip (the batch ahead of it). Everything else (sessions, caches,
+pub/sub, the sync's reads) stays on redis-py's pool.
 
 The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
 
 - A connection the server closed is seen by the event loop (end of file) and replaced before anything is
-  written on it. A close seen only after a command was written — the loop was busy during a Redis
-  restart — fails every command waiting on that connection with redis-py's `ConnectionError`
+  written on it; commands still waiting for their batch when the connection is lost were never written,
+  and go out again on the fresh connection (once: `NotSent`). A close seen only after a command was
+  written — the loop was busy during a Redis restart — fails every command of the batch in flight on
+  that connection with redis-py's `ConnectionError`
   (`Connection closed by server.`): the server may or may not have run them, and the caller's `_wrap`
   retries only the idempotent ones, on a fresh connection.
 - An error reply is redis-py's `ResponseError` (`NoScriptError` for NOSCRIPT); an unreachable server is
   an `OSError`; both become `BackendUnavailable` in `_wrap`, whose deadline bounds the whole call. A
   caller that gives up (timeout, cancellation) leaves its reply to be read and dropped: the connection
-  stays in step.
+  stays in step; a command whose caller gave up before its batch went out is not sent at all.
 - `redis://` and `unix://` URLs, with a password, a user name and a database; `rediss://` keeps redis-py.
 
 On a Redis Cluster, `ClusterPipes` keeps one such connection per master and sends a script to the master
@@ -45,15 +55,21 @@ from redis.exceptions import NoScriptError, ResponseError
 CLOSED = "Connection closed by server."
 
 
+class NotSent(LostConnection):
+    """The connection was lost before the command was written: it did not run, and may be sent again."""
+
+
 class _Connection(asyncio.Protocol):
-    """The protocol of one connection: futures waiting for replies, in the order the commands went out."""
+    """The protocol of one connection: the futures of the batch in flight, waiting for their replies in
+    the order the commands went out, and the commands queued for the next batch."""
 
     def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.waiting: deque[asyncio.Future[Any]] = deque()
         self.reader = hiredis.Reader(replyError=ResponseError, encoding="utf-8")
-        self.out: list[bytes] = []
+        self.queued: list[tuple[bytes, asyncio.Future[Any]]] = []
         self.flush_due = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -65,7 +81,7 @@ class _Connection(asyncio.Protocol):
         while True:
             reply = reader.gets()
             if reply is False:
-                return
+                break
             if not waiting:  # nothing asked for it: the stream is out of step, drop the connection
                 self._fail(LostConnection("unexpected reply from Redis"))
                 return
@@ -77,6 +93,8 @@ class _Connection(asyncio.Protocol):
                 future.set_exception(NoScriptError(message) if message.startswith("NOSCRIPT") else reply)
             else:
                 future.set_result(reply)
+        if not waiting and self.queued:  # the batch is answered: the next one goes out
+            self._flush_soon()
 
     def eof_received(self) -> bool:
         return False  # the transport closes itself: connection_lost follows
@@ -87,27 +105,41 @@ class _Connection(asyncio.Protocol):
     def _fail(self, error: Exception) -> None:
         self.closed = True
         waiting, self.waiting = self.waiting, deque()
+        queued, self.queued = self.queued, []
         for future in waiting:
             if not future.done():
                 future.set_exception(error)
+        for _, future in queued:
+            if not future.done():
+                future.set_exception(NotSent(CLOSED))
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
     def send(self, command: bytes, future: asyncio.Future[Any]) -> None:
-        """Queue `command`; the commands queued in this turn of the loop go out in one write."""
-        self.waiting.append(future)
-        self.out.append(command)
+        """Queue `command` for the next batch: at the end of this turn of the loop if nothing is in flight,
+        else once the batch in flight is answered."""
+        self.queued.append((command, future))
+        if not self.waiting:
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
         if not self.flush_due:
             self.flush_due = True
-            future.get_loop().call_soon(self.flush)
+            self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self.flush_due = False
-        out, self.out = self.out, []
         if self.closed or self.transport is None or self.transport.is_closing():
             self._fail(LostConnection(CLOSED))
             return
-        self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+        queued, self.queued = self.queued, []
+        out: list[bytes] = []
+        for command, future in queued:
+            if not future.done():  # else its caller gave up: it is never sent
+                out.append(command)
+                self.waiting.append(future)
+        if out:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
 
 
 class RedisPipe:
@@ -132,11 +164,18 @@ class RedisPipe:
         return url.startswith(("redis:", "unix:"))
 
     async def execute(self, *command: Any) -> Any:
+        packed = hiredis.pack_command(command)
+        try:
+            return await self._send(packed)
+        except NotSent:  # the connection was lost while it waited for its batch: it did not run
+            return await self._send(packed)
+
+    async def _send(self, packed: bytes) -> Any:
         connection = self._connection
         if connection is None or connection.closed:
             connection = await self._connect()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        connection.send(hiredis.pack_command(command), future)
+        future: asyncio.Future[Any] = connection.loop.create_future()
+        connection.send(packed, future)
         return await future
 
     async def _connect(self) -> _Connection:
