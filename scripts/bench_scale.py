@@ -9,9 +9,11 @@ upstream of `scripts/bench.py` (nginx, or its Python stand-in):
 
 1. the hot path: `tollway serve`, 1 worker pinned to CPU 0, the quota sync off, moderation calls from
    `wrk` (`scripts.bench.wrk`): worker CPU per call (its process tree, /proc) and Redis CPU per call
-   (`INFO cpu` used_cpu_sys + used_cpu_user, and `INFO commandstats` per command, before and after).
-   Per script, Redis's `SLOWLOG` (threshold 0 on the private server during this run) gives each EVALSHA's
-   time, grouped by the SHA of the script in `quota/lua/`;
+   (`INFO cpu` used_cpu_sys + used_cpu_user, `INFO commandstats` per command and `INFO stats`' reads
+   from clients — round trips — before and after). Then a second run of the same load with Redis's
+   `SLOWLOG` on (threshold 0 on the private server) gives each EVALSHA's time, grouped by the SHA of the
+   script in `quota/lua/`; the slow log costs Redis CPU of its own, so the headline figure is the
+   first run's;
 2. the sync: a backlog of `--entries` settled calls spread over 64 accounts (so over the partitions),
    queued through the real engine as `scripts/bench_sync.py` does, then drained by 1 and then by 2
    `tollway quota-sync` processes: sustained entries/s, the syncs' CPU per entry and Redis's CPU per entry
@@ -83,6 +85,7 @@ def script_names() -> dict[str, str]:
 class RedisStats:
     cpu_s: float
     commands: dict[str, tuple[int, int]]  # command → (calls, µs)
+    reads: int  # reads from clients' connections (each a pass of Redis's event loop over a client)
 
     @staticmethod
     def read(r: redis.Redis) -> RedisStats:
@@ -90,7 +93,8 @@ class RedisStats:
         stats = r.info("commandstats")
         return RedisStats(float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
                           {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
-                           for k, v in stats.items()})
+                           for k, v in stats.items()},
+                          int(r.info("stats")["total_reads_processed"]))
 
     def since(self, before: RedisStats) -> tuple[float, dict[str, tuple[int, int]]]:
         zero = (0, 0)
@@ -229,27 +233,35 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         path, body = SCENARIOS["moderation"]
         wrk(base + path, key, body, 4, 1, workdir)  # warm-up: caches, pools, the loaded balance
 
-        # 1 + 2: the hot path
-        r.config_set("slowlog-max-len", 1_000_000)
-        r.config_set("slowlog-log-slower-than", 0)
-        r.slowlog_reset()
+        # 1 + 2: the hot path, measured without the slow log (it costs Redis CPU of its own), then again
+        # with it for the split per script
         cpu0, redis0 = serve.cpu_seconds(), RedisStats.read(r)
         result = wrk(base + path, key, body, args.concurrency, args.duration, workdir)
         worker_cpu = cpu_used(cpu0, serve.cpu_seconds())
         redis_cpu, commands = RedisStats.read(r).since(redis0)
+        reads = RedisStats.read(r).reads - redis0.reads
+        r.config_set("slowlog-max-len", 1_000_000)
+        r.config_set("slowlog-log-slower-than", 0)
+        r.slowlog_reset()
+        logged0 = RedisStats.read(r)
+        logged = wrk(base + path, key, body, args.concurrency, args.duration, workdir)
+        logged_cpu, _ = RedisStats.read(r).since(logged0)
         scripts = per_script(r)
         r.config_set("slowlog-log-slower-than", 10_000)
         r.slowlog_reset()
-        calls = max(1, result.calls)
+        calls, logged_calls = max(1, result.calls), max(1, logged.calls)
         print(f"hot path: {result.calls:,} moderation calls in {args.duration:g} s at concurrency "
               f"{args.concurrency} ({result.rps:,.0f}/s, {result.errors} errors), 1 worker on CPU 0")
         print(f"  worker CPU: {1e6 * worker_cpu / calls:.0f} µs/call")
-        print(f"  Redis CPU (INFO cpu): {1e6 * redis_cpu / calls:.1f} µs/call")
+        print(f"  Redis CPU (INFO cpu): {1e6 * redis_cpu / calls:.1f} µs/call; {reads / calls:.2f} reads "
+              f"from clients per call (INFO stats total_reads_processed: round trips, any client)")
         print("  INFO commandstats (command: calls per model call, µs per command call, µs per model call): "
               + "; ".join(f"{name} {n / calls:.2f}, {us / n:.1f}, {us / calls:.1f}"
                           for name, (n, us) in sorted(commands.items(), key=lambda kv: -kv[1][1])))
-        print("  EVALSHA per script (SLOWLOG: calls per model call, µs per script call): "
-              + "; ".join(f"{name} {n / calls:.2f}, {us / n:.1f}"
+        print(f"  with SLOWLOG on (a second run, {logged.calls:,} calls, {logged.rps:,.0f}/s): Redis CPU "
+              f"{1e6 * logged_cpu / logged_calls:.1f} µs/call; EVALSHA per script (calls per model call, "
+              "µs per script call): "
+              + "; ".join(f"{name} {n / logged_calls:.2f}, {us / n:.1f}"
                           for name, (n, us) in sorted(scripts.items(), key=lambda kv: -kv[1][1])))
 
         # 3: the sync, with 1 then 2 processes

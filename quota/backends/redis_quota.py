@@ -10,7 +10,12 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
     q:{p}:d:{h}                  settled / released marker (1 h, ≥ 2 leases): settle, release idempotent
     q:{p}:rl:{h}                 limits charged by a reserve the balance refused (60 s): a re-run charges none
     q:{p}:i:{ref}                result of an adjustment with idempotency key `ref` (7 days)
-    q:{p}:stream                 the partition's settled usage and adjustments waiting for the SQL sync
+    q:{p}:stream                 the partition's settled usage and adjustments waiting for the SQL sync:
+                                 per entry a field `use` or `adj` (its kind) whose value is
+                                 "<user> <key> <limited 1|0> <channel> <amount> <ref>", and `g` the log
+                                 (JSON) if it has one; written by settle.lua and adjust.lua, read by
+                                 `_entry` and load.lua. (Entries written before this layout have a field
+                                 per value: k u t l c q r g; both still read.)
     q:{p}:cursor                 last stream id of the partition the sync committed to SQL
     q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
     rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
@@ -187,8 +192,9 @@ class RedisQuotaStore:
                      ) -> tuple[bool, int | None, int | None]:
         p = self.partition(user_id)
         keys = [*self._hold_keys(p, hold_id, user_id, key_id), self.streams[p]]
-        args: list[Any] = [hold_id, actual, user_id, key_id, 1 if key_limited else 0, channel_id,
-                           _encode(log) if log is not None else "", self.marker_ttl]
+        args: list[Any] = [hold_id, actual, 1 if key_limited else 0, self.marker_ttl,
+                           _usage(user_id, key_id, key_limited, channel_id, actual, hold_id),
+                           _encode(log) if log is not None else ""]
         if charges:
             keys += [self.k(limit.key) for limit in charges]
             args += [MAX_AHEAD_NS, *_gcra_args(charges)]
@@ -340,9 +346,23 @@ def _gcra_args(limits: Sequence[Limit]) -> list[int]:
     return [n for limit in limits for n in (limit.interval_ns, limit.count, limit.cost)]
 
 
+def _usage(user_id: int, key_id: int, key_limited: bool, channel_id: int, amount: int, ref: str) -> str:
+    """The value of a stream entry (the module docstring): the ref last, as an adjustment's may hold
+    spaces."""
+    return f"{user_id} {key_id} {1 if key_limited else 0} {channel_id} {amount} {ref}"
+
+
 def _entry(entry_id: str, f: dict[str, str]) -> Entry:
+    """A stream entry as the sync reads it: one field named by its kind (`_usage`), or — written before
+    that layout, still queued after an upgrade — a field per value (`k` the kind)."""
+    if "k" in f:
+        kind = f["k"]
+        user, key, limited, channel, amount, ref = (f[name] for name in "utlcqr")
+    else:
+        kind = "use" if "use" in f else "adj"
+        user, key, limited, channel, amount, ref = f[kind].split(" ", 5)
     return Entry(
-        id=entry_id, kind="adj" if f["k"] == "adj" else "use", user_id=int(f["u"]), key_id=int(f["t"]),
-        key_limited=f["l"] == "1", channel_id=int(f["c"]), amount=int(f["q"]), ref=f["r"],
+        id=entry_id, kind="adj" if kind == "adj" else "use", user_id=int(user), key_id=int(key),
+        key_limited=limited == "1", channel_id=int(channel), amount=int(amount), ref=ref,
         log=json.loads(f["g"]) if f.get("g") else None,
     )

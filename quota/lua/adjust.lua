@@ -34,8 +34,12 @@ if log ~= '' then
 end
 local user, key = '0', '0'
 if ARGV[3] == 'u' then user = ARGV[4] else key = ARGV[4] end
-redis.call('XADD', KEYS[4], '*', 'k', 'adj', 'u', user, 't', key, 'l', '1', 'c', '0', 'q', delta,
-  'r', ARGV[5], 'g', log)
+local entry = string.format('%s %s 1 0 %d %s', user, key, delta, ARGV[5])  -- redis_quota.py `_usage`
+if log == '' then
+  redis.call('XADD', KEYS[4], '*', 'adj', entry)
+else
+  redis.call('XADD', KEYS[4], '*', 'adj', entry, 'g', log)
+end
 local result = string.format('%d:%d:%d', live, after, delta)
 redis.call('SET', KEYS[1], result, 'EX', ARGV[7])
 return {1, live, after, delta}

@@ -5,38 +5,52 @@
 -- force), in the same step and so exactly once: only when the settlement applies.
 -- KEYS: 1 hold, 2 holds zset, 3 done marker, 4 user live, 5 key live, 6 user held, 7 key held, 8 stream
 --       with charges: 9.. the limits' keys (GCRA TATs)
--- ARGV: 1 hold id, 2 actual, 3 user id, 4 key id, 5 key limited, 6 channel id, 7 log json, 8 marker ttl s
---       with charges: 9 how far a charge may push a TAT ahead of now, ns (one period if longer),
---       10.. per limit: emission interval ns, count, cost
+-- ARGV: 1 hold id, 2 actual, 3 key limited, 4 marker ttl s, 5 the stream entry (redis_quota.py `_usage`),
+--       6 log json or ''
+--       with charges: 7 how far a charge may push a TAT ahead of now, ns (one period if longer),
+--       8.. per limit: emission interval ns, count, cost
 -- returns {1, has user balance, user, has key balance, key, entry id} | {0, state}
-local done = redis.call('GET', KEYS[3])
-if done then return {0, done} end
+-- The marker is written first and read in the same call (SET … GET): one call where a GET and a SET were.
+local done = redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[4], 'GET')
+if done then
+  if done ~= 'settled' then redis.call('SET', KEYS[3], done, 'EX', ARGV[4]) end  -- released: stays so
+  return {0, done}
+end
 local actual = tonumber(ARGV[2])
+local limited = ARGV[3] == '1'
 local held = redis.call('HGET', KEYS[1], 'a')
-local delta = -actual
+local has_user, user, has_key, key = 0, 0, 0, 0
 if held then
   held = tonumber(held)
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('DECRBY', KEYS[6], held)
-  if ARGV[5] == '1' then redis.call('DECRBY', KEYS[7], held) end
-  delta = held - actual
+  -- the reserve found the live balances, and nothing deletes one while its hold is open (a flush takes
+  -- the hold with it): no EXISTS before the INCRBY
+  has_user, user = 1, redis.call('INCRBY', KEYS[4], held - actual)
+  if limited then
+    redis.call('DECRBY', KEYS[7], held)
+    has_key, key = 1, redis.call('INCRBY', KEYS[5], held - actual)
+  end
+else  -- swept (or lost with a flush): charged in full, on the balances that are loaded
+  if redis.call('EXISTS', KEYS[4]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[4], -actual) end
+  if limited and redis.call('EXISTS', KEYS[5]) == 1 then
+    has_key, key = 1, redis.call('INCRBY', KEYS[5], -actual)
+  end
 end
-local has_user, user, has_key, key = 0, 0, 0, 0
-if redis.call('EXISTS', KEYS[4]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[4], delta) end
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[5]) == 1 then
-  has_key, key = 1, redis.call('INCRBY', KEYS[5], delta)
+local id
+if ARGV[6] == '' then
+  id = redis.call('XADD', KEYS[8], '*', 'use', ARGV[5])
+else
+  id = redis.call('XADD', KEYS[8], '*', 'use', ARGV[5], 'g', ARGV[6])
 end
-local id = redis.call('XADD', KEYS[8], '*', 'k', 'use', 'u', ARGV[3], 't', ARGV[4], 'l', ARGV[5],
-  'c', ARGV[6], 'q', ARGV[2], 'r', ARGV[1], 'g', ARGV[7])
-redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[8])
 if #KEYS > 8 then
-  local max_ahead = tonumber(ARGV[9])
+  local max_ahead = tonumber(ARGV[7])
   local now_s, now_ns = gcra_now()
   for i = 1, #KEYS - 8 do
-    local interval = tonumber(ARGV[7 + 3 * i])
-    local count = tonumber(ARGV[8 + 3 * i])
-    local cost = tonumber(ARGV[9 + 3 * i])
+    local interval = tonumber(ARGV[5 + 3 * i])
+    local count = tonumber(ARGV[6 + 3 * i])
+    local cost = tonumber(ARGV[7 + 3 * i])
     if cost > 0 then
       local ahead = gcra_ahead(KEYS[8 + i], now_s, now_ns)
       gcra_store(KEYS[8 + i], now_s, now_ns, gcra_forced(ahead, interval, count, cost, max_ahead))

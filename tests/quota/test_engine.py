@@ -177,6 +177,35 @@ async def test_expired_holds_are_swept_and_a_late_settle_charges_in_full(quota_e
     assert (await quota_env.user_row(uid)).quota == 880
 
 
+async def test_a_late_settlement_run_again_charges_once(quota_env: QuotaEnv) -> None:
+    """The settle of a swept hold (charged in full) whose reply was lost is run again: it changes nothing,
+    and a release after it neither."""
+    uid = await quota_env.add_user(1000)
+    quota_env.engine.lease_ms = 50
+    dead = await quota_env.engine.reserve(uid, 300)
+    await asyncio.sleep(0.2)
+    assert await quota_env.engine.sweep() == 1
+    assert (await quota_env.engine.settle(dead, 120, log=consume_log())).applied
+    assert not (await quota_env.engine.settle(dead, 120, log=consume_log())).applied
+    assert await quota_env.engine.release(dead) is False
+    assert await quota_env.engine.balance("user", uid) == 880
+    await quota_env.sync.drain()
+    assert await quota_env.consumed(uid) == (120, 1)
+
+
+async def test_a_released_hold_stays_released_after_a_settle_was_refused(quota_env: QuotaEnv) -> None:
+    """A settle refused because the hold was released, run again (its reply lost), is refused again."""
+    uid = await quota_env.add_user(1000)
+    kid = await quota_env.add_key(uid, remain=400)
+    r = await quota_env.engine.reserve(uid, 300, key_id=kid, key_limited=True)
+    assert await quota_env.engine.release(r) is True
+    for _ in range(2):
+        assert not (await quota_env.engine.settle(r, 50, log=consume_log())).applied
+        assert await quota_env.engine.release(r) is False
+    assert await quota_env.engine.balance("user", uid) == 1000
+    assert await quota_env.engine.balance("key", kid, owner=uid) == 400
+
+
 async def test_renewed_holds_are_not_swept(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(1000)
     quota_env.engine.lease_ms = 300

@@ -2,7 +2,8 @@
 on the real Redis and SQL: the usage and adjustments queued under the old keys reach SQL exactly once (even
 across a crash between the commit and the cursor's publication), no account is loaded before they did,
 balances are reloaded from SQL with them, a credit applied before the upgrade stays applied once, and the
-old layout's keys are retired."""
+old layout's keys are retired. And stream entries in the format before the one-field entries (a field per
+value) are still read by the sync and counted by a load."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class OldLayout:
 
     async def settle(self, hold: str, uid: int, kid: int, actual: int) -> None:
         res = await self.s._settle(keys=[*self._hold_keys(hold, uid, kid), self.k("q:stream")],
-                                   args=[hold, actual, uid, kid, 1, 0, json.dumps(consume_log()), 3600])
+                                   args=[hold, actual, 1, 3600, f"{uid} {kid} 1 0 {actual} {hold}",
+                                         json.dumps(consume_log())])
         assert int(res[0]) == 1
 
     async def credit(self, uid: int, amount: int, ref: str) -> None:
@@ -121,3 +123,26 @@ async def test_usage_queued_under_the_old_layout_is_synced_once_and_balances_rel
     user = await env.user_row(uid)
     assert user.quota == 10_000 - 100 - 250 + 1_000 - 40
     assert await env.consumed(uid) == (390, 3)
+
+
+async def test_entries_of_the_field_per_value_format_are_read_and_counted(env: QuotaEnv) -> None:
+    store = env.store
+    assert isinstance(store, RedisQuotaStore) and env.redis is not None
+    uid = await env.add_user(10_000)
+    kid = await env.add_key(uid, remain=5_000)
+    p = store.partition(uid)
+    raw = env.redis.client
+    await raw.xadd(store.streams[p], {"k": "use", "u": uid, "t": kid, "l": 1, "c": 3, "q": 120, "r": "h-old",
+                                      "g": json.dumps(consume_log())})
+    await raw.xadd(store.streams[p], {"k": "adj", "u": uid, "t": 0, "l": 1, "c": 0, "q": 500,
+                                      "r": "credit old", "g": ""})
+    live, _ = await store.load_locked("user", uid, 10_000, "0-0")
+    assert live == 10_000 - 120 + 500
+    key_live, _ = await store.load_locked("key", kid, 5_000, "0-0", owner=uid)
+    assert key_live == 5_000 - 120
+    await env.engine.credit("user", uid, 7, ref="a ref with spaces")  # written in the one-field format
+    _, entries = await store.read(p, "0-0", 10)
+    assert [(e.kind, e.user_id, e.key_id, e.key_limited, e.channel_id, e.amount, e.ref, e.log)
+            for e in entries] == [("use", uid, kid, True, 3, 120, "h-old", consume_log()),
+                                  ("adj", uid, 0, True, 0, 500, "credit old", None),
+                                  ("adj", uid, 0, True, 0, 7, "a ref with spaces", None)]
