@@ -15,17 +15,21 @@
 -- charged even when the balance then refuses the hold (as a separate admission before the reservation
 -- would); that refusal leaves a marker (60 s) so that a repeated run for the same hold id (its reply was
 -- lost) does not charge them again. A held call needs none: the hold itself makes a re-run a no-op.
+-- Numbers go to Redis as the strings they came in (ARGV) or through string.format('%d'): Lua's own
+-- number-to-string conversion is a floating-point printf, a measurable part of the script's cost.
 local amount = tonumber(ARGV[1])
 local limited = ARGV[6] == '1'
-local user = redis.call('GET', KEYS[1])
-if not user then return {-1, 'user'} end
-user = tonumber(user)
-local key = -1
+local user, key
 if limited then
-  key = redis.call('GET', KEYS[2])
-  if not key then return {-1, 'key'} end
-  key = tonumber(key)
+  local balances = redis.call('MGET', KEYS[1], KEYS[2])
+  user, key = balances[1], balances[2]
+else
+  user = redis.call('GET', KEYS[1])
 end
+if not user then return {-1, 'user'} end
+if limited and not key then return {-1, 'key'} end
+user = tonumber(user)
+key = limited and tonumber(key) or -1
 local function held(u, k)
   local v = redis.call('HMGET', KEYS[7], 'channels', 'options', 'records')
   return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
@@ -66,13 +70,13 @@ if amount > 0 and user < amount then return refused('user', user) end
 if amount > 0 and limited and key < amount then return refused('key', key) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expires = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[3], 'u', ARGV[4], 't', ARGV[5], 'l', ARGV[6], 'a', amount, 'e', expires)
+local expires = string.format('%d', now + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[3], 'u', ARGV[4], 't', ARGV[5], 'l', ARGV[6], 'a', ARGV[1], 'e', expires)
 redis.call('ZADD', KEYS[4], expires, ARGV[2])
-user = redis.call('DECRBY', KEYS[1], amount)
-redis.call('INCRBY', KEYS[5], amount)
+user = redis.call('DECRBY', KEYS[1], ARGV[1])
+redis.call('INCRBY', KEYS[5], ARGV[1])
 if limited then
-  key = redis.call('DECRBY', KEYS[2], amount)
-  redis.call('INCRBY', KEYS[6], amount)
+  key = redis.call('DECRBY', KEYS[2], ARGV[1])
+  redis.call('INCRBY', KEYS[6], ARGV[1])
 end
 return held(user, key)

@@ -20,17 +20,17 @@ local actual = tonumber(ARGV[2])
 local limited = ARGV[3] == '1'
 local held = redis.call('HGET', KEYS[1], 'a')
 local has_user, user, has_key, key = 0, 0, 0, 0
-if held then
-  held = tonumber(held)
+if held then  -- numbers go to Redis as strings (as in reserve.lua: no floating-point printf)
+  local delta = string.format('%d', tonumber(held) - actual)
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('DECRBY', KEYS[6], held)
   -- the reserve found the live balances, and nothing deletes one while its hold is open (a flush takes
   -- the hold with it): no EXISTS before the INCRBY
-  has_user, user = 1, redis.call('INCRBY', KEYS[4], held - actual)
+  has_user, user = 1, redis.call('INCRBY', KEYS[4], delta)
   if limited then
     redis.call('DECRBY', KEYS[7], held)
-    has_key, key = 1, redis.call('INCRBY', KEYS[5], held - actual)
+    has_key, key = 1, redis.call('INCRBY', KEYS[5], delta)
   end
 else  -- swept (or lost with a flush): charged in full, on the balances that are loaded
   if redis.call('EXISTS', KEYS[4]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[4], -actual) end
