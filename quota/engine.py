@@ -196,8 +196,8 @@ class QuotaEngine:
         started = perf_counter()
         try:
             applied, user, key = await self.store.settle(
-                reservation.hold_id, reservation.user_id, reservation.key_id, reservation.key_limited,
-                channel_id, actual, log, [limit for limit in active_limits(charges) if limit.cost > 0],
+                reservation, channel_id, actual, log,
+                [limit for limit in active_limits(charges) if limit.cost > 0],
             )
         except Exception:
             self.observer.settled(SettleResult.ERROR, perf_counter() - started)
@@ -210,7 +210,7 @@ class QuotaEngine:
         """Return the hold; False (nothing changed) when it was already settled, released or swept."""
         started = perf_counter()
         try:
-            released = await self.store.release(reservation.hold_id, reservation.user_id, reservation.key_id)
+            released = await self.store.release(reservation)
         except Exception:
             self.observer.settled(SettleResult.ERROR, perf_counter() - started)
             raise
@@ -219,7 +219,7 @@ class QuotaEngine:
         return released
 
     async def renew(self, reservation: Reservation) -> bool:
-        return await self.store.renew(reservation.hold_id, reservation.user_id, self.lease_ms)
+        return await self.store.renew(reservation, self.lease_ms)
 
     async def holds_in_flight(self) -> int:
         """Holds reserved and not yet settled, released or swept, in the whole store."""

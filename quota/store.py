@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from quota.types import Account, AdjustMode, Entry
+from quota.types import Account, AdjustMode, Entry, Reservation
 from quota.versions import Versions
 
 if TYPE_CHECKING:
@@ -81,16 +81,15 @@ class QuotaStore(Protocol):
         refuses, and a repeated run for the same hold id does not charge them again."""
         ...
 
-    async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
-                     actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
-                     ) -> tuple[bool, int | None, int | None]:
-        """(applied, user_balance, key_balance); idempotent per hold id. `charges` (active, cost > 0) are
-        charged forced in the same step, only when the settlement applies: exactly once."""
+    async def settle(self, hold: Reservation, channel_id: int, actual: int, log: dict[str, Any] | None,
+                     charges: Sequence[Limit] = ()) -> tuple[bool, int | None, int | None]:
+        """(applied, user_balance, key_balance); idempotent per hold. `hold`: as reserved (its id, user,
+        key, whether the key is limited, the amount held). `charges` (active, cost > 0) are charged forced
+        in the same step, only when the settlement applies: exactly once."""
         ...
 
-    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
-        """Return the whole hold of user `user_id` and key `key_id` (as reserved); idempotent. False when
-        already settled or released."""
+    async def release(self, hold: Reservation) -> bool:
+        """Return the whole hold (as reserved); idempotent. False when already settled or released."""
         ...
 
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
@@ -116,7 +115,7 @@ class QuotaStore(Protocol):
         """Live balances of the accounts that have one (`owners`: of key accounts, in the order of `ids`)."""
         ...
 
-    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool: ...
+    async def renew(self, hold: Reservation, lease_ms: int) -> bool: ...
 
     async def sweep(self, limit: int = 100) -> int:
         """Release holds whose lease passed (their worker died); returns how many."""

@@ -33,7 +33,7 @@ import ujson
 from quota.backends.base import Limit
 from quota.backends.memory import MemoryBackend
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
-from quota.types import BALANCE_MAX, ZERO_ID, Account, AdjustMode, Entry, RateLimited, stream_id
+from quota.types import BALANCE_MAX, ZERO_ID, Account, AdjustMode, Entry, RateLimited, Reservation, stream_id
 from quota.versions import UNKNOWN, Versions
 
 READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (~1 ms)
@@ -284,9 +284,10 @@ class MemoryQuotaStore:
                 self._held[("key", hold.key_id)] -= hold.amount
         return hold
 
-    async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
-                     actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
-                     ) -> tuple[bool, int | None, int | None]:
+    async def settle(self, reservation: Reservation, channel_id: int, actual: int, log: dict[str, Any] | None,
+                     charges: Sequence[Limit] = ()) -> tuple[bool, int | None, int | None]:
+        hold_id, user_id, key_id, key_limited = (reservation.hold_id, reservation.user_id, reservation.key_id,
+                                                 reservation.key_limited)
         if hold_id in self._done:
             return False, None, None
         if charges:
@@ -316,11 +317,11 @@ class MemoryQuotaStore:
             self._done.add(hold_id, self._now())
         return True
 
-    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
-        return self._release(hold_id, swept=False)
+    async def release(self, reservation: Reservation) -> bool:
+        return self._release(reservation.hold_id, swept=False)
 
-    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool:
-        hold = self._holds.get(hold_id)
+    async def renew(self, reservation: Reservation, lease_ms: int) -> bool:
+        hold = self._holds.get(reservation.hold_id)
         if hold is None:
             return False
         hold.expires_ms = self._now() + lease_ms

@@ -5,8 +5,12 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
 
     q:{p}:u:{id}  q:{p}:t:{id}   live balance of a user / a limited key (never expire)
     q:{p}:uh:{id} q:{p}:th:{id}  sum of open holds on it
-    q:{p}:h:{h}                  open hold (hash: user, key, limited, amount, lease end)
-    q:{p}:holds                  the partition's open holds by lease end (zset), for the sweeper
+    q:{p}:holds                  the partition's open holds by lease end (zset): each hold is its member,
+                                 "<hold id> <user> <key> <limited 1|0> <amount>" — every field is known
+                                 to the caller that settles, releases or renews it, so a hold needs no
+                                 key of its own (a hash created by reserve and deleted by settle cost
+                                 Redis more than a fifth of the pair's CPU). Holds of the layout before
+                                 (a hash q:{p}:h:{h}, the member its id) are swept as before.
     q:{p}:d:{h}                  settled / released marker (1 h, ≥ 2 leases): settle, release idempotent
     q:{p}:rl:{h}                 limits charged by a reserve the balance refused (60 s): a re-run charges none
     q:{p}:i:{ref}                result of an adjustment with idempotency key `ref` (7 days)
@@ -44,7 +48,7 @@ from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
 from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
-from quota.types import Account, AdjustMode, Entry, RateLimited
+from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
 from quota.versions import UNKNOWN, Versions
 
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
@@ -156,21 +160,21 @@ class RedisQuotaStore:
     def _held(self, q: str, account: Account, account_id: int) -> str:
         return f"{q}{_field(account)}h:{account_id}"
 
-    def _hold_keys(self, p: int, hold_id: str, user_id: int, key_id: int) -> list[str]:
+    def _hold_keys(self, p: int, hold: Reservation) -> list[str]:
         q = self._q[p]
-        return [f"{q}h:{hold_id}", self.holds[p], f"{q}d:{hold_id}",
-                self._live(q, "user", user_id), self._live(q, "key", key_id),
-                self._held(q, "user", user_id), self._held(q, "key", key_id)]
+        return [self.holds[p], f"{q}d:{hold.hold_id}", self._live(q, "user", hold.user_id),
+                self._live(q, "key", hold.key_id), self._held(q, "user", hold.user_id),
+                self._held(q, "key", hold.key_id)]
 
     @idempotent
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
                       lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
         p = self.partition(user_id)
         q = self._q[p]
-        keys = [self._live(q, "user", user_id), self._live(q, "key", key_id), f"{q}h:{hold_id}",
-                self.holds[p], self._held(q, "user", user_id), self._held(q, "key", key_id),
-                self.version_copies[p]]
-        args: list[Any] = [amount, hold_id, lease_ms, user_id, key_id, 1 if key_limited else 0]
+        keys = [self._live(q, "user", user_id), self._live(q, "key", key_id), self.holds[p],
+                self._held(q, "user", user_id), self._held(q, "key", key_id), self.version_copies[p]]
+        args: list[Any] = [amount, _hold(hold_id, user_id, key_id, key_limited, amount), lease_ms,
+                           1 if key_limited else 0]
         if limits:
             keys += [f"{q}rl:{hold_id}", *(self.k(limit.key) for limit in limits)]
             args += _gcra_args(limits)
@@ -187,14 +191,13 @@ class RedisQuotaStore:
         return True, "", int(res[1]), int(res[2]), (int(res[3]), int(res[4]), int(res[5]))
 
     @idempotent
-    async def settle(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, channel_id: int,
-                     actual: int, log: dict[str, Any] | None, charges: Sequence[Limit] = ()
-                     ) -> tuple[bool, int | None, int | None]:
-        p = self.partition(user_id)
-        keys = [*self._hold_keys(p, hold_id, user_id, key_id), self.streams[p]]
-        args: list[Any] = [hold_id, actual, 1 if key_limited else 0, self.marker_ttl,
-                           _usage(user_id, key_id, key_limited, channel_id, actual, hold_id),
-                           _encode(log) if log is not None else ""]
+    async def settle(self, hold: Reservation, channel_id: int, actual: int, log: dict[str, Any] | None,
+                     charges: Sequence[Limit] = ()) -> tuple[bool, int | None, int | None]:
+        p = self.partition(hold.user_id)
+        keys = [*self._hold_keys(p, hold), self.streams[p]]
+        entry = _usage(hold.user_id, hold.key_id, hold.key_limited, channel_id, actual, hold.hold_id)
+        args: list[Any] = [_member(hold), actual, 1 if hold.key_limited else 0, self.marker_ttl, entry,
+                           _encode(log) if log is not None else "", hold.amount]
         if charges:
             keys += [self.k(limit.key) for limit in charges]
             args += [MAX_AHEAD_NS, *_gcra_args(charges)]
@@ -204,18 +207,18 @@ class RedisQuotaStore:
         return True, int(res[2]) if res[1] else None, int(res[4]) if res[3] else None
 
     @idempotent
-    async def release(self, hold_id: str, user_id: int, key_id: int) -> bool:
-        return await self._release_hold(self.partition(user_id), hold_id, user_id, key_id, "released") == 1
+    async def release(self, hold: Reservation) -> bool:
+        return await self._release_hold(self.partition(hold.user_id), hold, _member(hold), "released") == 1
 
-    async def _release_hold(self, p: int, hold_id: str, user_id: int, key_id: int, how: str) -> int:
-        return int(await self._release(keys=self._hold_keys(p, hold_id, user_id, key_id),
-                                       args=[hold_id, how, self.marker_ttl]))
+    async def _release_hold(self, p: int, hold: Reservation, member: str, how: str) -> int:
+        return int(await self._release(keys=self._hold_keys(p, hold),
+                                       args=[member, how, self.marker_ttl, hold.amount,
+                                             1 if hold.key_limited else 0]))
 
     @idempotent
-    async def renew(self, hold_id: str, user_id: int, lease_ms: int) -> bool:
-        p = self.partition(user_id)
-        return int(await self._renew(keys=[f"{self._q[p]}h:{hold_id}", self.holds[p]],
-                                     args=[hold_id, lease_ms])) == 1
+    async def renew(self, hold: Reservation, lease_ms: int) -> bool:
+        return int(await self._renew(keys=[self.holds[self.partition(hold.user_id)]],
+                                     args=[_member(hold), lease_ms])) == 1
 
     @idempotent
     async def sweep(self, limit: int = 100) -> int:
@@ -227,13 +230,23 @@ class RedisQuotaStore:
             due = cast(list[list[str]], await pipe.execute())
         released = 0
         for p, expired in enumerate(due):
-            for hold_id in expired:
-                hold = await self.r.hmget(f"{self._q[p]}h:{hold_id}", "u", "t")
-                if hold[0] is None:
-                    await self.r.zrem(self.holds[p], hold_id)
+            for member in expired:
+                hold = _parsed(member) if " " in member else await self._hold_hash(p, member)
+                if hold is None:
+                    await self.r.zrem(self.holds[p], member)
                     continue
-                released += await self._release_hold(p, hold_id, int(hold[0]), int(hold[1] or 0), "swept")
+                released += await self._release_hold(p, hold, member, "swept")
+                if " " not in member:
+                    await self.r.delete(f"{self._q[p]}h:{member}")
         return released
+
+    async def _hold_hash(self, p: int, hold_id: str) -> Reservation | None:
+        """A hold of the layout before holds were zset members (a hash `q:{p}:h:<hold id>`, the member its
+        id): open when the processes of the previous version stopped, so only the sweeper meets it."""
+        u, t, limited, amount = await self.r.hmget(f"{self._q[p]}h:{hold_id}", "u", "t", "l", "a")
+        if u is None or amount is None:
+            return None
+        return Reservation(hold_id, int(u), int(t or 0), limited == "1", int(amount), 0, -1)
 
     @idempotent
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
@@ -344,6 +357,21 @@ class RedisQuotaStore:
 def _gcra_args(limits: Sequence[Limit]) -> list[int]:
     """Per limit: emission interval ns, count, cost (the ARGV layout of gcra_multi.lua)."""
     return [n for limit in limits for n in (limit.interval_ns, limit.count, limit.cost)]
+
+
+def _hold(hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int) -> str:
+    """A hold as its member of the holds zset (the module docstring)."""
+    return f"{hold_id} {user_id} {key_id} {1 if key_limited else 0} {amount}"
+
+
+def _member(hold: Reservation) -> str:
+    return _hold(hold.hold_id, hold.user_id, hold.key_id, hold.key_limited, hold.amount)
+
+
+def _parsed(member: str) -> Reservation:
+    """The hold a member of the holds zset names (`_hold`); its balances are not part of it."""
+    hold_id, user, key, limited, amount = member.split(" ")
+    return Reservation(hold_id, int(user), int(key), limited == "1", int(amount), 0, -1)
 
 
 def _usage(user_id: int, key_id: int, key_limited: bool, channel_id: int, amount: int, ref: str) -> str:

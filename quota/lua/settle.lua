@@ -3,57 +3,55 @@
 -- is charged in full.
 -- Optionally charges rate limits for the usage too, forced (gcra.lua's arithmetic, as gcra_multi.lua with
 -- force), in the same step and so exactly once: only when the settlement applies.
--- KEYS: 1 hold, 2 holds zset, 3 done marker, 4 user live, 5 key live, 6 user held, 7 key held, 8 stream
---       with charges: 9.. the limits' keys (GCRA TATs)
--- ARGV: 1 hold id, 2 actual, 3 key limited, 4 marker ttl s, 5 the stream entry (redis_quota.py `_usage`),
---       6 log json or ''
---       with charges: 7 how far a charge may push a TAT ahead of now, ns (one period if longer),
---       8.. per limit: emission interval ns, count, cost
+-- KEYS: 1 holds zset, 2 done marker, 3 user live, 4 key live, 5 user held, 6 key held, 7 stream
+--       with charges: 8.. the limits' keys (GCRA TATs)
+-- ARGV: 1 the hold (its member in the holds zset: redis_quota.py `_hold`), 2 actual, 3 key limited,
+--       4 marker ttl s, 5 the stream entry (redis_quota.py `_usage`), 6 log json or '', 7 amount held
+--       with charges: 8 how far a charge may push a TAT ahead of now, ns (one period if longer),
+--       9.. per limit: emission interval ns, count, cost
 -- returns {1, has user balance, user, has key balance, key, entry id} | {0, state}
 -- The marker is written first and read in the same call (SET … GET): one call where a GET and a SET were.
-local done = redis.call('SET', KEYS[3], 'settled', 'EX', ARGV[4], 'GET')
+local done = redis.call('SET', KEYS[2], 'settled', 'EX', ARGV[4], 'GET')
 if done then
-  if done ~= 'settled' then redis.call('SET', KEYS[3], done, 'EX', ARGV[4]) end  -- released: stays so
+  if done ~= 'settled' then redis.call('SET', KEYS[2], done, 'EX', ARGV[4]) end  -- released: stays so
   return {0, done}
 end
 local actual = tonumber(ARGV[2])
 local limited = ARGV[3] == '1'
-local held = redis.call('HGET', KEYS[1], 'a')
 local has_user, user, has_key, key = 0, 0, 0, 0
-if held then  -- numbers go to Redis as strings (as in reserve.lua: no floating-point printf)
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then  -- numbers go to Redis as strings (see reserve.lua)
+  local held = ARGV[7]
   local delta = string.format('%d', tonumber(held) - actual)
-  redis.call('DEL', KEYS[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('DECRBY', KEYS[6], held)
+  redis.call('DECRBY', KEYS[5], held)
   -- the reserve found the live balances, and nothing deletes one while its hold is open (a flush takes
   -- the hold with it): no EXISTS before the INCRBY
-  has_user, user = 1, redis.call('INCRBY', KEYS[4], delta)
+  has_user, user = 1, redis.call('INCRBY', KEYS[3], delta)
   if limited then
-    redis.call('DECRBY', KEYS[7], held)
-    has_key, key = 1, redis.call('INCRBY', KEYS[5], delta)
+    redis.call('DECRBY', KEYS[6], held)
+    has_key, key = 1, redis.call('INCRBY', KEYS[4], delta)
   end
 else  -- swept (or lost with a flush): charged in full, on the balances that are loaded
-  if redis.call('EXISTS', KEYS[4]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[4], -actual) end
-  if limited and redis.call('EXISTS', KEYS[5]) == 1 then
-    has_key, key = 1, redis.call('INCRBY', KEYS[5], -actual)
+  if redis.call('EXISTS', KEYS[3]) == 1 then has_user, user = 1, redis.call('INCRBY', KEYS[3], -actual) end
+  if limited and redis.call('EXISTS', KEYS[4]) == 1 then
+    has_key, key = 1, redis.call('INCRBY', KEYS[4], -actual)
   end
 end
 local id
 if ARGV[6] == '' then
-  id = redis.call('XADD', KEYS[8], '*', 'use', ARGV[5])
+  id = redis.call('XADD', KEYS[7], '*', 'use', ARGV[5])
 else
-  id = redis.call('XADD', KEYS[8], '*', 'use', ARGV[5], 'g', ARGV[6])
+  id = redis.call('XADD', KEYS[7], '*', 'use', ARGV[5], 'g', ARGV[6])
 end
-if #KEYS > 8 then
-  local max_ahead = tonumber(ARGV[7])
+if #KEYS > 7 then
+  local max_ahead = tonumber(ARGV[8])
   local now_s, now_ns = gcra_now()
-  for i = 1, #KEYS - 8 do
-    local interval = tonumber(ARGV[5 + 3 * i])
-    local count = tonumber(ARGV[6 + 3 * i])
-    local cost = tonumber(ARGV[7 + 3 * i])
+  for i = 1, #KEYS - 7 do
+    local interval = tonumber(ARGV[6 + 3 * i])
+    local count = tonumber(ARGV[7 + 3 * i])
+    local cost = tonumber(ARGV[8 + 3 * i])
     if cost > 0 then
-      local ahead = gcra_ahead(KEYS[8 + i], now_s, now_ns)
-      gcra_store(KEYS[8 + i], now_s, now_ns, gcra_forced(ahead, interval, count, cost, max_ahead))
+      local ahead = gcra_ahead(KEYS[7 + i], now_s, now_ns)
+      gcra_store(KEYS[7 + i], now_s, now_ns, gcra_forced(ahead, interval, count, cost, max_ahead))
     end
   end
 end

@@ -193,6 +193,19 @@ async def test_a_late_settlement_run_again_charges_once(quota_env: QuotaEnv) -> 
     assert await quota_env.consumed(uid) == (120, 1)
 
 
+async def test_a_settled_hold_is_not_renewed_back_to_life(quota_env: QuotaEnv) -> None:
+    uid = await quota_env.add_user(1000)
+    quota_env.engine.lease_ms = 50
+    r = await quota_env.engine.reserve(uid, 300)
+    assert await quota_env.engine.renew(r) is True
+    assert (await quota_env.engine.settle(r, 100)).applied
+    assert await quota_env.engine.renew(r) is False
+    await asyncio.sleep(0.2)
+    assert await quota_env.engine.sweep() == 0
+    assert await quota_env.engine.balance("user", uid) == 900
+    assert await quota_env.engine.holds_in_flight() == 0
+
+
 async def test_a_released_hold_stays_released_after_a_settle_was_refused(quota_env: QuotaEnv) -> None:
     """A settle refused because the hold was released, run again (its reply lost), is refused again."""
     uid = await quota_env.add_user(1000)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore, _Markers
+from quota.types import Reservation
 
 LEASE_MS = 120_000
 
@@ -29,15 +30,16 @@ async def test_a_repeated_settle_within_the_lease_changes_nothing() -> None:
     store = await _store(clock)
     ok, *_ = await store.reserve("h1", 1, 0, False, 500, LEASE_MS)
     assert ok
-    applied, user, _ = await store.settle("h1", 1, 0, False, 7, 300, {"quota": 300})
+    held = Reservation("h1", 1, 0, False, 500, 0, -1)
+    applied, user, _ = await store.settle(held, 7, 300, {"quota": 300})
     assert applied and user == 1_000_000 - 300
     settled_at = clock.ms
     for elapsed in (0, 1, LEASE_MS // 2, LEASE_MS - 1):  # the sweep runs meanwhile, as it does every 5 s
         clock.ms = settled_at + elapsed
         await store.sweep()
-        again, *_ = await store.settle("h1", 1, 0, False, 7, 300, {"quota": 300})
+        again, *_ = await store.settle(held, 7, 300, {"quota": 300})
         assert again is False
-        assert await store.release("h1", 1, 0) is False
+        assert await store.release(held) is False
     assert (await store.live("user", [1]))[1] == 1_000_000 - 300
     assert len(store._stream) == 1  # one usage entry, so one log
 
@@ -46,10 +48,11 @@ async def test_a_settle_after_a_release_within_the_lease_changes_nothing() -> No
     clock = Clock()
     store = await _store(clock)
     await store.reserve("h2", 1, 0, False, 500, LEASE_MS)
-    assert await store.release("h2", 1, 0) is True
+    held = Reservation("h2", 1, 0, False, 500, 0, -1)
+    assert await store.release(held) is True
     clock.ms += LEASE_MS - 1000
     await store.sweep()
-    applied, *_ = await store.settle("h2", 1, 0, False, 7, 300, None)
+    applied, *_ = await store.settle(held, 7, 300, None)
     assert applied is False
     assert (await store.live("user", [1]))[1] == 1_000_000
 
@@ -59,7 +62,7 @@ async def test_markers_are_forgotten_once_the_lease_has_passed() -> None:
     store = await _store(clock)
     for n in range(1000):
         await store.reserve(f"h{n}", 1, 0, False, 1, LEASE_MS)
-        await store.settle(f"h{n}", 1, 0, False, 7, 1, None)
+        await store.settle(Reservation(f"h{n}", 1, 0, False, 1, 0, -1), 7, 1, None)
         clock.ms += 10  # 100 calls/s
     assert len(store._done) == 1000
     clock.ms += LEASE_MS + 1000
@@ -122,10 +125,11 @@ async def test_a_repeated_settle_of_an_engine_hold_changes_nothing() -> None:
     store = await _store(clock)
     hold_id = _engine_ids(1)[0]
     await store.reserve(hold_id, 1, 0, False, 500, LEASE_MS)
-    assert (await store.settle(hold_id, 1, 0, False, 7, 300, None))[0]
+    held = Reservation(hold_id, 1, 0, False, 500, 0, -1)
+    assert (await store.settle(held, 7, 300, None))[0]
     clock.ms += LEASE_MS - 1000
     await store.sweep()
-    assert (await store.settle(hold_id, 1, 0, False, 7, 300, None))[0] is False
+    assert (await store.settle(held, 7, 300, None))[0] is False
     assert (await store.live("user", [1]))[1] == 1_000_000 - 300
 
 

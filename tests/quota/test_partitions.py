@@ -16,6 +16,7 @@ from quota.backends.redis import LuaScript, RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.partitions import PartitionCountChanged, partition_of
 from quota.ratelimit import ModelRateLimiter, UserPolicy
+from quota.types import Reservation
 from server.config import ConfigError, load
 from tests.services import REDIS_URL
 
@@ -57,11 +58,12 @@ async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str
             assert held[0]
             refused = await store.reserve(f"h{user}b", user, key, True, 10**9, 60_000, limits)
             assert not refused[0]  # the balance refused after the limits were charged: the marker
-            assert await store.renew(f"h{user}a", user, 60_000)
-            assert (await store.settle(f"h{user}a", user, key, True, 1, 80, {"type": 2}, charges))[0]
+            hold = Reservation(f"h{user}a", user, key, True, 100, 0, 0)
+            assert await store.renew(hold, 60_000)
+            assert (await store.settle(hold, 1, 80, {"type": 2}, charges))[0]
             await store.reserve(f"h{user}c", user, key, True, 10, 1, [Limit(f"rl:{{p{p}}}:x", 100, 60.0)])
             await store.reserve(f"h{user}d", user, key, True, 10, 60_000)
-            assert await store.release(f"h{user}d", user, key)
+            assert await store.release(Reservation(f"h{user}d", user, key, True, 10, 0, 0))
             await store.adjust("user", user, "add", 5, f"c{user}", None, False)
             await store.adjust("key", key, "set", 7, f"s{user}", {"content": "{before}"}, False, owner=user)
             _, entries = await store.read(p, "0-0", 100)

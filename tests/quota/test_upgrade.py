@@ -3,7 +3,8 @@ on the real Redis and SQL: the usage and adjustments queued under the old keys r
 across a crash between the commit and the cursor's publication), no account is loaded before they did,
 balances are reloaded from SQL with them, a credit applied before the upgrade stays applied once, and the
 old layout's keys are retired. And stream entries in the format before the one-field entries (a field per
-value) are still read by the sync and counted by a load."""
+value) are still read by the sync and counted by a load, and a hold of the layout before holds were zset
+members (a hash) is still swept."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class OldLayout:
 
     def __init__(self, store: RedisQuotaStore) -> None:
         self.s, self.k = store, store.k
+        self.held: dict[str, int] = {}
 
     async def load(self, field: str, account_id: int, durable: int) -> None:
         await self.s._load(keys=[self.k(f"q:{field}:{account_id}"), self.k(f"q:{field}h:{account_id}"),
@@ -43,20 +45,23 @@ class OldLayout:
 
     def _hold_keys(self, hold: str, uid: int, kid: int) -> list[str]:
         k = self.k
-        return [k(f"q:h:{hold}"), k("q:holds"), k(f"q:d:{hold}"), k(f"q:u:{uid}"), k(f"q:t:{kid}"),
-                k(f"q:uh:{uid}"), k(f"q:th:{kid}")]
+        return [k("q:holds"), k(f"q:d:{hold}"), k(f"q:u:{uid}"), k(f"q:t:{kid}"), k(f"q:uh:{uid}"),
+                k(f"q:th:{kid}")]
 
     async def reserve(self, hold: str, uid: int, kid: int, amount: int) -> None:
         k = self.k
-        res = await self.s._reserve(keys=[k(f"q:u:{uid}"), k(f"q:t:{kid}"), k(f"q:h:{hold}"), k("q:holds"),
-                                          k(f"q:uh:{uid}"), k(f"q:th:{kid}"), k("ver")],
-                                    args=[amount, hold, 60_000, uid, kid, 1])
+        self.held[hold] = amount
+        res = await self.s._reserve(keys=[k(f"q:u:{uid}"), k(f"q:t:{kid}"), k("q:holds"), k(f"q:uh:{uid}"),
+                                          k(f"q:th:{kid}"), k("ver")],
+                                    args=[amount, f"{hold} {uid} {kid} 1 {amount}", 60_000, 1])
         assert int(res[0]) == 1
 
     async def settle(self, hold: str, uid: int, kid: int, actual: int) -> None:
+        amount = self.held[hold]
         res = await self.s._settle(keys=[*self._hold_keys(hold, uid, kid), self.k("q:stream")],
-                                   args=[hold, actual, 1, 3600, f"{uid} {kid} 1 0 {actual} {hold}",
-                                         json.dumps(consume_log())])
+                                   args=[f"{hold} {uid} {kid} 1 {amount}", actual, 1, 3600,
+                                         f"{uid} {kid} 1 0 {actual} {hold}", json.dumps(consume_log()),
+                                         amount])
         assert int(res[0]) == 1
 
     async def credit(self, uid: int, amount: int, ref: str) -> None:
@@ -146,3 +151,26 @@ async def test_entries_of_the_field_per_value_format_are_read_and_counted(env: Q
             for e in entries] == [("use", uid, kid, True, 3, 120, "h-old", consume_log()),
                                   ("adj", uid, 0, True, 0, 500, "credit old", None),
                                   ("adj", uid, 0, True, 0, 7, "a ref with spaces", None)]
+
+
+async def test_a_hold_kept_in_a_hash_by_the_previous_version_is_swept(env: QuotaEnv) -> None:
+    store = env.store
+    assert isinstance(store, RedisQuotaStore) and env.redis is not None
+    uid = await env.add_user(10_000)
+    kid = await env.add_key(uid, remain=5_000)
+    assert await env.engine.balance("user", uid) == 10_000
+    assert await env.engine.balance("key", kid, owner=uid) == 5_000
+    p = store.partition(uid)
+    q = env.redis.key(f"q:{{p{p}}}:")
+    raw = env.redis.client
+    # what the previous reserve.lua left for a hold of 300 whose lease has passed (its worker was stopped)
+    await raw.hset(f"{q}h:old1", mapping={"u": uid, "t": kid, "l": 1, "a": 300, "e": 1})
+    await raw.zadd(store.holds[p], {"old1": 1})
+    for name, held in ((f"u:{uid}", -300), (f"t:{kid}", -300), (f"uh:{uid}", 300), (f"th:{kid}", 300)):
+        await raw.incrby(f"{q}{name}", held)
+    assert await store.sweep() == 1
+    assert await env.engine.balance("user", uid) == 10_000
+    assert await env.engine.balance("key", kid, owner=uid) == 5_000
+    assert [int(await raw.get(f"{q}{held}")) for held in (f"uh:{uid}", f"th:{kid}")] == [0, 0]
+    assert not await raw.exists(f"{q}h:old1")
+    assert await store.open_holds() == 0
