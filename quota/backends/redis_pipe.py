@@ -9,12 +9,15 @@ replies — which Redis sends in order — complete the callers' futures in orde
 Writes are grouped (group commit): a command issued while nothing is in flight on the connection goes
 out at the end of this turn of the event loop, with whatever else was issued in that turn; a command
 issued while a batch is in flight waits, and everything that waited goes out in one write once the last
-reply of that batch is in. At concurrency 1 nothing ever waits; under load the commands of many calls
-share one write and Redis reads, runs and answers them in one pass of its event loop, instead of one
-pass (a read and a write system call, and the loop's bookkeeping) per command — measured with
-`scripts/bench_scale.py`, that per-pass cost was most of Redis's CPU per model call.
-A command waits at most one round trip (the batch ahead of it). Everything else (sessions, caches,
-pub/sub, the sync's reads) stays on redis-py's pool.
+reply of that batch is in. At concurrency 1 nothing ever waits, so no latency is added; a command waits
+at most one round trip (the batch ahead of it). Redis reads, runs and answers a batch in one pass of its
+event loop (a read and a write system call per pass, not per command), and the slower Redis answers —
+the busier it is — the more commands wait for one batch. Measured here it did not move Redis's CPU per
+call (docs/PERFORMANCE.md, "Redis CPU per model call"): with one write per turn of the worker's loop
+the commands already went out about seven to a write at concurrency 16; the grouping is a bound for a
+busier Redis, not a gain at this load.
+
+Everything else (sessions, caches, pub/sub, the sync's reads) stays on redis-py's pool.
 
 The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
 
