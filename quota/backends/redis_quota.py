@@ -9,8 +9,8 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
                                  "<hold id> <user> <key> <limited 1|0> <amount>" — every field is known
                                  to the caller that settles, releases or renews it, so a hold needs no
                                  key of its own (a hash created by reserve and deleted by settle cost
-                                 Redis more than a fifth of the pair's CPU). Holds of the layout before
-                                 (a hash q:{p}:h:{h}, the member its id) are swept as before.
+                                 Redis about a sixth of the pair's CPU). Holds of the layout before (a
+                                 hash q:{p}:h:{h}, the member its id) are swept as before.
     q:{p}:d:{h}                  settled / released marker (1 h, ≥ 2 leases): settle, release idempotent
     q:{p}:rl:{h}                 limits charged by a reserve the balance refused (60 s): a re-run charges none
     q:{p}:i:{ref}                result of an adjustment with idempotency key `ref` (7 days)
@@ -235,9 +235,10 @@ class RedisQuotaStore:
                 if hold is None:
                     await self.r.zrem(self.holds[p], member)
                     continue
-                released += await self._release_hold(p, hold, member, "swept")
-                if " " not in member:
+                swept = await self._release_hold(p, hold, member, "swept")
+                if swept and " " not in member:
                     await self.r.delete(f"{self._q[p]}h:{member}")
+                released += swept
         return released
 
     async def _hold_hash(self, p: int, hold_id: str) -> Reservation | None:
