@@ -102,5 +102,8 @@ class PartitionLeases:
 
     async def holders(self) -> dict[int, str]:
         """Who holds each leased partition (for tests and operators)."""
-        values = cast(list[str | None], await self.r.mget(self.keys))
+        async with self.r.pipeline(transaction=False) as pipe:  # one GET each: the keys span slots
+            for key in self.keys:
+                pipe.get(key)
+            values = cast(list[str | None], await pipe.execute())
         return {p: v for p, v in enumerate(values) if v is not None}

@@ -204,15 +204,20 @@ async def nodes(request: pytest.FixtureRequest, databases: _Databases, redis_pre
         yield one, two
 
 
-@pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres"])
+@pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres", "cluster+postgres"])
 async def quota_env(request: pytest.FixtureRequest, databases: _Databases) -> AsyncIterator[object]:
-    """The quota engine on each store, over a real SQL database (see tests/quota/env.py)."""
+    """The quota engine on each store, over a real SQL database (see tests/quota/env.py); "cluster" is the
+    session's Redis Cluster under the test's `cluster_prefix`."""
     from tests.quota.env import build
 
     store, _, kind = request.param.partition("+")
     url = await fresh_database(databases, kind)
-    if store == "memory":
-        env = build(url, None, "")
+    if store in ("memory", "cluster"):
+        if store == "cluster":
+            cluster: Cluster = request.getfixturevalue("redis_cluster")
+            env = build(url, None, request.getfixturevalue("cluster_prefix"), nodes=cluster.addresses)
+        else:
+            env = build(url, None, "")
         yield env
         await env.close()
         return

@@ -29,7 +29,8 @@ def emit(**fields: Any) -> None:
 
 
 async def main(cfg: dict[str, Any]) -> None:
-    env = build(cfg["db_url"], cfg["redis_url"], cfg["prefix"], lease_seconds=cfg.get("lease", 600))
+    env = build(cfg["db_url"], cfg.get("redis_url"), cfg["prefix"], lease_seconds=cfg.get("lease", 600),
+                nodes=[(host, port) for host, port in cfg.get("redis_nodes", [])])
     start = asyncio.Event()
 
     async def reserve_once() -> None:
