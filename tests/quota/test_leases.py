@@ -5,7 +5,6 @@ twice, a stopped sync's partitions are taken over at once, a dead one's after it
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import AsyncIterator
 
 import pytest
