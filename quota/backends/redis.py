@@ -123,8 +123,9 @@ def error_kind(exc: BaseException) -> ErrorKind:
 
 def _cluster_in_flux(exc: BaseException) -> bool:
     """A cluster reply of a command that did not run: the slot's master is failing over (CLUSTERDOWN),
-    not yet known (a stale slot map) or its keys are being migrated (TRYAGAIN)."""
-    return isinstance(exc, (ClusterDownError, SlotNotCoveredError, TryAgainError))
+    not yet known (a stale slot map) or its keys are being migrated (TRYAGAIN); or the master the slot
+    map names refused the connection (it died and its replica is not yet promoted: nothing was sent)."""
+    return isinstance(exc, (ClusterDownError, SlotNotCoveredError, TryAgainError, ConnectionRefusedError))
 
 
 def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:

@@ -37,6 +37,12 @@ class Worker:
         self.proc.stdin.write(b"go\n")
         self.proc.stdin.flush()
 
+    def stop(self) -> None:
+        """End a worker started with `iterations` 0 after the calls in progress."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"stop\n")
+        self.proc.stdin.flush()
+
     def read_until(self, wanted: str) -> None:
         """Read the worker's lines until one has the field `wanted` (kept for `finish`), or it ends."""
         assert self.proc.stdout is not None
