@@ -6,7 +6,7 @@ Modes:
   reserve   each task makes one reservation of `amount` and keeps it (I1: overdraw under concurrency)
   cycle     each task loops reserve → settle at a random cost (≤ 2× the hold) or release (I2/I3); with
             `user_ids`, task n charges user_ids[n mod len] (spread over partitions); `iterations` 0: until
-            the parent writes a second line ("stop") after "go"
+            the parent writes a second line ("stop") after "go"; `pause`: seconds between two cycles
 
 Every outcome is printed as one JSON line and flushed at once, so a parent that kills this process with
 SIGKILL knows exactly which calls returned success before it died. A settle's line carries when it was
@@ -84,6 +84,8 @@ async def main(cfg: dict[str, Any]) -> None:
                 continue
             emit(settled=r.hold_id, cost=cost, applied=settled.applied, user=r.user_id, sent=sent,
                  at=time.time())
+            if cfg.get("pause"):
+                await asyncio.sleep(cfg["pause"])
 
     async def stop_on_request() -> None:
         await asyncio.to_thread(sys.stdin.readline)
