@@ -194,12 +194,19 @@ async def embedded_app(embedded_stack: Stack, tmp_path: Path) -> AsyncIterator[R
         yield running
 
 
-@pytest.fixture(params=["mariadb", "postgres"])
+@pytest.fixture(params=["mariadb", "postgres", "cluster+mariadb"])
 async def nodes(request: pytest.FixtureRequest, databases: _Databases, redis_prefix: str, tmp_path: Path
                 ) -> AsyncIterator[tuple[Running, Running]]:
-    """Two app instances (two nodes) on one SQL database and one Redis."""
-    url = await fresh_database(databases, request.param)
-    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
+    """Two app instances (two nodes) on one SQL database and one Redis (`redis_prefix`), or the session's
+    Redis Cluster (`cluster_prefix`)."""
+    redis, _, kind = request.param.rpartition("+")
+    url = await fresh_database(databases, kind)
+    if redis == "cluster":
+        cluster: Cluster = request.getfixturevalue("redis_cluster")
+        config = make_config(url, tmp_path, None, request.getfixturevalue("cluster_prefix"),
+                             redis_cluster_nodes=cluster.addresses)
+    else:
+        config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
     async with serve(config) as one, serve(config) as two:
         yield one, two
 
