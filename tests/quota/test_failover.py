@@ -8,7 +8,7 @@ replica takes over and the load goes on. Redis replicates asynchronously, so the
 - only the tail is lost: the promoted replica holds a prefix of what the old master ran. A settle the
   workers were told applied may be missing — its usage charged to no one, its hold back and then swept —
   but then so is every settle on that master sent after it was answered; nothing on the other masters is
-  lost;
+  lost; and what the replica did receive reaches SQL (the sync's cursor skips nothing);
 - never a double charge: every consume log in SQL is one settle a worker made, once, at its cost, and
   SQL's books balance (quota = initial − the consume logs) for every user;
 - the live balance ends equal to SQL, except by the cost of an entry the sync had already moved to SQL
@@ -26,7 +26,7 @@ from typing import Any
 
 from quota.backends.redis_quota import RedisQuotaStore
 from tests.conftest import _Databases, fresh_database
-from tests.quota.env import build
+from tests.quota.env import QuotaEnv, build
 from tests.quota.procs import start_all
 from tests.redis_cluster import own_cluster
 
@@ -87,9 +87,11 @@ async def test_a_master_failover_under_load_loses_at_most_the_unreplicated_tail(
             await env.close()
 
 
-async def check(env: Any, lines: list[dict[str, Any]], uids: list[int], on_victim: set[int],
+async def check(env: QuotaEnv, lines: list[dict[str, Any]], uids: list[int], on_victim: set[int],
                 killed_at: float, promoted_at: float) -> None:
-    store = env.store
+    """The bound of the module docstring, over what the workers were told (`lines`)."""
+    store, redis = env.store, env.redis
+    assert isinstance(store, RedisQuotaStore) and redis is not None
     acked = {x["settled"]: x for x in lines if "settled" in x and x["applied"]}
     unknown = {x["unknown"]: x for x in lines if "unknown" in x}
     assert any(x["at"] > promoted_at and x["user"] in on_victim for x in acked.values()), \
@@ -112,13 +114,19 @@ async def check(env: Any, lines: list[dict[str, Any]], uids: list[int], on_victi
         later = [x for x in victim_acked if x["sent"] > gone["at"] and x["at"] < killed_at]
         assert all(x["settled"] in lost for x in later), "a hole before the lost tail"
 
+    async def markers(settles: list[tuple[int, str]]) -> list[str | None]:
+        """The settled/released markers of (user, hold id) on the masters now."""
+        async with redis.client.pipeline(transaction=False) as pipe:
+            for user, ref in settles:
+                pipe.get(f"{store._q[store.partition(user)]}d:{ref}")
+            return list(await pipe.execute())
+
+    # a lost settle is one the replica never had: had it, its entry was in the stream, and the sync's
+    # cursor must not have skipped it
+    assert "settled" not in await markers([(x["user"], ref) for ref, x in lost.items()])
     ahead: dict[int, int] = dict.fromkeys(uids, 0)
     mine = [x for x in consume if x.user_id in on_victim]
-    async with env.redis.client.pipeline(transaction=False) as pipe:
-        for log in mine:
-            pipe.get(f"{store._q[store.partition(log.user_id)]}d:{log.ref}")  # its settled marker
-        markers = await pipe.execute()
-    for log, marker in zip(mine, markers, strict=True):
+    for log, marker in zip(mine, await markers([(x.user_id, x.ref) for x in mine]), strict=True):
         if marker != "settled":  # in SQL, but the replica never had it: its hold came back and was swept
             ahead[log.user_id] += log.quota
     for uid in uids:
