@@ -99,9 +99,10 @@ async def main(cfg: dict[str, Any]) -> None:
         emit(ready=True)
         await asyncio.to_thread(sys.stdin.readline)  # the parent starts every process at once
         start.set()
-        stopper = asyncio.create_task(stop_on_request())
-        await asyncio.gather(*tasks)
-        stopper.cancel()
+        # only a worker that runs until it is stopped reads stdin again (one that ends by itself must not
+        # wait there at exit: its parent may wait for it to end before closing the pipe)
+        until_stopped = cfg["mode"] == "cycle" and not cfg["iterations"]
+        await asyncio.gather(*tasks, *([stop_on_request()] if until_stopped else []))
         emit(done=True)
     finally:
         await env.close()
