@@ -31,7 +31,7 @@ from tests.quota.procs import start_all
 from tests.redis_cluster import own_cluster
 
 INITIAL = 50_000_000
-USERS = 8
+USERS = 8  # each worker runs one task per user
 LEASE = 2.0  # seconds: the holds a lost settle left open are swept after it
 HANG = 120.0  # seconds; bounds a hang only
 
@@ -58,7 +58,7 @@ async def test_a_master_failover_under_load_loses_at_most_the_unreplicated_tail(
                 env.sync.interval = 0.05
                 syncing = asyncio.create_task(env.sync.run_forever())
                 cfg = {"db_url": url, "redis_nodes": list(cluster.addresses), "prefix": prefix,
-                       "mode": "cycle", "tasks": 4, "iterations": 0, "user_ids": uids, "amount": 200,
+                       "mode": "cycle", "tasks": USERS, "iterations": 0, "user_ids": uids, "amount": 200,
                        "lease": LEASE, "pause": 0.005}
                 workers = await asyncio.to_thread(start_all, [{**cfg, "seed": 11}, {**cfg, "seed": 12}])
                 try:
