@@ -1,7 +1,7 @@
 """The quota engine through a master failover of its Redis Cluster, under load, and what it may lose.
 
 Two worker processes run reserve → settle/release cycles over users spread across the partitions, the
-quota sync runs, and the master that serves the busiest partition's slot is killed with SIGKILL; its
+quota sync runs, and the master that serves a busy partition's slot is killed with SIGKILL; its
 replica takes over and the load goes on. Redis replicates asynchronously, so the bound the test asserts
 (docs/OPERATIONS.md#a-master-failover-and-what-it-may-lose) is:
 
