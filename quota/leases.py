@@ -36,6 +36,7 @@ class PartitionLeases:
         self.backend = backend
         self.r = backend.client
         self.timeout = backend.timeout
+        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
         self.partitions = backend.partitions
         self.lease_ms = max(1, int(lease_seconds * 1000))
         # who holds a lease: readable by an operator (host and pid), unique per process start
@@ -102,5 +103,8 @@ class PartitionLeases:
 
     async def holders(self) -> dict[int, str]:
         """Who holds each leased partition (for tests and operators)."""
-        values = cast(list[str | None], await self.r.mget(self.keys))
+        async with self.r.pipeline(transaction=False) as pipe:  # one GET each: the keys span slots
+            for key in self.keys:
+                pipe.get(key)
+            values = cast(list[str | None], await pipe.execute())
         return {p: v for p, v in enumerate(values) if v is not None}

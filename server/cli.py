@@ -31,7 +31,7 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.partitions import PartitionCountChanged
 from server.config import Config, ConfigError, load
 from server.logging_setup import announce
-from server.redis_client import redis_backend, refuse_cluster_quota
+from server.redis_client import redis_backend
 
 if TYPE_CHECKING:
     from sanic import Sanic
@@ -78,10 +78,6 @@ async def _check_redis(config: Config) -> None:
         raise StartupError(str(exc)) from None
     finally:
         await backend.close()
-    try:
-        refuse_cluster_quota(config)
-    except ConfigError as exc:
-        raise StartupError(str(exc)) from None
 
 
 async def _setup_pending(config: Config) -> bool:

@@ -41,7 +41,7 @@ from server.config import Config, ConfigError
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
 from server.logs.outbox import LogOutboxMover
-from server.redis_client import redis_backend, refuse_cluster_quota
+from server.redis_client import redis_backend
 from server.upstream.client import Upstream
 
 log = logging.getLogger("tollway")
@@ -129,7 +129,6 @@ class State:
     @classmethod
     async def open(cls, config: Config, clock: Clock | None = None) -> State:
         clock = clock or Clock()
-        refuse_cluster_quota(config)
         logs_url = config.separate_logs_url
         db = Database(config.database_url, logs_elsewhere=logs_url is not None, on_error=metrics.db_error)
         log_db = Database(logs_url, on_error=metrics.db_error) if logs_url else db

@@ -28,7 +28,7 @@ from server.clock import Clock
 from server.config import Config, ConfigError, load
 from server.credits import kill_self
 from server.logging_setup import announce, configure
-from server.redis_client import redis_backend, refuse_cluster_quota
+from server.redis_client import redis_backend
 
 log = logging.getLogger("tollway.quota_sync")
 
@@ -39,7 +39,6 @@ preempt a worker's calls on a shared core."""
 
 
 async def run(config: Config, *, once: bool = False) -> None:
-    refuse_cluster_quota(config)
     backend = redis_backend(config, on_error=metrics.redis_error)
     if backend is None:
         raise ConfigError("REDIS_URL: the separate sync worker needs Redis (embedded mode syncs in-process)")

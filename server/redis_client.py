@@ -2,23 +2,17 @@
 (`REDIS_CLUSTER_NODES`, a few seed nodes; the client discovers the rest). Built here for the worker
 (`server/context.py`), the start-up check (`server/cli.py`) and the quota sync (`server/quota_sync.py`).
 
-What runs on a cluster is decided here too: everything but the quota engine (sessions, the short-lived
-keys, rate limits, version counters, broadcasts). The quota keys are partitioned by account, so each quota
-script touches one slot (tests/quota/test_partitions.py), but the engine's guarantees (no overdraw,
-conservation, exactly once, a master failover) are not yet proven on a cluster: until they are,
-`refuse_cluster_quota` stops every command that would run the quota engine at start-up, saying so.
+Everything runs on a cluster, the quota engine included: its keys are partitioned by account, so each
+quota script touches one slot (quota/partitions.py), and its guarantees are proven there
+(tests/quota/test_invariants.py and the others parametrized with "cluster", tests/quota/test_failover.py
+for a master failover; the loss bound of a failover is in docs/OPERATIONS.md#redis-cluster).
 """
 
 from __future__ import annotations
 
 from quota.backends.redis import RedisBackend
 from quota.observer import ErrorObserver, ignore_error
-from server.config import Config, ConfigError
-
-CLUSTER_QUOTA_MISSING = (
-    "REDIS_CLUSTER_NODES: the quota engine does not run on a Redis Cluster yet (its keys are partitioned, "
-    "one slot per script, but its guarantees are not yet proven on a cluster); use REDIS_URL (one Redis "
-    "server) until then")
+from server.config import Config
 
 
 def redis_backend(config: Config, on_error: ErrorObserver = ignore_error) -> RedisBackend | None:
@@ -33,8 +27,3 @@ def redis_backend(config: Config, on_error: ErrorObserver = ignore_error) -> Red
                             on_error=on_error, partitions=config.quota_partitions)
     return None
 
-
-def refuse_cluster_quota(config: Config) -> None:
-    """ConfigError when `config` would run the quota engine on a Redis Cluster (see the docstring)."""
-    if config.redis_cluster_nodes:
-        raise ConfigError(CLUSTER_QUOTA_MISSING)

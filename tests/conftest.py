@@ -194,25 +194,37 @@ async def embedded_app(embedded_stack: Stack, tmp_path: Path) -> AsyncIterator[R
         yield running
 
 
-@pytest.fixture(params=["mariadb", "postgres"])
+@pytest.fixture(params=["mariadb", "postgres", "cluster+mariadb"])
 async def nodes(request: pytest.FixtureRequest, databases: _Databases, redis_prefix: str, tmp_path: Path
                 ) -> AsyncIterator[tuple[Running, Running]]:
-    """Two app instances (two nodes) on one SQL database and one Redis."""
-    url = await fresh_database(databases, request.param)
-    config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
+    """Two app instances (two nodes) on one SQL database and one Redis (`redis_prefix`), or the session's
+    Redis Cluster (`cluster_prefix`)."""
+    redis, _, kind = request.param.rpartition("+")
+    url = await fresh_database(databases, kind)
+    if redis == "cluster":
+        cluster: Cluster = request.getfixturevalue("redis_cluster")
+        config = make_config(url, tmp_path, None, request.getfixturevalue("cluster_prefix"),
+                             redis_cluster_nodes=cluster.addresses)
+    else:
+        config = make_config(url, tmp_path, REDIS_URL, redis_prefix)
     async with serve(config) as one, serve(config) as two:
         yield one, two
 
 
-@pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres"])
+@pytest.fixture(params=["memory+sqlite", "redis+mariadb", "redis+postgres", "cluster+postgres"])
 async def quota_env(request: pytest.FixtureRequest, databases: _Databases) -> AsyncIterator[object]:
-    """The quota engine on each store, over a real SQL database (see tests/quota/env.py)."""
+    """The quota engine on each store, over a real SQL database (see tests/quota/env.py); "cluster" is the
+    session's Redis Cluster under the test's `cluster_prefix`."""
     from tests.quota.env import build
 
     store, _, kind = request.param.partition("+")
     url = await fresh_database(databases, kind)
-    if store == "memory":
-        env = build(url, None, "")
+    if store in ("memory", "cluster"):
+        if store == "cluster":
+            cluster: Cluster = request.getfixturevalue("redis_cluster")
+            env = build(url, None, request.getfixturevalue("cluster_prefix"), nodes=cluster.addresses)
+        else:
+            env = build(url, None, "")
         yield env
         await env.close()
         return

@@ -4,8 +4,9 @@ The shared suites run on the cluster too (tests/quota/test_backends.py, test_rat
 test_versions.py, test_records.py, tests/test_kv.py: the "cluster" parameter). Here: what is particular
 to a cluster — the keys one atomic step changes together share a slot, a rate-limit call across slots is
 refused, the session store's WATCH/MULTI steps run there, a master failover is ridden through by the
-idempotent calls and the broadcasts, and `tollway serve` refuses a cluster, naming what is missing,
-until the quota keys are partitioned (server/redis_client.py).
+idempotent calls and the broadcasts, and `tollway serve` with a separate `tollway quota-sync` charge a
+model call in the cluster and sync it to SQL. The quota engine's own guarantees on a cluster are the
+quota suites' "cluster" parameter and tests/quota/test_failover.py.
 """
 
 from __future__ import annotations
@@ -16,18 +17,37 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 from redis.asyncio.cluster import RedisCluster
+from sqlalchemy import select
 
+from core.enums import LogType
+from models.db import Database
+from models.logs import Log
+from models.tables import User
 from quota.backends.base import Limit
 from quota.backends.redis import RedisBackend
 from server.components.sessions import RedisSessionStore, new_session_id
-from server.redis_client import CLUSTER_QUOTA_MISSING
+from tests.fakes.openai import FakeOpenAI
 from tests.quota.test_backends import Listener, until_subscribed
 from tests.redis_cluster import Cluster, command, own_cluster
-from tests.test_e2e_serve import _one_line_refusal, clean_env, free_port, run_to_end
+from tests.services import create_database, drop_database, run_blocking
+from tests.test_e2e_serve import (
+    ROOT_PASSWORD,
+    _one_line_refusal,
+    clean_env,
+    free_port,
+    run_to_end,
+    serving,
+    setup_root,
+    start,
+    stop,
+)
 
 HANG = 60.0  # seconds; bounds a hang only
+MOD = "omni-moderation-latest"
+PRICE = 1000  # quota units of one call at the model price 0.002 (USD 0.002 × 500,000)
 
 
 @pytest.fixture
@@ -164,20 +184,73 @@ async def test_a_script_whose_slot_moved_follows_the_redirection_once(redis_clus
     assert command(new, "CLUSTER", "COUNTKEYSINSLOT", str(slot)).strip() == "1"
 
 
-def test_serve_refuses_a_cluster_until_the_quota_keys_are_partitioned(redis_cluster: Cluster,
-                                                                      tmp_path: Path) -> None:
-    """`tollway serve` and `tollway quota-sync` on REDIS_CLUSTER_NODES: the cluster is reached (a wrong
-    seed is the usual one-line 'cannot connect'), then the start is refused with a line naming what is
-    missing — not a worker failing on its first model call."""
-    base = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()),
-                     SECRET_KEY=secrets.token_hex(32), REDIS_KEY_PREFIX=f"twtest:{secrets.token_hex(4)}:",
-                     DATABASE_URL=f"sqlite:///{tmp_path / 'tollway.db'}")
-    cluster_env = {**base, "REDIS_CLUSTER_NODES": redis_cluster.seeds}
-    serve = run_to_end(tmp_path, cluster_env, "serve")
-    _one_line_refusal(serve, CLUSTER_QUOTA_MISSING)
-    sync = run_to_end(tmp_path, cluster_env, "quota-sync", "--once")
-    _one_line_refusal(sync, CLUSTER_QUOTA_MISSING)
-    both = run_to_end(tmp_path, {**cluster_env, "REDIS_URL": "redis://127.0.0.1:6379/0"}, "serve")
-    _one_line_refusal(both, "REDIS_CLUSTER_NODES: set either REDIS_URL")
-    unreachable = run_to_end(tmp_path, {**base, "REDIS_CLUSTER_NODES": f"127.0.0.1:{free_port()}"}, "serve")
-    _one_line_refusal(unreachable, "cannot connect to Redis at REDIS_CLUSTER_NODES")
+async def _charged_and_synced(base_url: str, db_url: str, upstream: str) -> None:
+    """As root: a priced model, a channel to the fake upstream, a key; one call is answered and charged,
+    and the sync (another process) brings its consume log and the balance into SQL."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=HANG) as root:
+        login = await root.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
+        assert login.status_code == 200, login.text
+        root.headers["New-Api-User"] = str(login.json()["data"]["id"])
+        price = {"key": "ModelPrice", "value": f'{{"{MOD}": 0.002}}'}
+        for reply in (await root.put("/api/option/", json=price),
+                      await root.post("/api/channel/", json={"mode": "single", "channel": {
+                          "name": "mod", "type": 1, "key": "o-key", "base_url": upstream, "models": MOD,
+                          "group": "default"}})):
+            assert reply.status_code == 200 and reply.json()["success"], reply.text
+        made = await root.post("/api/token/", json={"name": "calls", "unlimited_quota": True})
+        key = made.json()["data"]["key"]
+        before = (await root.get("/api/user/self")).json()["data"]["quota"]
+        call = await root.post("/v1/moderations", json={"input": "hello"},
+                               headers={"Authorization": f"Bearer {key}", "New-Api-User": ""})
+        assert call.status_code == 200, call.text
+        live = (await root.get("/api/user/self")).json()["data"]["quota"]
+        assert live == before - PRICE  # charged in the cluster at once
+    db = Database(db_url, pool_size=1)
+    try:
+        async with asyncio.timeout(HANG):
+            while True:  # until the sync process moved the usage into SQL
+                async with db.transaction() as tx:
+                    rows = (await tx.scalars(select(Log).where(Log.type == LogType.CONSUME))).all()
+                    quota = await tx.scalar(select(User.quota).where(User.username == "root"))
+                if rows:
+                    break
+                await asyncio.sleep(0.1)
+        assert [(x.quota, x.model_name) for x in rows] == [(PRICE, MOD)]
+        assert quota == live
+    finally:
+        await db.dispose()
+
+
+def test_serve_and_the_quota_sync_run_on_a_cluster_and_a_call_is_charged_and_synced(
+        redis_cluster: Cluster, tmp_path: Path) -> None:
+    """`tollway serve` and a separate `tollway quota-sync` on REDIS_CLUSTER_NODES (MariaDB): both start,
+    a paid model call is charged in the cluster and its usage reaches SQL through the sync process. A
+    wrong configuration is still a one-line refusal."""
+    prefix = f"twtest:{secrets.token_hex(4)}:"
+    db_url = create_database("mariadb")
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()),
+                    SECRET_KEY=secrets.token_hex(32), REDIS_KEY_PREFIX=prefix, DATABASE_URL=db_url,
+                    REDIS_CLUSTER_NODES=redis_cluster.seeds, GLOBAL_API_RATE_LIMIT="0",
+                    CRITICAL_RATE_LIMIT="0", UPSTREAM_ALLOW_PRIVATE="127.0.0.1/32",
+                    QUOTA_SYNC_IN_SERVER="false", QUOTA_SYNC_PROCESS="false", QUOTA_SYNC_INTERVAL="0.1")
+    try:
+        with serving(tmp_path, env) as (_, base_url):
+            setup_root(base_url, "mysql")
+            sync = start(tmp_path, env, "quota-sync", tag="sync")
+            try:
+                async def scenario() -> None:
+                    async with FakeOpenAI() as openai:
+                        await _charged_and_synced(base_url, db_url, openai.url)
+
+                asyncio.run(scenario())
+                assert sync.popen.poll() is None, sync.output()
+            finally:
+                stop(sync)
+        both = run_to_end(tmp_path, {**env, "REDIS_URL": "redis://127.0.0.1:6379/0"}, "serve")
+        _one_line_refusal(both, "REDIS_CLUSTER_NODES: set either REDIS_URL")
+        unreachable = run_to_end(tmp_path, {**env, "REDIS_CLUSTER_NODES": f"127.0.0.1:{free_port()}"},
+                                 "serve")
+        _one_line_refusal(unreachable, "cannot connect to Redis at REDIS_CLUSTER_NODES")
+    finally:
+        run_blocking(redis_cluster.purge(prefix))
+        drop_database("mariadb", db_url)

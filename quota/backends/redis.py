@@ -36,8 +36,10 @@ slot and follows MOVED and ASK redirections. What differs:
 - redis-py's own cluster retries are off (`Retry(NoBackoff(), 0)`): after a connection error it would
   run any command again, and a charge must not run twice. A broken connection marks the topology stale;
   the next command rediscovers it (a failover: the promoted replica). The `@idempotent` calls are
-  retried as on one server — also after CLUSTERDOWN or TRYAGAIN, replies of a command that did not run —
-  with a short pause, until the deadline; the others answer `BackendUnavailable`.
+  retried as on one server — also after CLUSTERDOWN or TRYAGAIN, replies of a command that did not run,
+  and after a connection refused by a dead master not yet replaced — with a short pause, until the
+  deadline; the others answer `BackendUnavailable`. (The stores built on the backend carry its `cluster`
+  flag for this, as they carry its deadline.)
 - Scripts are called by SHA on the node that serves their keys; a node that does not know one (a
   promoted replica: SCRIPT LOAD is not replicated) answers NOSCRIPT, and the script is loaded on every
   master and called again (`LuaScript`).
@@ -123,8 +125,9 @@ def error_kind(exc: BaseException) -> ErrorKind:
 
 def _cluster_in_flux(exc: BaseException) -> bool:
     """A cluster reply of a command that did not run: the slot's master is failing over (CLUSTERDOWN),
-    not yet known (a stale slot map) or its keys are being migrated (TRYAGAIN)."""
-    return isinstance(exc, (ClusterDownError, SlotNotCoveredError, TryAgainError))
+    not yet known (a stale slot map) or its keys are being migrated (TRYAGAIN); or the master the slot
+    map names refused the connection (it died and its replica is not yet promoted: nothing was sent)."""
+    return isinstance(exc, (ClusterDownError, SlotNotCoveredError, TryAgainError, ConnectionRefusedError))
 
 
 def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:

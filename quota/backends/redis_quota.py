@@ -74,6 +74,7 @@ class RedisQuotaStore:
         self.k = backend.key
         self.timeout = backend.timeout
         self.on_error = backend.on_error
+        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
         def register(source: str) -> LuaScript:
             return backend.script(source)
 

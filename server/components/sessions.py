@@ -101,6 +101,7 @@ class RedisSessionStore:
         self.key = backend.key
         self.timeout = backend.timeout
         self.on_error = backend.on_error
+        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
 
     @idempotent
     async def get(self, raw_id: str) -> dict[str, Any] | None:

@@ -1,8 +1,10 @@
-"""A quota engine wired to a real store (Redis or in process) and a real SQL database, for tests."""
+"""A quota engine wired to a real store (Redis, a Redis Cluster or in process) and a real SQL database, for
+tests."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -97,9 +99,16 @@ class QuotaEnv:
         await self.db.dispose()
 
 
-def build(db_url: str, redis_url: str | None, prefix: str, *, lease_seconds: float = 600.0) -> QuotaEnv:
+def build(db_url: str, redis_url: str | None, prefix: str, *, lease_seconds: float = 600.0,
+          nodes: Sequence[tuple[str, int]] = ()) -> QuotaEnv:
+    """The engine over SQL at `db_url` and Redis at `redis_url`, or the Redis Cluster of the seeds `nodes`,
+    or (neither) the in-process store."""
     db = Database(db_url)
-    redis = RedisBackend(redis_url, prefix, timeout=IN_LOOP_REDIS_TIMEOUT) if redis_url else None
+    redis: RedisBackend | None = None
+    if nodes:
+        redis = RedisBackend(prefix=prefix, nodes=nodes, timeout=IN_LOOP_REDIS_TIMEOUT)
+    elif redis_url:
+        redis = RedisBackend(redis_url, prefix, timeout=IN_LOOP_REDIS_TIMEOUT)
     limiter: Backend = redis if redis is not None else MemoryBackend()
     store: QuotaStore = (RedisQuotaStore(redis) if redis is not None
                          else MemoryQuotaStore(limiter=cast(MemoryBackend, limiter)))

@@ -5,20 +5,27 @@
 Modes:
   reserve   each task makes one reservation of `amount` and keeps it (I1: overdraw under concurrency)
   cycle     each task loops reserve → settle at a random cost (≤ 2× the hold) or release (I2/I3); with
-            `user_ids`, task n charges user_ids[n mod len] (spread over partitions)
+            `user_ids`, task n charges user_ids[n mod len] (spread over partitions); `iterations` 0: until
+            the parent writes a second line ("stop") after "go"; `pause`: seconds between two cycles
 
 Every outcome is printed as one JSON line and flushed at once, so a parent that kills this process with
-SIGKILL knows exactly which calls returned success before it died.
+SIGKILL knows exactly which calls returned success before it died. A settle's line carries when it was
+sent and when its answer came (`sent`, `at`: wall-clock seconds). A call the store could not answer
+(BackendUnavailable: a Redis failover) is a line too — `unavailable` for a reserve or release, `unknown`
+with the cost for a settle whose outcome is not known — and the task goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import sys
+import time
 from typing import Any
 
+from quota.backends.base import BackendUnavailable
 from quota.types import InsufficientQuota
 from tests.quota.env import build, consume_log
 
@@ -29,8 +36,9 @@ def emit(**fields: Any) -> None:
 
 
 async def main(cfg: dict[str, Any]) -> None:
-    env = build(cfg["db_url"], cfg["redis_url"], cfg["prefix"], lease_seconds=cfg.get("lease", 600))
-    start = asyncio.Event()
+    env = build(cfg["db_url"], cfg.get("redis_url"), cfg["prefix"], lease_seconds=cfg.get("lease", 600),
+                nodes=[(host, port) for host, port in cfg.get("redis_nodes", [])])
+    start, stop = asyncio.Event(), asyncio.Event()
 
     async def reserve_once() -> None:
         await start.wait()
@@ -45,7 +53,9 @@ async def main(cfg: dict[str, Any]) -> None:
         rng = random.Random(cfg.get("seed", 0) * 1000 + task)
         users = cfg.get("user_ids") or [cfg["user_id"]]
         await start.wait()
-        for _ in range(cfg["iterations"]):
+        for n in itertools.count():
+            if stop.is_set() or (cfg["iterations"] and n >= cfg["iterations"]):
+                return
             try:
                 key_id = cfg.get("key_id", 0)
                 r = await env.engine.reserve(users[task % len(users)], cfg["amount"], key_id=key_id,
@@ -53,14 +63,33 @@ async def main(cfg: dict[str, Any]) -> None:
             except InsufficientQuota:
                 emit(refused=True)
                 continue
+            except BackendUnavailable as exc:
+                emit(unavailable="reserve", error=str(exc)[:160])
+                continue
             emit(held=r.hold_id)
             if rng.random() < 0.2:
-                await env.engine.release(r)
+                try:
+                    await env.engine.release(r)
+                except BackendUnavailable:
+                    emit(unavailable="release")
+                    continue
                 emit(released=r.hold_id)
                 continue
             cost = rng.randint(0, 2 * cfg["amount"])
-            settled = await env.engine.settle(r, cost, log=consume_log(request_id=r.hold_id))
-            emit(settled=r.hold_id, cost=cost, applied=settled.applied)
+            sent = time.time()
+            try:
+                settled = await env.engine.settle(r, cost, log=consume_log(request_id=r.hold_id))
+            except BackendUnavailable:
+                emit(unknown=r.hold_id, cost=cost, user=r.user_id)
+                continue
+            emit(settled=r.hold_id, cost=cost, applied=settled.applied, user=r.user_id, sent=sent,
+                 at=time.time())
+            if cfg.get("pause"):
+                await asyncio.sleep(cfg["pause"])
+
+    async def stop_on_request() -> None:
+        await asyncio.to_thread(sys.stdin.readline)
+        stop.set()
 
     try:
         if cfg["mode"] == "reserve":
@@ -70,7 +99,10 @@ async def main(cfg: dict[str, Any]) -> None:
         emit(ready=True)
         await asyncio.to_thread(sys.stdin.readline)  # the parent starts every process at once
         start.set()
-        await asyncio.gather(*tasks)
+        # only a worker that runs until it is stopped reads stdin again (one that ends by itself must not
+        # wait there at exit: its parent may wait for it to end before closing the pipe)
+        until_stopped = cfg["mode"] == "cycle" and not cfg["iterations"]
+        await asyncio.gather(*tasks, *([stop_on_request()] if until_stopped else []))
         emit(done=True)
     finally:
         await env.close()

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Worker:
-    """A load worker; its output is read unbuffered (bytes, `bufsize=0`): a line read by `read_until` takes
-    no more from the pipe than that line, so `finish`'s `communicate` gets every line after it (a buffered
-    reader's read-ahead would be lost to `communicate`, which reads the pipe itself)."""
+    """A load worker. Once started (`go`), a thread reads its output as it comes, line by line, into
+    `lines`: a worker must never stop on a full pipe while its parent waits for something else."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.proc = subprocess.Popen(
@@ -25,6 +25,9 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
         )
         self.lines: list[dict[str, Any]] = []
+        self._changed = threading.Condition()
+        self._ended = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
 
     def wait_ready(self) -> None:
         assert self.proc.stdout is not None
@@ -32,23 +35,41 @@ class Worker:
         assert line, f"worker died: {self.proc.stderr.read().decode() if self.proc.stderr else ''}"
         assert json.loads(line) == {"ready": True}
 
-    def go(self) -> None:
+    def _write(self, line: bytes) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.write(line)
         self.proc.stdin.flush()
 
-    def read_until(self, wanted: str) -> None:
-        """Read the worker's lines until one has the field `wanted` (kept for `finish`), or it ends."""
+    def go(self) -> None:
+        self._write(b"go\n")
+        self._reader.start()
+
+    def stop(self) -> None:
+        """End a worker started with `iterations` 0 after the calls in progress."""
+        self._write(b"stop\n")
+
+    def _read(self) -> None:
         assert self.proc.stdout is not None
-        while line := self.proc.stdout.readline():
-            self.lines.append(json.loads(line))
-            if wanted in self.lines[-1]:
-                return
+        for line in iter(self.proc.stdout.readline, b""):
+            with self._changed:
+                self.lines.append(json.loads(line))
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def read_until(self, wanted: str) -> None:
+        """Wait until a line has the field `wanted`, or the worker's output ended."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._ended or any(wanted in x for x in self.lines))
 
     def finish(self, timeout: float = 120) -> list[dict[str, Any]]:
-        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        err = self.proc.stderr.read()  # until it exits (its stderr drained meanwhile)
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
         assert self.proc.returncode in (0, -signal.SIGKILL), err.decode()
-        self.lines += [json.loads(x) for x in out.splitlines() if x.strip()]
         return self.lines
 
     def kill(self) -> None:

@@ -1,5 +1,6 @@
-"""The quota invariants, each proven against real Redis with MariaDB and with PostgreSQL (and, where one
-process is the whole story, on the embedded in-process store):
+"""The quota invariants, each proven against real Redis with MariaDB and with PostgreSQL, on a Redis Cluster
+(three masters, one replica each) with MariaDB, and, where one process is the whole story, on the embedded
+in-process store (the "Redis loss" of a cluster, a master failover, is tests/quota/test_failover.py):
 
 I1 no overdraw under concurrency (2 OS processes × 25 callers)
 I2 conservation after load and a final sync: SQL balance = initial + adjustments − consume logs; used_quota
@@ -37,21 +38,42 @@ from tests.services import REDIS_URL, unavailable
 
 @dataclass
 class Cluster:
+    """A deployment under test: the engine in this process, and what its worker and sync processes are
+    given. `nodes`: the seeds of the Redis Cluster it runs on, or none for the one Redis (`REDIS_URL`)."""
+
     env: QuotaEnv
     db_url: str
     prefix: str
+    nodes: tuple[tuple[str, int], ...] = ()
 
     def worker(self, **cfg: Any) -> dict[str, Any]:
-        return {"db_url": self.db_url, "redis_url": REDIS_URL, "prefix": self.prefix, **cfg}
+        redis = {"redis_nodes": list(self.nodes)} if self.nodes else {"redis_url": REDIS_URL}
+        return {"db_url": self.db_url, "prefix": self.prefix, **redis, **cfg}
+
+    def sync_env(self, **settings: str) -> dict[str, str]:
+        """The environment of a `tollway quota-sync` process on this deployment, with `settings`."""
+        redis = ({"REDIS_CLUSTER_NODES": ",".join(f"{host}:{port}" for host, port in self.nodes)}
+                 if self.nodes else {"REDIS_URL": REDIS_URL})
+        return {"DATABASE_URL": self.db_url, **redis, "REDIS_KEY_PREFIX": self.prefix,
+                "SECRET_KEY": "test-secret-key-0123456789abcdef", **settings}
 
 
-@pytest.fixture(params=["mariadb", "postgres"])
+@pytest.fixture(params=["mariadb", "postgres", "cluster+mariadb"])
 async def cluster(request: pytest.FixtureRequest, databases: _Databases, redis_prefix: str
                   ) -> AsyncIterator[Cluster]:
-    url = await fresh_database(databases, request.param)
-    env = build(url, REDIS_URL, redis_prefix)
+    """On the one Redis with each SQL server (under `redis_prefix`), and on the session's Redis Cluster
+    (under `cluster_prefix`: tests/conftest.py)."""
+    redis, _, kind = request.param.rpartition("+")
+    url = await fresh_database(databases, kind)
+    if redis == "cluster":
+        nodes = request.getfixturevalue("redis_cluster").addresses
+        prefix: str = request.getfixturevalue("cluster_prefix")
+        env = build(url, None, prefix, nodes=nodes)
+    else:
+        nodes, prefix = (), redis_prefix
+        env = build(url, REDIS_URL, prefix)
     try:
-        yield Cluster(env, url, redis_prefix)
+        yield Cluster(env, url, prefix, nodes)
     finally:
         await env.close()
 
@@ -169,9 +191,7 @@ async def test_i3_kill_9_of_the_sync_worker_mid_batch(cluster: Cluster) -> None:
     initial = 10_000_000
     uid = await cluster.env.add_user(initial)
     cfg = cluster.worker(mode="cycle", tasks=10, iterations=60, user_id=uid, amount=200)
-    env_vars = {"DATABASE_URL": cluster.db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": cluster.prefix,
-                "SECRET_KEY": "test-secret-key-0123456789abcdef", "QUOTA_SYNC_INTERVAL": "0.01",
-                "QUOTA_SYNC_BATCH": "25"}
+    env_vars = cluster.sync_env(QUOTA_SYNC_INTERVAL="0.01", QUOTA_SYNC_BATCH="25")
 
     def run() -> tuple[list[dict[str, Any]], int]:
         workers = start_all([{**cfg, "seed": 5}, {**cfg, "seed": 6}])
@@ -209,9 +229,8 @@ async def test_i3_two_syncs_share_the_partitions_and_a_kill_9_hands_its_share_ov
     uids = [await cluster.env.add_user(initial) for _ in range(6)]
     assert cluster.env.redis is not None
     leases = PartitionLeases(cluster.env.redis)  # only to read who holds what
-    env_vars = {"DATABASE_URL": cluster.db_url, "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": cluster.prefix,
-                "SECRET_KEY": "test-secret-key-0123456789abcdef", "QUOTA_SYNC_INTERVAL": "0.05",
-                "QUOTA_SYNC_BATCH": "40", "QUOTA_SYNC_LEASE_TIMEOUT": "1"}
+    env_vars = cluster.sync_env(QUOTA_SYNC_INTERVAL="0.05", QUOTA_SYNC_BATCH="40",
+                                QUOTA_SYNC_LEASE_TIMEOUT="1")
     syncs = [sync_process(env_vars), sync_process(env_vars)]
     victim, survivor = syncs
 

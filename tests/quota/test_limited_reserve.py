@@ -1,9 +1,9 @@
 """Rate limits folded into the quota steps: `reserve(limits=…)` admits and holds in one atomic step,
 `settle(charges=…)` charges usage with the settlement, exactly once.
 
-Run on every store (`quota_env`: in process over SQLite, Redis over MariaDB and PostgreSQL). The limits
-are per minute, so nothing frees up while a test runs; what a limit has left is read by charging it
-through the same limiter (`gcra_many`), as a separate admission would.
+Run on every store (`quota_env`: in process over SQLite, Redis over MariaDB and PostgreSQL, a Redis
+Cluster). The limits are per minute, so nothing frees up while a test runs; what a limit has left is read
+by charging it through the same limiter (`gcra_many`), as a separate admission would.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import secrets
 import pytest
 
 from quota.backends.base import Limit
+from quota.partitions import tag
 from quota.types import InsufficientQuota, RateLimited
 from tests.quota.env import QuotaEnv, consume_log
 
 
-def per_minute(count: int, cost: int = 1) -> Limit:
-    return Limit(f"rl:test:{secrets.token_hex(4)}", count, 60.0, cost)
+def per_minute(env: QuotaEnv, uid: int, count: int) -> Limit:
+    """A fresh limit of user `uid`: in its partition (`rl:{p<n>}:…`), as the gateway's limits are, so that
+    on a Redis Cluster it shares the slot of the user's quota keys."""
+    return Limit(f"rl:{tag(env.store.partition(uid))}:test:{secrets.token_hex(4)}", count, 60.0, 1)
 
 
 async def admissions_left(env: QuotaEnv, limit: Limit) -> int:
@@ -32,7 +35,7 @@ async def admissions_left(env: QuotaEnv, limit: Limit) -> int:
 
 async def test_a_reserve_with_limits_charges_them_with_the_hold(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(1000)
-    limit = per_minute(3)
+    limit = per_minute(quota_env, uid, 3)
     first = await quota_env.engine.reserve(uid, 100, limits=[limit])
     await quota_env.engine.reserve(uid, 100, limits=[limit])
     assert await quota_env.engine.balance("user", uid) == 800
@@ -43,7 +46,7 @@ async def test_a_reserve_with_limits_charges_them_with_the_hold(quota_env: Quota
 
 async def test_a_refusal_by_a_limit_holds_nothing_and_charges_no_limit(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(1000)
-    roomy, full = per_minute(10), per_minute(1)
+    roomy, full = per_minute(quota_env, uid, 10), per_minute(quota_env, uid, 1)
     await quota_env.engine.reserve(uid, 100, limits=[roomy, full])
     with pytest.raises(RateLimited) as refused:
         await quota_env.engine.reserve(uid, 100, limits=[roomy, full])
@@ -60,7 +63,7 @@ async def test_a_refusal_by_a_limit_holds_nothing_and_charges_no_limit(quota_env
 async def test_limits_stay_charged_when_the_balance_refuses(quota_env: QuotaEnv) -> None:
     """As a separate admission before the reservation would: the call was admitted, then refused."""
     uid = await quota_env.add_user(100)
-    limit = per_minute(3)
+    limit = per_minute(quota_env, uid, 3)
     with pytest.raises(InsufficientQuota):
         await quota_env.engine.reserve(uid, 300, limits=[limit])
     assert await quota_env.engine.balance("user", uid) == 100
@@ -72,7 +75,7 @@ async def test_a_rerun_for_the_same_hold_id_charges_the_limits_once(quota_env: Q
     the balance, the limits are not charged twice."""
     uid = await quota_env.add_user(100)
     await quota_env.engine.balance("user", uid)  # loaded
-    store, limit = quota_env.store, per_minute(3)
+    store, limit = quota_env.store, per_minute(quota_env, uid, 3)
     for hold_id, amount in (("held-" + secrets.token_hex(4), 50), ("short-" + secrets.token_hex(4), 500)):
         for _ in range(2):
             ok, *_ = await store.reserve(hold_id, uid, 0, False, amount, 60_000, [limit])
@@ -82,7 +85,7 @@ async def test_a_rerun_for_the_same_hold_id_charges_the_limits_once(quota_env: Q
 
 async def test_a_free_call_is_still_rate_limited(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(0)
-    limit = per_minute(1)
+    limit = per_minute(quota_env, uid, 1)
     await quota_env.engine.reserve(uid, 0, limits=[limit])
     with pytest.raises(RateLimited):
         await quota_env.engine.reserve(uid, 0, limits=[limit])
@@ -96,7 +99,7 @@ async def test_limits_without_a_count_change_nothing(quota_env: QuotaEnv) -> Non
 
 async def test_settle_charges_the_usage_once(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(1000)
-    success = per_minute(5)
+    success = per_minute(quota_env, uid, 5)
     r = await quota_env.engine.reserve(uid, 300)
     charge = Limit(success.key, success.count, success.period, 2)
     assert (await quota_env.engine.settle(r, 100, log=consume_log(), charges=[charge])).applied
@@ -108,7 +111,7 @@ async def test_settle_charges_the_usage_once(quota_env: QuotaEnv) -> None:
 
 async def test_a_forced_charge_goes_past_the_count(quota_env: QuotaEnv) -> None:
     uid = await quota_env.add_user(1000)
-    limit = per_minute(2)
+    limit = per_minute(quota_env, uid, 2)
     r = await quota_env.engine.reserve(uid, 10)
     await quota_env.engine.settle(r, 10, charges=[Limit(limit.key, limit.count, limit.period, 5)])
     with pytest.raises(RateLimited):  # usage that happened counts, whatever the limit said
