@@ -33,7 +33,6 @@ docs/ARCHITECTURE.md#logs-in-a-separate-database.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
@@ -47,7 +46,6 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
-    insert,
     select,
     update,
 )
@@ -60,8 +58,7 @@ from models.channels import Channel
 from models.credits import PendingCredit
 from models.db import Database
 from models.keys import ApiKey
-from models.log_outbox import insert_logs
-from models.logs import Log
+from models.log_batch import as_dict, insert_log_rows, log_values, logged
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.tables import Option, User
 from quota.partitions import LEGACY
@@ -94,29 +91,10 @@ class PartitionCursor(Base):
     updated_at: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 EXPORT_OPTION = "DataExportEnabled"
 CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): 1–3 ms of the event loop
 CHUNK_PAUSE = 0.001  # seconds between two chunks: the calls in flight run meanwhile
 CATCH_UP = 4  # then chunks are this many times larger, without the pause
-
-
-def log_row(entry: Entry, now: int) -> dict[str, Any]:
-    """The `logs` row an entry carries (the caller's fields, plus who, how much and the reference)."""
-    assert entry.log is not None
-    data = entry.log
-    get = data.get
-    other = get("other")
-    return {
-        "type": get("type", LogType.CONSUME), "created_at": get("created_at", now),
-        "content": get("content", ""), "username": get("username", ""), "token_name": get("token_name", ""),
-        "model_name": get("model_name", ""), "group": get("group", ""), "ip": get("ip", ""),
-        "request_id": get("request_id", ""), "prompt_tokens": get("prompt_tokens", 0),
-        "completion_tokens": get("completion_tokens", 0), "use_time": get("use_time", 0),
-        "is_stream": get("is_stream", False), "other": _encode(other) if other is not None else "",
-        "user_id": entry.user_id, "token_id": entry.key_id, "channel": entry.channel_id, "ref": entry.ref,
-        "entry_id": entry.id, "quota": int(get("quota", entry.amount)),
-    }
 
 
 def chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
@@ -157,9 +135,7 @@ def add_sums(entries: list[Entry], users: dict[int, list[int]], keys: dict[int, 
                 keys.setdefault(e.key_id, [0, 0])[0] += e.amount
 
 
-users_t, keys_t, channels_t, logs_t = (
-    cast(Table, m.__table__) for m in (User, ApiKey, Channel, Log)
-)
+users_t, keys_t, channels_t = (cast(Table, m.__table__) for m in (User, ApiKey, Channel))
 
 
 def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCursor], ColumnElement[bool]]:
@@ -216,19 +192,19 @@ class SqlQuotaSink:
             keys: dict[int, list[int]] = {}
             channels: dict[int, int] = {}
             buckets: dict[BucketKey, Bucket] | None = {} if await self._exporting(tx) else None
-            elsewhere: list[list[dict[str, Any]]] = []  # chunks of log rows for the log database
+            elsewhere: list[list[list[Any]]] = []  # chunks of log rows for the log database
             for n, part in enumerate(chunks(fresh, CHUNK * CATCH_UP if behind else CHUNK)):
                 if n and not behind:
                     await pause()
                 add_sums(part, users, keys, channels)
-                rows = [log_row(e, now) for e in part if e.log is not None]
+                rows = [log_values(e, now) for e in part if e.log is not None]
                 if rows:
                     if self.logs is None:
-                        await tx.execute(insert(logs_t), rows)
+                        await insert_log_rows(tx, rows)
                     else:
                         elsewhere.append(rows)
                     if buckets is not None:
-                        add_to_buckets(buckets, rows, LogType.CONSUME)
+                        add_to_buckets(buckets, map(as_dict, rows), LogType.CONSUME)
             if elsewhere:
                 await self._write_logs(elsewhere, behind)
             if buckets:
@@ -277,14 +253,14 @@ class SqlQuotaSink:
         for n, part in enumerate(chunks(refs, 2 * CHUNK * (CATCH_UP if behind else 1))):
             if n and not behind:
                 await pause()
-            applied.update((await tx.scalars(select(Log.ref).where(Log.ref.in_(part)))).all())
+            applied.update(ref for ref, _ in await logged(tx, part))
         if not applied:
             return entries
         log.warning("skipping %d quota entries whose references were applied already", len(applied))
         return [e for e in entries if e.log is None or e.ref not in applied]
 
 
-    async def _write_logs(self, parts: list[list[dict[str, Any]]], behind: bool) -> None:
+    async def _write_logs(self, parts: list[list[list[Any]]], behind: bool) -> None:
         """Commit the batch's log rows in the log database (a `ref` present already is skipped), while
         the caller's main transaction still holds the cursor lock and has committed nothing."""
         assert self.logs is not None
@@ -292,7 +268,7 @@ class SqlQuotaSink:
             for n, rows in enumerate(parts):
                 if n and not behind:
                     await pause()
-                await insert_logs(ltx, rows)
+                await insert_log_rows(ltx, rows, skip_duplicates=True)
         if self._on_logs_committed is not None:
             self._on_logs_committed()
 
@@ -318,8 +294,7 @@ class SqlQuotaSink:
         assert self.logs is not None
         async with self.logs.transaction() as ltx:
             for part in chunks(list(by_ref), 2 * CHUNK * CATCH_UP):
-                found = await ltx.execute(select(Log.ref, Log.entry_id).where(Log.ref.in_(part)))
-                for ref, entry_id in found.all():
+                for ref, entry_id in await logged(ltx, part):
                     if ref is not None and (entry_id is None or (
                             entry_id != by_ref[ref].id and stream_id(entry_id) <= floor)):
                         applied.add(ref)
