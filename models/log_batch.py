@@ -56,7 +56,7 @@ def log_values(entry: Entry, now: int) -> list[Any]:
 
 
 def as_dict(values: Sequence[Any]) -> dict[str, Any]:
-    """A row of `log_values` keyed by column (for `add_to_buckets` and the log database's tests)."""
+    """A row of `log_values` keyed by column (the shape of `models/log_outbox.py` `insert_logs`)."""
     return dict(zip(COLUMNS, values, strict=True))
 
 

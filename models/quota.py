@@ -58,7 +58,7 @@ from models.channels import Channel
 from models.credits import PendingCredit
 from models.db import Database
 from models.keys import ApiKey
-from models.log_batch import as_dict, insert_log_rows, log_values, logged
+from models.log_batch import insert_log_rows, log_values, logged
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.tables import Option, User
 from quota.partitions import LEGACY
@@ -204,7 +204,7 @@ class SqlQuotaSink:
                     else:
                         elsewhere.append(rows)
                     if buckets is not None:
-                        add_to_buckets(buckets, map(as_dict, rows), LogType.CONSUME)
+                        add_to_buckets(buckets, rows, LogType.CONSUME)
             if elsewhere:
                 await self._write_logs(elsewhere, behind)
             if buckets:
