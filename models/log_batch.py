@@ -100,6 +100,11 @@ _REFS = {
 }
 
 
+LITERAL: dict[str, Any] = {"no_parameters": True}
+"""A statement whose values are all in its text: the driver gets no parameters, so it does not run the
+text through `%` formatting (a copy of the whole chunk, ~1 µs per row)."""
+
+
 def _json_literal(value: object) -> str:
     """`value` as JSON in a MariaDB/MySQL string literal of hex digits: the driver's own escaping of a
     string parameter (a `str.translate` over every character) cost ~14 µs per log row, `bytes.hex` well
@@ -123,7 +128,7 @@ async def insert_log_rows(session: AsyncSession, rows: list[list[Any]], *, skip_
     conn = await session.connection()
     sql = _INSERT[(dialect, skip_duplicates)]
     if dialect == "mysql":
-        await conn.exec_driver_sql(sql.format(_json_literal(rows)))
+        await conn.exec_driver_sql(sql.format(_json_literal(rows)), execution_options=LITERAL)
     elif dialect == "postgresql":
         await conn.exec_driver_sql(sql, tuple(zip(*rows, strict=True)))
     else:
@@ -137,7 +142,7 @@ async def logged(session: AsyncSession, refs: list[str]) -> list[tuple[str, str 
     dialect = _dialect(session)
     conn = await session.connection()
     if dialect == "mysql":
-        result = await conn.exec_driver_sql(_REFS[dialect].format(_json_literal(refs)))
+        result = await conn.exec_driver_sql(_REFS[dialect].format(_json_literal(refs)), execution_options=LITERAL)
     elif dialect == "postgresql":
         result = await conn.exec_driver_sql(_REFS[dialect], (refs,))
     else:
