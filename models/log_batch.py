@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import Boolean, Integer, Table
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from core.enums import LogType
 from models.logs import Log
@@ -36,28 +36,37 @@ COLUMNS = ("type", "created_at", "content", "username", "token_name", "model_nam
            "request_id", "prompt_tokens", "completion_tokens", "use_time", "is_stream", "other", "user_id",
            "token_id", "channel", "ref", "entry_id", "quota")
 """The columns of a log row the sync writes, in the order of `log_values`."""
+OTHER = COLUMNS.index("other")
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def log_values(entry: Entry, now: int) -> list[Any]:
     """The `logs` row an entry carries, in `COLUMNS` order (the caller's fields, plus who, how much and
-    the reference)."""
+    the reference). `other` is still the caller's value: the insert stores its compact JSON, or "" for
+    None (`stored_other`)."""
     assert entry.log is not None
     get = entry.log.get
-    other = get("other")
     return [
         get("type", LogType.CONSUME), get("created_at", now), get("content", ""), get("username", ""),
         get("token_name", ""), get("model_name", ""), get("group", ""), get("ip", ""), get("request_id", ""),
         get("prompt_tokens", 0), get("completion_tokens", 0), get("use_time", 0), get("is_stream", False),
-        _encode(other) if other is not None else "", entry.user_id, entry.key_id, entry.channel_id,
-        entry.ref, entry.id, int(get("quota", entry.amount)),
+        get("other"), entry.user_id, entry.key_id, entry.channel_id, entry.ref, entry.id,
+        int(get("quota", entry.amount)),
     ]
 
 
+def stored_other(value: Any) -> str:
+    """The text the `other` column keeps for a log's `other`."""
+    return _encode(value) if value is not None else ""
+
+
 def as_dict(values: Sequence[Any]) -> dict[str, Any]:
-    """A row of `log_values` keyed by column (the shape of `models/log_outbox.py` `insert_logs`)."""
-    return dict(zip(COLUMNS, values, strict=True))
+    """A row of `log_values` as stored, keyed by column (the shape of `models/log_outbox.py`
+    `insert_logs`)."""
+    row = dict(zip(COLUMNS, values, strict=True))
+    row["other"] = stored_other(row["other"])
+    return row
 
 
 def _kind(column: str) -> str:
@@ -68,37 +77,42 @@ def _kind(column: str) -> str:
     return "int" if isinstance(sql_type, Integer) else "text"
 
 
-_MYSQL_TYPE = {"bool": "BOOLEAN", "int": "BIGINT", "text": "LONGTEXT"}
+_JSON_TABLE_TYPE = {"bool": "BOOLEAN", "int": "BIGINT", "text": "LONGTEXT"}
 _PG_TYPE = {"bool": "boolean", "int": "bigint", "text": "text"}
+DIALECTS = ("mariadb", "mysql", "postgresql", "sqlite")
 
 
-def _quoted(dialect: str, column: str) -> str:
-    return f"`{column}`" if dialect == "mysql" else f'"{column}"'
+def _json_table(dialect: str) -> str:
+    """`SELECT … FROM JSON_TABLE({})` of a chunk of rows. On MariaDB `other` arrives as JSON and is taken
+    as the document's own text of it (a `JSON` column of the table function: the compact text this
+    module's encoder wrote, byte for byte; JSON null for None, stored as ""), so it is encoded once, not
+    twice; MySQL would normalise that text, so there it arrives encoded, as a string."""
+    columns, picked = [], []
+    for n, c in enumerate(COLUMNS):
+        raw = dialect == "mariadb" and n == OTHER
+        columns.append(f"c{n} {'JSON' if raw else _JSON_TABLE_TYPE[_kind(c)]} PATH '$[{n}]'")
+        picked.append(f"COALESCE(NULLIF(c{n}, 'null'), '')" if raw else f"c{n}")
+    return f"SELECT {', '.join(picked)} FROM JSON_TABLE({{}}, '$[*]' COLUMNS({', '.join(columns)})) AS j"  # noqa: S608
 
 
 def _insert_sql(dialect: str, skip_duplicates: bool) -> str:
     """The INSERT of a chunk of rows; built once at import from `COLUMNS` only (no value is in the text)."""
-    names = ", ".join(_quoted(dialect, c) for c in COLUMNS)
-    head = f"INSERT{' IGNORE' if skip_duplicates and dialect == 'mysql' else ''} INTO logs ({names}) "
-    conflict = " ON CONFLICT DO NOTHING" if skip_duplicates and dialect != "mysql" else ""
-    if dialect == "mysql":
-        table = ", ".join(f"c{n} {_MYSQL_TYPE[_kind(c)]} PATH '$[{n}]'" for n, c in enumerate(COLUMNS))
-        picked = ", ".join(f"c{n}" for n in range(len(COLUMNS)))
-        return head + f"SELECT {picked} FROM JSON_TABLE({{}}, '$[*]' COLUMNS({table})) AS j"  # noqa: S608
+    my = dialect in ("mariadb", "mysql")
+    names = ", ".join(f"`{c}`" if my else f'"{c}"' for c in COLUMNS)
+    head = f"INSERT{' IGNORE' if skip_duplicates and my else ''} INTO logs ({names}) "
+    conflict = " ON CONFLICT DO NOTHING" if skip_duplicates and not my else ""
+    if my:
+        return head + _json_table(dialect)
     if dialect == "postgresql":
         arrays = ", ".join(f"${n + 1}::{_PG_TYPE[_kind(c)]}[]" for n, c in enumerate(COLUMNS))
         return head + f"SELECT * FROM unnest({arrays}){conflict}"  # noqa: S608
     return head + f"VALUES ({', '.join('?' for _ in COLUMNS)}){conflict}"
 
 
-_INSERT = {(dialect, skip): _insert_sql(dialect, skip)
-           for dialect in ("mysql", "postgresql", "sqlite") for skip in (False, True)}
-_REFS = {
-    "mysql": "SELECT l.ref, l.entry_id FROM JSON_TABLE({}, '$[*]' COLUMNS(r VARCHAR(64) PATH '$')) AS j "
-             "STRAIGHT_JOIN logs AS l ON l.ref = j.r",  # the list drives: one unique-index probe per ref
-    "postgresql": "SELECT ref, entry_id FROM logs WHERE ref = ANY($1::text[])",
-}
-
+_INSERT = {(dialect, skip): _insert_sql(dialect, skip) for dialect in DIALECTS for skip in (False, True)}
+_REFS_MY = ("SELECT l.ref, l.entry_id FROM JSON_TABLE({}, '$[*]' COLUMNS(r VARCHAR(64) PATH '$')) AS j "
+            "STRAIGHT_JOIN logs AS l ON l.ref = j.r")  # the list drives: one unique-index probe per ref
+_REFS_PG = "SELECT ref, entry_id FROM logs WHERE ref = ANY($1::text[])"
 
 LITERAL: dict[str, Any] = {"no_parameters": True}
 """A statement whose values are all in its text: the driver gets no parameters, so it does not run the
@@ -112,21 +126,28 @@ def _json_literal(value: object) -> str:
     return f"_utf8mb4 X'{_encode(value).encode().hex()}'"
 
 
-def _dialect(session: AsyncSession) -> str:
-    name = session.get_bind().dialect.name
-    return "mysql" if name == "mariadb" else name
+def _dialect(conn: AsyncConnection) -> str:
+    """One of `DIALECTS` (MariaDB told apart from MySQL by the server, known once connected)."""
+    dialect = conn.dialect
+    return "mariadb" if getattr(dialect, "is_mariadb", False) else dialect.name
 
 
 async def insert_log_rows(session: AsyncSession, rows: list[list[Any]], *, skip_duplicates: bool = False
                           ) -> None:
     """Insert `rows` (each of `log_values`) in one statement; `skip_duplicates`: a row whose `ref` (or any
     unique key) exists already is skipped (for the separate log database, docs/ARCHITECTURE.md#logs-in-a-
-    separate-database) instead of failing the transaction."""
+    separate-database) instead of failing the transaction. Except on MariaDB, each row's `other` is
+    replaced by its stored text (`stored_other`) in place."""
     if not rows:
         return
-    dialect = _dialect(session)
     conn = await session.connection()
+    dialect = _dialect(conn)
     sql = _INSERT[(dialect, skip_duplicates)]
+    if dialect == "mariadb":
+        await conn.exec_driver_sql(sql.format(_json_literal(rows)), execution_options=LITERAL)
+        return
+    for row in rows:
+        row[OTHER] = stored_other(row[OTHER])
     if dialect == "mysql":
         await conn.exec_driver_sql(sql.format(_json_literal(rows)), execution_options=LITERAL)
     elif dialect == "postgresql":
@@ -139,12 +160,12 @@ async def logged(session: AsyncSession, refs: list[str]) -> list[tuple[str, str 
     """(ref, entry_id) of the log rows present for any of `refs`, in one statement."""
     if not refs:
         return []
-    dialect = _dialect(session)
     conn = await session.connection()
-    if dialect == "mysql":
-        result = await conn.exec_driver_sql(_REFS[dialect].format(_json_literal(refs)), execution_options=LITERAL)
+    dialect = _dialect(conn)
+    if dialect in ("mariadb", "mysql"):
+        result = await conn.exec_driver_sql(_REFS_MY.format(_json_literal(refs)), execution_options=LITERAL)
     elif dialect == "postgresql":
-        result = await conn.exec_driver_sql(_REFS[dialect], (refs,))
+        result = await conn.exec_driver_sql(_REFS_PG, (refs,))
     else:
         marks = ", ".join("?" for _ in refs)  # only placeholders in the text
         result = await conn.exec_driver_sql(f"SELECT ref, entry_id FROM logs WHERE ref IN ({marks})",  # noqa: S608

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from core.enums import LogType
 from models.db import Database
-from models.log_batch import COLUMNS, log_values
+from models.log_batch import COLUMNS, as_dict, log_values
 from models.logs import Log
 from models.quota import PartitionCursor, SqlQuotaSink
 from models.quota_data import QuotaData
@@ -75,7 +75,7 @@ async def test_log_texts_are_stored_byte_for_byte(env: QuotaEnv) -> None:
     entries.append(entry(len(TEXTS), uid, "ref-bare", 5))  # only the defaults: no content, no other
     sink = SqlQuotaSink(env.db, lambda: 1_700_000_123)
     assert await sink.apply(0, entries, await epoch_of(env.db), current) == entries[-1].id
-    expected = [log_values(e, 1_700_000_123) for e in entries]
+    expected = [list(as_dict(log_values(e, 1_700_000_123)).values()) for e in entries]
     assert await stored(env.db, uid) == expected
     assert expected[0][COLUMNS.index("other")] == json.dumps(other, separators=(",", ":"), ensure_ascii=False)
     assert expected[-1][COLUMNS.index("other")] == ""
