@@ -44,7 +44,6 @@ from sqlalchemy import (
     Select,
     String,
     Table,
-    bindparam,
     delete,
     select,
     update,
@@ -58,8 +57,8 @@ from models.channels import Channel
 from models.credits import PendingCredit
 from models.db import Database
 from models.keys import ApiKey
-from models.log_batch import insert_log_rows, log_values, logged
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
+from models.sync_sql import add_by_id, insert_log_rows, log_values, logged
 from models.tables import Option, User
 from quota.partitions import LEGACY
 from quota.types import ZERO_ID, Account, Entry, stream_id
@@ -209,27 +208,11 @@ class SqlQuotaSink:
                 await self._write_logs(elsewhere, behind)
             if buckets:
                 await QuotaDataRepository(tx).add(buckets)
-            if users:
-                await tx.execute(
-                    update(users_t).where(users_t.c.id == bindparam("uid")).values(
-                        quota=users_t.c.quota + bindparam("dq"),
-                        used_quota=users_t.c.used_quota + bindparam("du"),
-                        request_count=users_t.c.request_count + bindparam("dr")),
-                    [{"uid": i, "dq": d[0], "du": d[1], "dr": d[2]} for i, d in sorted(users.items())],
-                )
-            if keys:
-                await tx.execute(
-                    update(keys_t).where(keys_t.c.id == bindparam("kid")).values(
-                        remain_quota=keys_t.c.remain_quota + bindparam("dr"),
-                        used_quota=keys_t.c.used_quota + bindparam("du")),
-                    [{"kid": i, "dr": d[0], "du": d[1]} for i, d in sorted(keys.items())],
-                )
-            if channels:
-                await tx.execute(
-                    update(channels_t).where(channels_t.c.id == bindparam("cid")).values(
-                        used_quota=channels_t.c.used_quota + bindparam("du")),
-                    [{"cid": i, "du": d} for i, d in sorted(channels.items())],
-                )
+            await add_by_id(tx, users_t, ("quota", "used_quota", "request_count"),
+                            [(i, *d) for i, d in sorted(users.items())])
+            await add_by_id(tx, keys_t, ("remain_quota", "used_quota"),
+                            [(i, *d) for i, d in sorted(keys.items())])
+            await add_by_id(tx, channels_t, ("used_quota",), sorted(channels.items()))
             credited = [e.ref for e in fresh if e.kind == "adj" and e.ref] if self.logs is not None else []
             if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.sql.dml import Insert
 
 from models.base import Base, Id, KeyString, never_reuse_ids
-from models.log_batch import COLUMNS
+from models.sync_sql import COLUMNS
 
 HOUR = 3600
 

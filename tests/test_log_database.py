@@ -34,11 +34,11 @@ from sqlalchemy import func, select
 from core.enums import LogType
 from models.credits import PendingCredit
 from models.db import Database
-from models.log_batch import as_dict, log_values
 from models.log_outbox import insert_logs, outbox_row
 from models.logs import Log, LogOutbox, LogRepository
 from models.migrate import upgrade
 from models.quota import PartitionCursor, SqlQuotaSink
+from models.sync_sql import as_dict, log_values
 from models.tables import User
 from quota.types import Entry
 from tests.conftest import _Databases, fresh_database

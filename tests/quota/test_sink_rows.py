@@ -1,4 +1,4 @@
-"""The sink's batched log rows (models/log_batch.py) on SQLite, MariaDB and PostgreSQL: texts of every kind
+"""The sink's batched log rows (models/sync_sql.py) on SQLite, MariaDB and PostgreSQL: texts of every kind
 arrive byte for byte, a batch partly applied before applies only the rest, and a value too long for its
 column fails the batch as a plain INSERT does (nothing applied, the cursor unmoved)."""
 
@@ -13,10 +13,10 @@ from sqlalchemy import select
 
 from core.enums import LogType
 from models.db import Database
-from models.log_batch import COLUMNS, as_dict, log_values
 from models.logs import Log
 from models.quota import PartitionCursor, SqlQuotaSink
 from models.quota_data import QuotaData
+from models.sync_sql import COLUMNS, as_dict, log_values
 from quota.types import Entry
 from tests.conftest import _Databases, fresh_database
 from tests.quota.env import QuotaEnv, build
