@@ -3,20 +3,21 @@ deltas added, in one statement each per chunk.
 
 Why: the sync (models/quota.py `SqlQuotaSink.apply`) writes one log row per settled call, and through
 SQLAlchemy's executemany each row cost ~30 µs of the sync's CPU on MariaDB — aiomysql escapes every value
-in Python and sends one `VALUES` tuple per row — the largest part of the sync's cost per entry. Here a
-chunk of rows is one statement whose parameters each driver encodes in C:
+in Python (`str.translate` per string) — the largest part of the sync's cost per entry. Here a chunk of
+rows is one statement and each value's encoding is a C call:
 
-- MariaDB/MySQL: ONE parameter, the chunk as a JSON array of arrays (the stdlib's C encoder; the driver
-  escapes that one string once), unpacked by `INSERT … SELECT … FROM JSON_TABLE(…)` (MariaDB ≥ 10.6,
-  MySQL ≥ 8.0). Strings arrive byte for byte; the columns of the table function are wide (`LONGTEXT`,
-  `BIGINT`) so that the INSERT into `logs` checks lengths exactly as a plain INSERT does (strict mode: a
-  too-long value is an error, never silently cut);
+- MariaDB/MySQL: the statement's text carries the rows, `INSERT … VALUES (…), (…)`: integers by `%d`,
+  every string as a hex literal of its UTF-8 (`_utf8mb4 X'…'`, `bytes.hex`), which needs no escaping
+  under any `sql_mode` and arrives byte for byte; the driver gets no parameters (`LITERAL`). Tried first:
+  the chunk as one JSON document unpacked by `JSON_TABLE`, cheaper still for the sync (~3 µs per row less)
+  but dearer for MariaDB by 10–15 µs per row, and MariaDB is the part that does not scale out;
 - PostgreSQL (asyncpg): one array per column, `INSERT … SELECT … FROM unnest($1::bigint[], …)`;
 - SQLite: the driver's executemany of plain tuples (already C).
 
 Rows are lists in `COLUMNS` order (`log_values`), never dicts. The look-up of references already logged
-(the sync's second net under its cursor) is one statement per chunk the same way. The deltas of the
-users', keys' and channels' counters (`add_by_id`) are one `UPDATE JSON_TABLE(…) STRAIGHT_JOIN <table>` on
+(the sync's second net under its cursor) is one statement per chunk the same way (on MariaDB/MySQL the
+refs as a JSON list, `JSON_TABLE` driving a probe of the unique index per ref). The deltas of the users',
+keys' and channels' counters (`add_by_id`) are one `UPDATE JSON_TABLE(…) STRAIGHT_JOIN <table>` on
 MariaDB, where SQLAlchemy's executemany of an UPDATE is a round trip per row; asyncpg pipelines an
 executemany and SQLite's is in process, so there it stays.
 """
@@ -40,37 +41,27 @@ COLUMNS = ("type", "created_at", "content", "username", "token_name", "model_nam
            "request_id", "prompt_tokens", "completion_tokens", "use_time", "is_stream", "other", "user_id",
            "token_id", "channel", "ref", "entry_id", "quota")
 """The columns of a log row the sync writes, in the order of `log_values`."""
-OTHER = COLUMNS.index("other")
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def log_values(entry: Entry, now: int) -> list[Any]:
     """The `logs` row an entry carries, in `COLUMNS` order (the caller's fields, plus who, how much and
-    the reference). `other` is still the caller's value: the insert stores its compact JSON, or "" for
-    None (`stored_other`)."""
+    the reference; `other` as its compact JSON, or "" for None)."""
     assert entry.log is not None
     get = entry.log.get
     return [
         get("type", LogType.CONSUME), get("created_at", now), get("content", ""), get("username", ""),
         get("token_name", ""), get("model_name", ""), get("group", ""), get("ip", ""), get("request_id", ""),
         get("prompt_tokens", 0), get("completion_tokens", 0), get("use_time", 0), get("is_stream", False),
-        get("other"), entry.user_id, entry.key_id, entry.channel_id, entry.ref, entry.id,
-        int(get("quota", entry.amount)),
+        _encode(other) if (other := get("other")) is not None else "", entry.user_id, entry.key_id,
+        entry.channel_id, entry.ref, entry.id, int(get("quota", entry.amount)),
     ]
 
 
-def stored_other(value: Any) -> str:
-    """The text the `other` column keeps for a log's `other`."""
-    return _encode(value) if value is not None else ""
-
-
 def as_dict(values: Sequence[Any]) -> dict[str, Any]:
-    """A row of `log_values` as stored, keyed by column (the shape of `models/log_outbox.py`
-    `insert_logs`)."""
-    row = dict(zip(COLUMNS, values, strict=True))
-    row["other"] = stored_other(row["other"])
-    return row
+    """A row of `log_values` keyed by column (the shape of `models/log_outbox.py` `insert_logs`)."""
+    return dict(zip(COLUMNS, values, strict=True))
 
 
 def _kind(column: str) -> str:
@@ -81,32 +72,35 @@ def _kind(column: str) -> str:
     return "int" if isinstance(sql_type, Integer) else "text"
 
 
-_JSON_TABLE_TYPE = {"bool": "BOOLEAN", "int": "BIGINT", "text": "LONGTEXT"}
 _PG_TYPE = {"bool": "boolean", "int": "bigint", "text": "text"}
-DIALECTS = ("mariadb", "mysql", "postgresql", "sqlite")
+DIALECTS = ("mysql", "postgresql", "sqlite")  # MariaDB is "mysql" here
+_TEXT = tuple(n for n, c in enumerate(COLUMNS) if _kind(c) == "text")
+_ROW = "(" + ",".join("%s" if _kind(c) == "text" else "%d" for c in COLUMNS) + ")"
 
 
-def _json_table(dialect: str) -> str:
-    """`SELECT … FROM JSON_TABLE({})` of a chunk of rows. On MariaDB `other` arrives as JSON and is taken
-    as the document's own text of it (a `JSON` column of the table function: the compact text this
-    module's encoder wrote, byte for byte; JSON null for None, stored as ""), so it is encoded once, not
-    twice; MySQL would normalise that text, so there it arrives encoded, as a string."""
-    columns, picked = [], []
-    for n, c in enumerate(COLUMNS):
-        raw = dialect == "mariadb" and n == OTHER
-        columns.append(f"c{n} {'JSON' if raw else _JSON_TABLE_TYPE[_kind(c)]} PATH '$[{n}]'")
-        picked.append(f"COALESCE(NULLIF(c{n}, 'null'), '')" if raw else f"c{n}")
-    return f"SELECT {', '.join(picked)} FROM JSON_TABLE({{}}, '$[*]' COLUMNS({', '.join(columns)})) AS j"  # noqa: S608
+def _hex(text: str) -> str:
+    return f"_utf8mb4 X'{text.encode().hex()}'" if text else "''"
+
+
+def _values(rows: list[list[Any]]) -> str:
+    """MariaDB/MySQL: `rows` as the text of a VALUES list (integers by `%d`, strings as hex literals)."""
+    rendered = []
+    for row in rows:
+        literal = row.copy()
+        for n in _TEXT:
+            literal[n] = _hex(row[n])
+        rendered.append(_ROW % tuple(literal))
+    return ", ".join(rendered)
 
 
 def _insert_sql(dialect: str, skip_duplicates: bool) -> str:
     """The INSERT of a chunk of rows; built once at import from `COLUMNS` only (no value is in the text)."""
-    my = dialect in ("mariadb", "mysql")
+    my = dialect == "mysql"
     names = ", ".join(f"`{c}`" if my else f'"{c}"' for c in COLUMNS)
     head = f"INSERT{' IGNORE' if skip_duplicates and my else ''} INTO logs ({names}) "
     conflict = " ON CONFLICT DO NOTHING" if skip_duplicates and not my else ""
     if my:
-        return head + _json_table(dialect)
+        return head + "VALUES {}"
     if dialect == "postgresql":
         arrays = ", ".join(f"${n + 1}::{_PG_TYPE[_kind(c)]}[]" for n, c in enumerate(COLUMNS))
         return head + f"SELECT * FROM unnest({arrays}){conflict}"  # noqa: S608
@@ -124,36 +118,28 @@ text through `%` formatting (a copy of the whole chunk, ~1 µs per row)."""
 
 
 def json_literal(value: object) -> str:
-    """`value` as JSON in a MariaDB/MySQL string literal of hex digits: the driver's own escaping of a
-    string parameter (a `str.translate` over every character) cost ~14 µs per log row, `bytes.hex` well
-    under one, and hex digits need no escaping under any `sql_mode`."""
-    return f"_utf8mb4 X'{_encode(value).encode().hex()}'"
+    """`value` as JSON in a MariaDB/MySQL string literal of hex digits."""
+    return _hex(_encode(value))
 
 
 def _dialect(conn: AsyncConnection) -> str:
-    """One of `DIALECTS` (MariaDB told apart from MySQL by the server, known once connected)."""
-    dialect = conn.dialect
-    return "mariadb" if getattr(dialect, "is_mariadb", False) else dialect.name
+    """One of `DIALECTS`."""
+    name = conn.dialect.name
+    return "mysql" if name == "mariadb" else name
 
 
 async def insert_log_rows(session: AsyncSession, rows: list[list[Any]], *, skip_duplicates: bool = False
                           ) -> None:
     """Insert `rows` (each of `log_values`) in one statement; `skip_duplicates`: a row whose `ref` (or any
     unique key) exists already is skipped (for the separate log database, docs/ARCHITECTURE.md#logs-in-a-
-    separate-database) instead of failing the transaction. Except on MariaDB, each row's `other` is
-    replaced by its stored text (`stored_other`) in place."""
+    separate-database) instead of failing the transaction."""
     if not rows:
         return
     conn = await session.connection()
     dialect = _dialect(conn)
     sql = _INSERT[(dialect, skip_duplicates)]
-    if dialect == "mariadb":
-        await conn.exec_driver_sql(sql.format(json_literal(rows)), execution_options=LITERAL)
-        return
-    for row in rows:
-        row[OTHER] = stored_other(row[OTHER])
     if dialect == "mysql":
-        await conn.exec_driver_sql(sql.format(json_literal(rows)), execution_options=LITERAL)
+        await conn.exec_driver_sql(sql.format(_values(rows)), execution_options=LITERAL)
     elif dialect == "postgresql":
         await conn.exec_driver_sql(sql, tuple(zip(*rows, strict=True)))
     else:
@@ -166,7 +152,7 @@ async def logged(session: AsyncSession, refs: list[str]) -> list[tuple[str, str 
         return []
     conn = await session.connection()
     dialect = _dialect(conn)
-    if dialect in ("mariadb", "mysql"):
+    if dialect == "mysql":
         result = await conn.exec_driver_sql(_REFS_MY.format(json_literal(refs)), execution_options=LITERAL)
     elif dialect == "postgresql":
         result = await conn.exec_driver_sql(_REFS_PG, (refs,))
@@ -186,7 +172,7 @@ async def add_by_id(session: AsyncSession, table: Table, columns: Sequence[str],
     if not deltas:
         return
     conn = await session.connection()
-    if _dialect(conn) == "mariadb":  # the list drives (STRAIGHT_JOIN): its order is the locking order
+    if getattr(conn.dialect, "is_mariadb", False):  # the list drives (STRAIGHT_JOIN): the locking order
         picked = ", ".join(f"d{n} BIGINT PATH '$[{n + 1}]'" for n in range(len(columns)))
         sets = ", ".join(f"t.`{c}` = t.`{c}` + d.d{n}" for n, c in enumerate(columns))
         listed = f"JSON_TABLE({json_literal(deltas)}, '$[*]' COLUMNS(id BIGINT PATH '$[0]', {picked}))"
