@@ -19,7 +19,8 @@ loop: a batch of 2,000 took ~3 s and the sync fell behind the calls (an embedded
 stream grew by ~3,000 entries a second at 3,300 calls/s, held in memory until drained). A full batch
 (`QUOTA_SYNC_BATCH` entries: more are waiting) means the sync is behind: `QuotaSync` then tells `apply`,
 which works in chunks `CATCH_UP` times larger without the pause (stretches of ~5 ms on SQLite), about
-three times as fast under that load. A batch of one normal interval is not "behind", however many
+three times as fast under that load. (In a process of its own, `alone`, every batch is written so: no call
+shares its loop.) A batch of one normal interval is not "behind", however many
 calls it holds: judging by size alone (512+) made every batch at 1,600 calls/s a catch-up batch, and the
 5 ms stretches showed as a p99 of 8–10 ms at concurrency 1 where small chunks give 3 ms.
 
@@ -146,8 +147,12 @@ def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCurso
 
 class SqlQuotaSink:
     def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
-                 logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None) -> None:
+                 logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None,
+                 alone: bool = False) -> None:
         self.db = db
+        # the sync has its event loop to itself (`tollway quota-sync`): no call waits on a chunk, so every
+        # batch is written as a full one is (`CATCH_UP`-sized chunks, no pause)
+        self.alone = alone
         self._now = clock or (lambda: 0)
         # DataExportEnabled (consume logs also feed the hourly usage buckets): a worker passes its options
         # snapshot; without one (the separate sync process) the option row is read once per batch
@@ -169,6 +174,7 @@ class SqlQuotaSink:
     async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
         table, mine = _cursor_row(partition)
+        behind = behind or self.alone
         async with self.db.transaction() as tx:
             current = await tx.scalar(select(table.last_id).where(mine).with_for_update())
             if current is None:
