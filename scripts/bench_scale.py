@@ -207,6 +207,7 @@ def drain(r: redis.Redis, prefix: str, syncs: int, env: dict[str, str], workdir:
             backlog()
             start = pending(r, prefix)
             signal_all(procs, signal.SIGCONT)
+            deadline = time.monotonic() + 300
         while (left := pending(r, prefix)) >= start:
             if time.monotonic() > deadline or any(p.popen.poll() is not None for p in procs):
                 raise RuntimeError(f"the sync did not start: see {workdir}")
@@ -215,8 +216,8 @@ def drain(r: redis.Redis, prefix: str, syncs: int, env: dict[str, str], workdir:
         throttled0 = sum(g.throttled() for g in shares)
         first = left
         while (left := pending(r, prefix)) > 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the sync did not finish: {left} entries left")
+            if time.monotonic() > deadline or any(p.popen.poll() is not None for p in procs):
+                raise RuntimeError(f"the sync did not finish: {left} entries left; see {workdir}")
             time.sleep(0.01)
         seconds = time.perf_counter() - t0
         cpu = sum(cpu_used(b, p.cpu_seconds()) for b, p in zip(cpu0, procs, strict=True))
@@ -351,7 +352,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--entries", type=int, default=20_000, help="backlog drained by 1 and by 2 syncs")
     parser.add_argument("--target", type=int, default=20_000, help="calls/s the model sizes for")
-    parser.add_argument("--share", type=float, default=0.25,
+    parser.add_argument("--share", type=float, default=0.1,
                         help="the fraction of a core each sync is capped at in the capped runs")
     args = parser.parse_args()
     if shutil.which("wrk") is None or shutil.which("redis-server") is None:
