@@ -19,7 +19,8 @@ loop: a batch of 2,000 took ~3 s and the sync fell behind the calls (an embedded
 stream grew by ~3,000 entries a second at 3,300 calls/s, held in memory until drained). A full batch
 (`QUOTA_SYNC_BATCH` entries: more are waiting) means the sync is behind: `QuotaSync` then tells `apply`,
 which works in chunks `CATCH_UP` times larger without the pause (stretches of ~5 ms on SQLite), about
-three times as fast under that load. A batch of one normal interval is not "behind", however many
+three times as fast under that load. (In a process of its own, `alone`, every batch is written so: no call
+shares its loop.) A batch of one normal interval is not "behind", however many
 calls it holds: judging by size alone (512+) made every batch at 1,600 calls/s a catch-up batch, and the
 5 ms stretches showed as a p99 of 8–10 ms at concurrency 1 where small chunks give 3 ms.
 
@@ -33,7 +34,6 @@ docs/ARCHITECTURE.md#logs-in-a-separate-database.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
@@ -45,9 +45,7 @@ from sqlalchemy import (
     Select,
     String,
     Table,
-    bindparam,
     delete,
-    insert,
     select,
     update,
 )
@@ -60,9 +58,8 @@ from models.channels import Channel
 from models.credits import PendingCredit
 from models.db import Database
 from models.keys import ApiKey
-from models.log_outbox import insert_logs
-from models.logs import Log
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
+from models.sync_sql import add_by_id, insert_log_rows, log_values, logged
 from models.tables import Option, User
 from quota.partitions import LEGACY
 from quota.types import ZERO_ID, Account, Entry, stream_id
@@ -94,29 +91,10 @@ class PartitionCursor(Base):
     updated_at: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 EXPORT_OPTION = "DataExportEnabled"
 CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): 1–3 ms of the event loop
 CHUNK_PAUSE = 0.001  # seconds between two chunks: the calls in flight run meanwhile
 CATCH_UP = 4  # then chunks are this many times larger, without the pause
-
-
-def log_row(entry: Entry, now: int) -> dict[str, Any]:
-    """The `logs` row an entry carries (the caller's fields, plus who, how much and the reference)."""
-    assert entry.log is not None
-    data = entry.log
-    get = data.get
-    other = get("other")
-    return {
-        "type": get("type", LogType.CONSUME), "created_at": get("created_at", now),
-        "content": get("content", ""), "username": get("username", ""), "token_name": get("token_name", ""),
-        "model_name": get("model_name", ""), "group": get("group", ""), "ip": get("ip", ""),
-        "request_id": get("request_id", ""), "prompt_tokens": get("prompt_tokens", 0),
-        "completion_tokens": get("completion_tokens", 0), "use_time": get("use_time", 0),
-        "is_stream": get("is_stream", False), "other": _encode(other) if other is not None else "",
-        "user_id": entry.user_id, "token_id": entry.key_id, "channel": entry.channel_id, "ref": entry.ref,
-        "entry_id": entry.id, "quota": int(get("quota", entry.amount)),
-    }
 
 
 def chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
@@ -157,9 +135,7 @@ def add_sums(entries: list[Entry], users: dict[int, list[int]], keys: dict[int, 
                 keys.setdefault(e.key_id, [0, 0])[0] += e.amount
 
 
-users_t, keys_t, channels_t, logs_t = (
-    cast(Table, m.__table__) for m in (User, ApiKey, Channel, Log)
-)
+users_t, keys_t, channels_t = (cast(Table, m.__table__) for m in (User, ApiKey, Channel))
 
 
 def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCursor], ColumnElement[bool]]:
@@ -171,8 +147,12 @@ def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCurso
 
 class SqlQuotaSink:
     def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
-                 logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None) -> None:
+                 logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None,
+                 alone: bool = False) -> None:
         self.db = db
+        # the sync has its event loop to itself (`tollway quota-sync`): no call waits on a chunk, so every
+        # batch is written as a full one is (`CATCH_UP`-sized chunks, no pause)
+        self.alone = alone
         self._now = clock or (lambda: 0)
         # DataExportEnabled (consume logs also feed the hourly usage buckets): a worker passes its options
         # snapshot; without one (the separate sync process) the option row is read once per batch
@@ -194,6 +174,7 @@ class SqlQuotaSink:
     async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
         table, mine = _cursor_row(partition)
+        behind = behind or self.alone
         async with self.db.transaction() as tx:
             current = await tx.scalar(select(table.last_id).where(mine).with_for_update())
             if current is None:
@@ -216,15 +197,15 @@ class SqlQuotaSink:
             keys: dict[int, list[int]] = {}
             channels: dict[int, int] = {}
             buckets: dict[BucketKey, Bucket] | None = {} if await self._exporting(tx) else None
-            elsewhere: list[list[dict[str, Any]]] = []  # chunks of log rows for the log database
+            elsewhere: list[list[list[Any]]] = []  # chunks of log rows for the log database
             for n, part in enumerate(chunks(fresh, CHUNK * CATCH_UP if behind else CHUNK)):
                 if n and not behind:
                     await pause()
                 add_sums(part, users, keys, channels)
-                rows = [log_row(e, now) for e in part if e.log is not None]
+                rows = [log_values(e, now) for e in part if e.log is not None]
                 if rows:
                     if self.logs is None:
-                        await tx.execute(insert(logs_t), rows)
+                        await insert_log_rows(tx, rows)
                     else:
                         elsewhere.append(rows)
                     if buckets is not None:
@@ -233,27 +214,11 @@ class SqlQuotaSink:
                 await self._write_logs(elsewhere, behind)
             if buckets:
                 await QuotaDataRepository(tx).add(buckets)
-            if users:
-                await tx.execute(
-                    update(users_t).where(users_t.c.id == bindparam("uid")).values(
-                        quota=users_t.c.quota + bindparam("dq"),
-                        used_quota=users_t.c.used_quota + bindparam("du"),
-                        request_count=users_t.c.request_count + bindparam("dr")),
-                    [{"uid": i, "dq": d[0], "du": d[1], "dr": d[2]} for i, d in sorted(users.items())],
-                )
-            if keys:
-                await tx.execute(
-                    update(keys_t).where(keys_t.c.id == bindparam("kid")).values(
-                        remain_quota=keys_t.c.remain_quota + bindparam("dr"),
-                        used_quota=keys_t.c.used_quota + bindparam("du")),
-                    [{"kid": i, "dr": d[0], "du": d[1]} for i, d in sorted(keys.items())],
-                )
-            if channels:
-                await tx.execute(
-                    update(channels_t).where(channels_t.c.id == bindparam("cid")).values(
-                        used_quota=channels_t.c.used_quota + bindparam("du")),
-                    [{"cid": i, "du": d} for i, d in sorted(channels.items())],
-                )
+            await add_by_id(tx, users_t, ("quota", "used_quota", "request_count"),
+                            [(i, *d) for i, d in sorted(users.items())])
+            await add_by_id(tx, keys_t, ("remain_quota", "used_quota"),
+                            [(i, *d) for i, d in sorted(keys.items())])
+            await add_by_id(tx, channels_t, ("used_quota",), sorted(channels.items()))
             credited = [e.ref for e in fresh if e.kind == "adj" and e.ref] if self.logs is not None else []
             if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
@@ -277,14 +242,14 @@ class SqlQuotaSink:
         for n, part in enumerate(chunks(refs, 2 * CHUNK * (CATCH_UP if behind else 1))):
             if n and not behind:
                 await pause()
-            applied.update((await tx.scalars(select(Log.ref).where(Log.ref.in_(part)))).all())
+            applied.update(ref for ref, _ in await logged(tx, part))
         if not applied:
             return entries
         log.warning("skipping %d quota entries whose references were applied already", len(applied))
         return [e for e in entries if e.log is None or e.ref not in applied]
 
 
-    async def _write_logs(self, parts: list[list[dict[str, Any]]], behind: bool) -> None:
+    async def _write_logs(self, parts: list[list[list[Any]]], behind: bool) -> None:
         """Commit the batch's log rows in the log database (a `ref` present already is skipped), while
         the caller's main transaction still holds the cursor lock and has committed nothing."""
         assert self.logs is not None
@@ -292,7 +257,7 @@ class SqlQuotaSink:
             for n, rows in enumerate(parts):
                 if n and not behind:
                     await pause()
-                await insert_logs(ltx, rows)
+                await insert_log_rows(ltx, rows, skip_duplicates=True)
         if self._on_logs_committed is not None:
             self._on_logs_committed()
 
@@ -318,8 +283,7 @@ class SqlQuotaSink:
         assert self.logs is not None
         async with self.logs.transaction() as ltx:
             for part in chunks(list(by_ref), 2 * CHUNK * CATCH_UP):
-                found = await ltx.execute(select(Log.ref, Log.entry_id).where(Log.ref.in_(part)))
-                for ref, entry_id in found.all():
+                for ref, entry_id in await logged(ltx, part):
                     if ref is not None and (entry_id is None or (
                             entry_id != by_ref[ref].id and stream_id(entry_id) <= floor)):
                         applied.add(ref)

@@ -2,21 +2,27 @@
 
 A bucket is fed only by the quota sync (`models/quota.py` `SqlQuotaSink.apply`), in the transaction that
 inserts the consume logs it counts, so a bucket never counts a call whose log is not in SQL, nor one twice.
-The request path never writes here. Rows are unique on (user, model, hour); one sync applies at a time
-(it holds the cursor row), so an update-or-insert per bucket is safe without a dialect's upsert.
+The request path never writes here. Rows are unique on (user, model, hour); a batch's buckets are one
+upsert that adds to the stored bucket (MariaDB `ON DUPLICATE KEY UPDATE`, PostgreSQL and SQLite
+`ON CONFLICT … DO UPDATE`): one statement per batch, where a look-up, an UPDATE per bucket and an INSERT
+cost the sync ~4 µs of CPU per entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Index, String, Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import BigInteger, Index, String, Table, func, select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql.dml import Insert
 
 from models.base import Base, Id, KeyString, never_reuse_ids
+from models.sync_sql import COLUMNS
 
 HOUR = 3600
 
@@ -24,7 +30,7 @@ HOUR = 3600
 class QuotaData(Base):
     __tablename__ = "quota_data"
     __table_args__ = (
-        Index("uq_quota_data_bucket", "user_id", "model_name", "created_at", unique=True),
+        Index("uq_quota_data_bucket", "user_id", "model_name", "created_at", unique=True),  # BUCKET_COLUMNS
         Index("ix_quota_data_created_at", "created_at"),
         Index("ix_quota_data_username", "username"),
         never_reuse_ids(),
@@ -52,21 +58,46 @@ class Bucket:
 
 
 BucketKey = tuple[int, str, int]  # user_id, model_name, hour start
+BUCKET_COLUMNS = ["user_id", "model_name", "created_at"]  # what a bucket is unique on
 
 
-def add_to_buckets(buckets: dict[BucketKey, Bucket], rows: Iterable[dict[str, Any]], consume: int) -> None:
-    """Count the consume log rows among `rows` (as the sync inserts them) into hourly buckets."""
+_TYPE, _USER, _MODEL, _AT, _NAME, _PROMPT, _COMPLETION, _QUOTA = (COLUMNS.index(c) for c in (
+    "type", "user_id", "model_name", "created_at", "username", "prompt_tokens", "completion_tokens", "quota"))
+
+
+def add_to_buckets(buckets: dict[BucketKey, Bucket], rows: Iterable[Sequence[Any]], consume: int) -> None:
+    """Count the consume log rows among `rows` (as the sync inserts them, `log_values`) into hourly
+    buckets."""
     for row in rows:
-        if row["type"] != consume:
+        if row[_TYPE] != consume:
             continue
-        key = (row["user_id"], row["model_name"], row["created_at"] // HOUR * HOUR)
+        key = (row[_USER], row[_MODEL], row[_AT] // HOUR * HOUR)
         bucket = buckets.get(key)
         if bucket is None:
-            bucket = buckets[key] = Bucket(row["username"])
-        bucket.username = row["username"]
-        bucket.token_used += row["prompt_tokens"] + row["completion_tokens"]
+            bucket = buckets[key] = Bucket(row[_NAME])
+        bucket.username = row[_NAME]
+        bucket.token_used += row[_PROMPT] + row[_COMPLETION]
         bucket.count += 1
-        bucket.quota += row["quota"]
+        bucket.quota += row[_QUOTA]
+
+
+@cache
+def _upsert(dialect: str) -> Insert:
+    """One INSERT of buckets that adds to a stored bucket of the same (user, model, hour) instead."""
+    if dialect == "postgresql":
+        pg = postgresql.insert(table)
+        return pg.on_conflict_do_update(index_elements=BUCKET_COLUMNS, set_=_added(pg.excluded))
+    if dialect == "sqlite":
+        lite = sqlite.insert(table)
+        return lite.on_conflict_do_update(index_elements=BUCKET_COLUMNS, set_=_added(lite.excluded))
+    my = mysql.insert(table)
+    return my.on_duplicate_key_update(_added(my.inserted))
+
+
+def _added(new: Any) -> dict[str, Any]:
+    """The stored bucket plus the new one (`new`: the row that was refused, as each dialect names it)."""
+    return {"username": new.username, "token_used": table.c.token_used + new.token_used,
+            "count": table.c.count + new.count, "quota": table.c.quota + new.quota}
 
 
 class QuotaDataRepository:
@@ -74,35 +105,15 @@ class QuotaDataRepository:
         self.s = session
 
     async def add(self, buckets: dict[BucketKey, Bucket]) -> None:
-        """Add `buckets` to the stored ones (relative updates), inserting the buckets that are new."""
+        """Add `buckets` to the stored ones (relative updates), inserting the buckets that are new: one
+        upsert, rows in key order."""
         if not buckets:
             return
-        keys = list(buckets)
-        existing: set[BucketKey] = set()
-        for start in range(0, len(keys), 100):
-            part = keys[start:start + 100]
-            match = or_(*(and_(table.c.user_id == u, table.c.model_name == m, table.c.created_at == h)
-                          for u, m, h in part))
-            found = await self.s.execute(
-                select(table.c.user_id, table.c.model_name, table.c.created_at).where(match))
-            existing.update((int(u), str(m), int(h)) for u, m, h in found.all())
-        old = [k for k in keys if k in existing]
-        new = [k for k in keys if k not in existing]
-        if old:
-            await self.s.execute(
-                update(table).where(table.c.user_id == bindparam("u"), table.c.model_name == bindparam("m"),
-                                    table.c.created_at == bindparam("h")).values(
-                    username=bindparam("name"), token_used=table.c.token_used + bindparam("t"),
-                    count=table.c.count + bindparam("c"), quota=table.c.quota + bindparam("q")),
-                [{"u": u, "m": m, "h": h, "name": buckets[(u, m, h)].username,
-                  "t": buckets[(u, m, h)].token_used, "c": buckets[(u, m, h)].count,
-                  "q": buckets[(u, m, h)].quota} for u, m, h in sorted(old)],
-            )
-        if new:
-            await self.s.execute(insert(table), [
-                {"user_id": u, "model_name": m, "created_at": h, "username": buckets[(u, m, h)].username,
-                 "token_used": buckets[(u, m, h)].token_used, "count": buckets[(u, m, h)].count,
-                 "quota": buckets[(u, m, h)].quota} for u, m, h in new])
+        dialect = self.s.get_bind().dialect.name
+        await self.s.execute(_upsert("mysql" if dialect == "mariadb" else dialect), [
+            {"user_id": u, "model_name": m, "created_at": h, "username": b.username,
+             "token_used": b.token_used, "count": b.count, "quota": b.quota}
+            for (u, m, h), b in sorted(buckets.items())])
 
     async def rows(self, start: int, end: int, *, user_id: int | None = None, username: str | None = None
                    ) -> Sequence[QuotaData]:

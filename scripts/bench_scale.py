@@ -17,7 +17,12 @@ upstream of `scripts/bench.py` (nginx, or its Python stand-in):
 2. the sync: a backlog of `--entries` settled calls spread over 64 accounts (so over the partitions),
    queued through the real engine as `scripts/bench_sync.py` does, then drained by 1 and then by 2
    `tollway quota-sync` processes: sustained entries/s, the syncs' CPU per entry and Redis's CPU per entry
-   (from when the first entry left the stream until it is empty; process start-up is left out).
+   (from when the first entry left the stream until it is empty; process start-up is left out). The syncs
+   are started first and the backlog is queued once they share the partitions (while they are paused),
+   so that no sync drains it alone before the others have their leases;
+3. the same with each sync capped at `--share` of one core (a cgroup, scripts/cpu_share.py; skipped
+   without a writable cgroup file system): the cap, not the two shared cores, limits each sync, so K
+   processes against one shows how the sync scales (K × one while MariaDB and Redis keep up).
 
 It prints the figures and the model: calls/s per worker core, per Redis shard, per sync process, and for
 `--target` calls/s how many of each. One stream entry per call (a moderation call settles once).
@@ -30,14 +35,18 @@ import asyncio
 import contextlib
 import hashlib
 import math
+import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import redis
 import uvloop
@@ -67,8 +76,13 @@ from scripts.bench_env import (
     wait_for,
 )
 from scripts.bench_sync import accounts, consume_log
+from scripts.cpu_share import CpuShare
 
 ACCOUNTS = 64  # accounts the sync backlog is spread over (16 partitions by default)
+SYNC_ENV = {
+    "QUOTA_SYNC_LEASE_TIMEOUT": "600",  # the leases outlive the syncs' pause while the backlog is queued
+    "QUOTA_SYNC_INTERVAL": "0.05",  # continued, each sync passes within 50 ms
+}
 
 
 def script_names() -> dict[str, str]:
@@ -159,36 +173,69 @@ class Drain:
     seconds: float
     sync_cpu_s: float
     redis_cpu_s: float
+    throttled: int  # CFS periods in which a capped sync was held back (0 when uncapped)
 
 
-def drain(r: redis.Redis, prefix: str, syncs: int, env: dict[str, str], workdir: Path) -> Drain:
-    """Start `syncs` quota-sync processes on the backlog and time it from its first drop to empty."""
+def lease_holders(r: redis.Redis, prefix: str) -> list[bytes | None]:
+    """Who holds each partition's lease (quota/leases.py), by partition."""
+    return cast(list[bytes | None], r.mget([f"{prefix}q:{tag(p)}:lease" for p in range(DEFAULT_PARTITIONS)]))
+
+
+def signal_all(procs: list[Proc], sig: signal.Signals) -> None:
+    for p in procs:
+        os.kill(p.popen.pid, sig)
+
+
+def drain(r: redis.Redis, prefix: str, syncs: int, env: dict[str, str], workdir: Path, *,
+          backlog: Callable[[], None] | None = None, share: float | None = None) -> Drain:
+    """Start `syncs` quota-sync processes on the backlog and time it from its first drop to empty.
+
+    `backlog`: queue it only once the syncs share the partitions evenly — a sync that started alone
+    would otherwise claim every partition and drain the whole backlog in its first pass. The syncs are
+    stopped (SIGSTOP; their leases outlive the pause) while it fills and continued together. `share`:
+    each sync is capped at that fraction of one core (scripts/cpu_share.py)."""
     start = pending(r, prefix)
     procs: list[Proc] = [spawn(f"sync-{syncs}-{i}", [sys.executable, "-m", "server.cli", "quota-sync"],
                                workdir, env) for i in range(syncs)]
+    shares = [CpuShare(f"sync-{i}", share) for i in range(syncs)] if share is not None else []
     try:
+        for group, p in zip(shares, procs, strict=False):
+            group.add(p.popen.pid)
         deadline = time.monotonic() + 300
+        if backlog is not None:
+            while len(set(held := lease_holders(r, prefix))) != syncs or None in held:
+                if time.monotonic() > deadline or any(p.popen.poll() is not None for p in procs):
+                    raise RuntimeError(f"the syncs did not share the partitions: see {workdir}")
+                time.sleep(0.05)
+            signal_all(procs, signal.SIGSTOP)
+            backlog()
+            start = pending(r, prefix)
+            signal_all(procs, signal.SIGCONT)
+            deadline = time.monotonic() + 300
         while (left := pending(r, prefix)) >= start:
             if time.monotonic() > deadline or any(p.popen.poll() is not None for p in procs):
                 raise RuntimeError(f"the sync did not start: see {workdir}")
-            time.sleep(0.05)
+            time.sleep(0.01)
         t0, cpu0, redis0 = time.perf_counter(), [p.cpu_seconds() for p in procs], RedisStats.read(r)
+        throttled0 = sum(g.throttled() for g in shares)
         first = left
         while (left := pending(r, prefix)) > 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the sync did not finish: {left} entries left")
-            time.sleep(0.05)
+            if time.monotonic() > deadline or any(p.popen.poll() is not None for p in procs):
+                raise RuntimeError(f"the sync did not finish: {left} entries left; see {workdir}")
+            time.sleep(0.01)
         seconds = time.perf_counter() - t0
         cpu = sum(cpu_used(b, p.cpu_seconds()) for b, p in zip(cpu0, procs, strict=True))
         redis_cpu, _ = RedisStats.read(r).since(redis0)
-        return Drain(first, seconds, cpu, redis_cpu)
+        return Drain(first, seconds, cpu, redis_cpu, sum(g.throttled() for g in shares) - throttled0)
     finally:
         for p in procs:
             p.stop()
+        for group in shares:
+            group.close()
 
 
 def model(args: argparse.Namespace, worker_us: float, redis_us: float, sync_us: float,
-          sync_rates: dict[int, float]) -> list[str]:
+          sync_rates: dict[int, float], capped: dict[int, float]) -> list[str]:
     rows = [("worker core", 1e6 / worker_us), ("Redis shard", 1e6 / redis_us),
             ("sync process (a full core)", 1e6 / sync_us)]
     lines = [f"capacity model (target {args.target:,} calls/s):"]
@@ -196,6 +243,9 @@ def model(args: argparse.Namespace, worker_us: float, redis_us: float, sync_us: 
               for name, rate in rows]
     lines.append("  sync measured here (cores shared with Redis and MariaDB): " + ", ".join(
         f"{k} process{'es' if k > 1 else ''} {rate:,.0f} entries/s" for k, rate in sync_rates.items()))
+    if capped:
+        lines.append(f"  sync, each process capped at {args.share:.0%} of a core: " + ", ".join(
+            f"{k} × {rate / k:,.0f} = {rate:,.0f} entries/s" for k, rate in capped.items()))
     return lines
 
 
@@ -270,22 +320,37 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
               f"{first.entries / first.seconds:,.0f}/s, {1e6 * first.sync_cpu_s / first.entries:.0f} µs "
               f"sync CPU/entry")
         aio_url = db_url.replace("mysql://", "mysql+aiomysql://", 1)
+
+        def backlog() -> None:
+            uvloop.run(fill(redis_url, prefix, aio_url, args.entries))
+
+        sync_env = env | SYNC_ENV
         rates: dict[int, float] = {}
         sync_us: list[float] = []
         redis_sync_us: list[float] = []
         for syncs in (1, 2):
-            uvloop.run(fill(redis_url, prefix, aio_url, args.entries))
-            d = drain(r, prefix, syncs, env, workdir)
+            d = drain(r, prefix, syncs, sync_env, workdir, backlog=backlog)
             rates[syncs] = d.entries / d.seconds
             sync_us.append(1e6 * d.sync_cpu_s / d.entries)
             redis_sync_us.append(1e6 * d.redis_cpu_s / d.entries)
             print(f"sync, {syncs} process{'es' if syncs > 1 else ''}, {ACCOUNTS} accounts: {d.entries:,} "
                   f"entries in {d.seconds:.2f} s = {rates[syncs]:,.0f} entries/s; sync CPU "
                   f"{sync_us[-1]:.0f} µs/entry; Redis CPU {redis_sync_us[-1]:.1f} µs/entry")
+        capped: dict[int, float] = {}
+        if CpuShare.available():
+            for syncs in (1, 2):
+                d = drain(r, prefix, syncs, sync_env, workdir, backlog=backlog, share=args.share)
+                capped[syncs] = d.entries / d.seconds
+                print(f"sync, {syncs} process{'es' if syncs > 1 else ''} each capped at {args.share:.0%} "
+                      f"of a core: {d.entries:,} entries in {d.seconds:.2f} s = {capped[syncs]:,.0f} "
+                      f"entries/s ({capped[syncs] / capped[1]:.2f} × one capped process); sync CPU "
+                      f"{1e6 * d.sync_cpu_s / d.entries:.0f} µs/entry; throttled in {d.throttled} periods")
+        else:
+            print("sync with a capped CPU share: skipped (no writable cgroup file system here)")
         redis_us = 1e6 * redis_cpu / calls + min(redis_sync_us)
         print(f"per call: worker {1e6 * worker_cpu / calls:.0f} µs, Redis {redis_us:.1f} µs (hot path + the "
               f"sync's share), sync {min(sync_us):.0f} µs")
-        print("\n".join(model(args, 1e6 * worker_cpu / calls, redis_us, min(sync_us), rates)))
+        print("\n".join(model(args, 1e6 * worker_cpu / calls, redis_us, min(sync_us), rates, capped)))
     finally:
         for proc in reversed(procs):
             proc.stop()
@@ -299,6 +364,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--entries", type=int, default=20_000, help="backlog drained by 1 and by 2 syncs")
     parser.add_argument("--target", type=int, default=20_000, help="calls/s the model sizes for")
+    parser.add_argument("--share", type=float, default=0.1,
+                        help="the fraction of a core each sync is capped at in the capped runs")
     args = parser.parse_args()
     if shutil.which("wrk") is None or shutil.which("redis-server") is None:
         sys.exit("bench_scale: wrk and redis-server are needed (Debian: apt-get install wrk redis-server)")

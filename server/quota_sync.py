@@ -46,7 +46,7 @@ async def run(config: Config, *, once: bool = False) -> None:
     db = Database(config.database_url, pool_size=2, logs_elsewhere=logs_url is not None,
                   on_error=metrics.db_error)
     log_db = Database(logs_url, pool_size=2, on_error=metrics.db_error) if logs_url else None
-    sink = SqlQuotaSink(db, Clock().now, logs=log_db,
+    sink = SqlQuotaSink(db, Clock().now, logs=log_db, alone=True,
                         on_logs_committed=kill_self if config.kill_after_log_commit else None)
     store = RedisQuotaStore(backend)
     leases = PartitionLeases(backend, lease_seconds=config.quota_lease_seconds)

@@ -37,7 +37,8 @@ from models.db import Database
 from models.log_outbox import insert_logs, outbox_row
 from models.logs import Log, LogOutbox, LogRepository
 from models.migrate import upgrade
-from models.quota import PartitionCursor, SqlQuotaSink, log_row
+from models.quota import PartitionCursor, SqlQuotaSink
+from models.sync_sql import as_dict, log_values
 from models.tables import User
 from quota.types import Entry
 from tests.conftest import _Databases, fresh_database
@@ -282,7 +283,7 @@ async def test_the_second_net_skips_a_repeated_ref_but_applies_a_batch_whose_mai
 
         async def logged_before(entry: Entry, entry_id: str) -> None:  # a batch that died between commits
             async with state.log_db.transaction() as tx:
-                await insert_logs(tx, [log_row(entry, 0) | {"entry_id": entry_id}])
+                await insert_logs(tx, [as_dict(log_values(entry, 0)) | {"entry_id": entry_id}])
 
         await apply(use("100-0", "h1", 10))
         await apply(use("200-0", "h1", 10), use("200-1", "h2", 20), use("200-2", "h2", 20))
