@@ -250,7 +250,8 @@ async def test_i3_two_syncs_share_the_partitions_and_a_kill_9_hands_its_share_ov
 
     try:
         await wait_until(shared, "both syncs hold half the partitions")
-        cfg = cluster.worker(mode="cycle", tasks=6, iterations=50, user_ids=uids, amount=200)
+        # the load runs until stopped (iterations 0), so it is still running when the victim is killed
+        cfg = cluster.worker(mode="cycle", tasks=6, iterations=0, user_ids=uids, amount=200, pause=0.01)
         workers = await asyncio.to_thread(start_all, [{**cfg, "seed": 8}, {**cfg, "seed": 9}])
         async def synced_some() -> bool:  # the syncs are moving the load's usage into SQL
             return any([await cluster.env.logs(user_id=uid) for uid in uids])
@@ -261,6 +262,8 @@ async def test_i3_two_syncs_share_the_partitions_and_a_kill_9_hands_its_share_ov
         victim.kill()  # SIGKILL, wherever it is in its batch
         await asyncio.to_thread(victim.wait)
         await wait_until(taken_over, "the survivor holds every partition after the leases timed out")
+        for w in workers:
+            w.stop()
         lines = [line for w in workers for line in await asyncio.to_thread(w.finish)]
         assert survivor.poll() is None
         survivor.terminate()  # SIGTERM: drains what is queued and gives its leases back
