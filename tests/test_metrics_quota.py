@@ -35,6 +35,7 @@ from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable, Limit
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
+from quota.partitions import tag
 from quota.types import InsufficientQuota, RateLimited
 from server import metrics
 from server.auth.service import LOGIN_FAIL_LIMIT
@@ -80,7 +81,8 @@ async def test_quota_steps_are_counted_by_result(quota_env: QuotaEnv) -> None:
 
     with pytest.raises(InsufficientQuota):
         await engine.reserve(uid, 5000)
-    limit = Limit(f"rl:metrics:{secrets.token_hex(4)}", 1, 60.0)
+    # a model-call limit lives in its account's partition, as the relay names it (one slot on a cluster)
+    limit = Limit(f"rl:{tag(quota_env.store.partition(uid))}:metrics:{secrets.token_hex(4)}", 1, 60.0)
     first = await engine.reserve(uid, 100, limits=[limit])
     with pytest.raises(RateLimited):
         await engine.reserve(uid, 100, limits=[limit])
