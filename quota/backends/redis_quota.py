@@ -319,15 +319,28 @@ class RedisQuotaStore:
 
     @idempotent
     async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
+        """A batch of the partition's stream after `after`, and the epoch it was read under.
+
+        A plain XRANGE between two reads of the epoch (one pipeline, one slot): when both reads name the
+        same epoch, the entries between them are that epoch's data — had Redis lost the partition's data
+        meanwhile, the epoch would be gone or a fresh one. Otherwise (no epoch yet, or it changed during
+        the read) `read.lua` reads both in one step and creates the epoch. Through Lua each entry's strings
+        were copied into the script and back: ~3 µs of Redis CPU per entry, against ~0.7 for the XRANGE."""
         start = "-" if after == "0-0" else f"({after}"
-        epoch, rows = await self._read(keys=[self._epoch_key(partition), self._stream(partition)],
-                                       args=[start, count, secrets.token_hex(8)])
+        epoch_key, stream = self._epoch_key(partition), self._stream(partition)
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.get(epoch_key)
+            pipe.xrange(stream, start, "+", count)
+            pipe.get(epoch_key)
+            epoch, rows, epoch_after = await pipe.execute()
+        if epoch is None or epoch != epoch_after:
+            epoch, raw = await self._read(keys=[epoch_key, stream], args=[start, count, secrets.token_hex(8)])
+            rows = [(row[0], dict(zip(row[1][::2], row[1][1::2], strict=True))) for row in raw]
         entries: list[Entry] = []
         for n in range(0, len(rows), PARSE_SLICE):  # parsing 2,000 logs at once held the loop 20 ms
             if n:
                 await asyncio.sleep(0)
-            entries += [_entry(row[0], dict(zip(row[1][::2], row[1][1::2], strict=True)))
-                        for row in rows[n:n + PARSE_SLICE]]
+            entries += [_entry(entry_id, fields) for entry_id, fields in rows[n:n + PARSE_SLICE]]
         return str(epoch), entries
 
     @idempotent

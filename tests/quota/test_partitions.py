@@ -43,6 +43,7 @@ async def test_every_script_call_of_the_store_touches_one_slot(redis_prefix: str
     try:
         for user in (3, 20):  # two partitions, each with a limited key of the user
             key = 100 + user
+            await store.read(store.partition(user), "0-0", 1)  # no epoch yet: read.lua creates it
             await store.load_locked("user", user, 10_000, "0-0")
             await store.load_locked("key", key, 5_000, "0-0", owner=user)
             epoch = await store.epoch(store.partition(user))
