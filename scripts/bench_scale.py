@@ -373,10 +373,8 @@ def main() -> None:
     if shutil.which("wrk") is None or shutil.which("redis-server") is None:
         sys.exit("bench_scale: wrk and redis-server are needed (Debian: apt-get install wrk redis-server)")
     workdir = Path(tempfile.mkdtemp(prefix="tollway-scale-"))
-    try:
-        run(args, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    run(args, workdir)  # a failure keeps the directory: the processes' logs are what tells why
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
