@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.sql.dml import Insert
 
 from models.base import Base, Id, KeyString, never_reuse_ids
-from models.sync_sql import COLUMNS
+from models.sync_sql import COLUMNS, family
 
 HOUR = 3600
 
@@ -109,8 +109,7 @@ class QuotaDataRepository:
         upsert, rows in key order."""
         if not buckets:
             return
-        dialect = self.s.get_bind().dialect.name
-        await self.s.execute(_upsert("mysql" if dialect == "mariadb" else dialect), [
+        await self.s.execute(_upsert(family(self.s.get_bind().dialect.name)), [
             {"user_id": u, "model_name": m, "created_at": h, "username": b.username,
              "token_used": b.token_used, "count": b.count, "quota": b.quota}
             for (u, m, h), b in sorted(buckets.items())])

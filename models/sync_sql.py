@@ -122,10 +122,13 @@ def json_literal(value: object) -> str:
     return _hex(_encode(value))
 
 
+def family(dialect_name: str) -> str:
+    """One of `DIALECTS` for a SQLAlchemy dialect name (MariaDB is "mysql" here)."""
+    return "mysql" if dialect_name == "mariadb" else dialect_name
+
+
 def _dialect(conn: AsyncConnection) -> str:
-    """One of `DIALECTS`."""
-    name = conn.dialect.name
-    return "mysql" if name == "mariadb" else name
+    return family(conn.dialect.name)
 
 
 async def insert_log_rows(session: AsyncSession, rows: list[list[Any]], *, skip_duplicates: bool = False
