@@ -72,7 +72,9 @@ class RedisQuotaStore:
         self.partitions = partitions = backend.partitions
         self.r = backend.client
         self.k = backend.key
-        self.backend = backend  # its deadline, error observer and retries bound `@idempotent` calls
+        self.timeout = backend.timeout
+        self.on_error = backend.on_error
+        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
         def register(source: str) -> LuaScript:
             return backend.script(source)
 

@@ -99,7 +99,9 @@ class RedisSessionStore:
     def __init__(self, backend: RedisBackend) -> None:
         self.r = backend.client
         self.key = backend.key
-        self.backend = backend  # its deadline, error observer and retries bound `@idempotent` calls
+        self.timeout = backend.timeout
+        self.on_error = backend.on_error
+        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
 
     @idempotent
     async def get(self, raw_id: str) -> dict[str, Any] | None:
