@@ -35,8 +35,6 @@ class PartitionLeases:
     def __init__(self, backend: RedisBackend, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         self.backend = backend
         self.r = backend.client
-        self.timeout = backend.timeout
-        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
         self.partitions = backend.partitions
         self.lease_ms = max(1, int(lease_seconds * 1000))
         # who holds a lease: readable by an operator (host and pid), unique per process start

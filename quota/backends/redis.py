@@ -133,11 +133,11 @@ def _cluster_in_flux(exc: BaseException) -> bool:
 def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P, Coroutine[Any, Any, T]]:
     @wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        # the object the method is called on (the backend, or a store built on it) carries the backend's
-        # deadline, error observer and kind as `timeout`, `on_error` and `cluster`
-        owner = args[0] if args else None
-        timeout = getattr(owner, "timeout", None)
-        cluster = bool(getattr(owner, "cluster", False))
+        # the object the method is called on: the backend, or a store built on it (its `backend`), whose
+        # deadline, error observer and kind (`timeout`, `on_error`, `cluster`) bound and count the call
+        owner: Any = args[0]
+        backend: RedisBackend = owner if isinstance(owner, RedisBackend) else owner.backend
+        timeout, cluster = backend.timeout, backend.cluster
         try:
             async with asyncio.timeout(timeout):
                 try:
@@ -159,7 +159,7 @@ def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P
         except (TimeoutError, RedisError, RedisClusterException, OSError) as exc:
             # (RedisClusterException: no node of the cluster could be reached, or a bug: keys of one
             # step in several slots; the message names it)
-            getattr(owner, "on_error", ignore_error)(error_kind(exc))
+            backend.on_error(error_kind(exc))
             raise BackendUnavailable(f"redis unavailable: {type(exc).__name__}: {exc}"[:300]) from exc
 
     return wrapper

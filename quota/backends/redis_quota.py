@@ -72,9 +72,7 @@ class RedisQuotaStore:
         self.partitions = partitions = backend.partitions
         self.r = backend.client
         self.k = backend.key
-        self.timeout = backend.timeout
-        self.on_error = backend.on_error
-        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
+        self.backend = backend  # its deadline, error observer and retries bound `@idempotent` calls
         def register(source: str) -> LuaScript:
             return backend.script(source)
 

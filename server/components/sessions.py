@@ -99,9 +99,7 @@ class RedisSessionStore:
     def __init__(self, backend: RedisBackend) -> None:
         self.r = backend.client
         self.key = backend.key
-        self.timeout = backend.timeout
-        self.on_error = backend.on_error
-        self.cluster = backend.cluster  # the retries of `@idempotent` calls (quota/backends/redis.py `_wrap`)
+        self.backend = backend  # its deadline, error observer and retries bound `@idempotent` calls
 
     @idempotent
     async def get(self, raw_id: str) -> dict[str, Any] | None:

@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from quota.backends.base import BackendUnavailable
 from quota.backends.redis import RedisBackend
 from quota.leases import PartitionLeases
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
+from tests.test_e2e_serve import free_port
 
 HANG = 30.0  # seconds; bounds a hang only
 
@@ -73,3 +75,17 @@ async def test_a_dead_syncs_partitions_are_taken_over_after_its_leases_time_out(
     assert set(await survivor.holders()) == set(range(16))
     assert set((await survivor.holders()).values()) == {survivor.token}
     assert await dead.refresh() == []  # its renewals find the leases gone; all are held
+
+
+async def test_a_failed_lease_call_is_told_to_the_backends_error_observer() -> None:
+    """The leases' Redis calls are bounded and counted by their backend, like the store's: a server that
+    refuses the connection is BackendUnavailable, and the backend's `on_error` hears of it."""
+    seen: list[str] = []
+    backend = RedisBackend(f"redis://127.0.0.1:{free_port()}/0", "t:leases-down:", timeout=1.0,
+                           on_error=seen.append)
+    try:
+        with pytest.raises(BackendUnavailable):
+            await PartitionLeases(backend).refresh()
+        assert seen == ["connection"]
+    finally:
+        await backend.close()
