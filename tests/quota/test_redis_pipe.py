@@ -16,7 +16,7 @@ import hiredis
 import pytest
 
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis import guarded, idempotent
+from quota.backends.redis import RedisBackend, guarded, idempotent
 from quota.backends.redis_pipe import RedisPipe
 from tests.services import REDIS_URL, redis_ping, unavailable
 
@@ -108,12 +108,12 @@ class Peer:
 
 
 class Caller:
-    """Calls over `pipe` under the backend's wrappers: `again` may run twice, `once` must not."""
-
-    timeout = 10.0
+    """Calls over `pipe` under the backend's wrappers: `again` may run twice, `once` must not. Like a
+    store, it names the backend whose deadline (10 s) bounds its calls (nothing is connected through it)."""
 
     def __init__(self, pipe: RedisPipe) -> None:
         self.pipe = pipe
+        self.backend = RedisBackend(REDIS_URL, "t:pipe:", timeout=10.0)
 
     @idempotent
     async def again(self, value: str) -> str:
