@@ -38,8 +38,8 @@ slot and follows MOVED and ASK redirections. What differs:
   the next command rediscovers it (a failover: the promoted replica). The `@idempotent` calls are
   retried as on one server — also after CLUSTERDOWN or TRYAGAIN, replies of a command that did not run,
   and after a connection refused by a dead master not yet replaced — with a short pause, until the
-  deadline; the others answer `BackendUnavailable`. (The stores built on the backend carry its `cluster`
-  flag for this, as they carry its deadline.)
+  deadline; the others answer `BackendUnavailable`. (A store built on the backend names it as `backend`:
+  its deadline, error observer and `cluster` flag govern the store's calls too.)
 - Scripts are called by SHA on the node that serves their keys; a node that does not know one (a
   promoted replica: SCRIPT LOAD is not replicated) answers NOSCRIPT, and the script is loaded on every
   master and called again (`LuaScript`).
