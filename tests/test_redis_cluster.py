@@ -16,6 +16,7 @@ import itertools
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from models.logs import Log
 from models.tables import User
 from quota.backends.base import Limit
 from quota.backends.redis import RedisBackend
+from quota.backends.redis_quota import RedisQuotaStore
 from server.components.sessions import RedisSessionStore, new_session_id
 from tests.fakes.openai import FakeOpenAI
 from tests.quota.test_backends import Listener, until_subscribed
@@ -121,13 +123,22 @@ async def test_a_master_failover_is_ridden_through(tmp_path: Path) -> None:
     cluster's node timeout, 2 s, plus the election). Reads issued during the failover answer once it is
     over (idempotent calls retry until REDIS_TIMEOUT), the value written and replicated before the kill
     is still there, the scripts run on the promoted replica (loaded again: SCRIPT LOAD is not
-    replicated), and the listener, whose node died, subscribes again and hears the broadcasts."""
+    replicated), and the listener, whose node died, subscribes again and hears the broadcasts.
+
+    A client that reached the dead master's slots only through pipelines (the quota sync's reads, the
+    sweep) learns the new slot map too: redis-py does not mark the map stale after a failed pipeline, and
+    such a client kept sending to the dead node until its deadline."""
     with own_cluster(tmp_path / "cluster") as cluster:
         backend = cluster.backend(f"fo:{secrets.token_hex(3)}:", timeout=HANG)
+        piped = cluster.backend(f"fo:{secrets.token_hex(3)}:", timeout=HANG)
         listener: Listener | None = None
         try:
             async with asyncio.timeout(HANG * 2):
                 victim = cluster.master_of(backend.channel("invalidate"))
+                quota = RedisQuotaStore(piped)
+                partition = next(p for p in range(len(quota.streams))
+                                 if cluster.master_of(quota.streams[p]) == victim)
+                assert await quota.read(partition, "0-0", 10) == (ANY, [])  # the slot map is known
                 kept = next(name for name in (f"kept:{n}" for n in range(1000))
                             if cluster.master_of(backend.key(name)) == victim)
                 await backend.set_text(kept, "before", 600)
@@ -151,10 +162,14 @@ async def test_a_master_failover_is_ridden_through(tmp_path: Path) -> None:
                 assert await backend.incr(counter, 600) == 1  # a script on the promoted replica
                 await until_subscribed(backend, listener, "invalidate")
                 assert listener.subscriptions == 2  # it lost its node and subscribed again
+
+                async with asyncio.timeout(10):  # the deadline (HANG) would hide a client that never learns
+                    assert await quota.read(partition, "0-0", 10) == (ANY, [])
         finally:
             if listener is not None:
                 await listener.stop()
             await backend.close()
+            await piped.close()
 
 
 async def test_a_script_whose_slot_moved_follows_the_redirection_once(redis_cluster: Cluster,
