@@ -6,6 +6,9 @@ Dialect differences are absorbed here so that callers never branch on the databa
   the database is created so before SQLite opens it, and SQLite gives its `-wal`, `-shm` and `-journal`
   files the database file's mode; files left from before are tightened);
 - MariaDB/MySQL uses utf8mb4 and READ COMMITTED, the same isolation PostgreSQL has by default.
+
+`check()` also refuses a server too old for the statements of the data layer: MariaDB before 10.6 and MySQL
+before 8.0 have no `JSON_TABLE`, which the quota sync's statements use (models/sync_sql.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from models.logs import LOGS_ELSEWHERE
 from quota.observer import ErrorKind, ErrorObserver, ignore_error
+
+# the oldest server of each family the data layer's statements run on (JSON_TABLE: models/sync_sql.py)
+OLDEST = {"mariadb": ((10, 6), "MariaDB 10.6"), "mysql": ((8, 0), "MySQL 8.0")}
+
+
+def too_old(dialect: Any) -> str | None:
+    """The oldest supported release, when the server `dialect` connected to is older; else None."""
+    if dialect.name != "mysql":
+        return None
+    family = "mariadb" if getattr(dialect, "is_mariadb", False) else "mysql"
+    oldest, name = OLDEST[family]
+    version = tuple(dialect.server_version_info or ())[:2]
+    return name if version < oldest else None
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -185,11 +201,17 @@ class Database:
         try:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
+                needed = too_old(conn.dialect)
         except (OperationalError, DBAPIError, OSError) as exc:
             reason = getattr(exc, "orig", None) or exc
             raise DatabaseUnavailable(
                 f"cannot connect to the database {redacted(self.url)}: {str(reason).splitlines()[0]}"
             ) from None
+        if needed is not None:
+            found = ".".join(str(n) for n in self.engine.dialect.server_version_info or ())
+            raise DatabaseUnavailable(
+                f"the database {redacted(self.url)} runs version {found}: Tollway needs {needed} or later "
+                "(docs/OPERATIONS.md#production-several-nodes-behind-a-load-balancer)")
 
     async def dispose(self) -> None:
         await self.engine.dispose()

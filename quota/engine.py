@@ -174,14 +174,14 @@ class QuotaEngine:
         active = active_limits(limits)
         for _ in range(3):
             try:
-                ok, refused, user, key, versions = await self.store.reserve(
+                ok, refused, user, key, versions, incarnation = await self.store.reserve(
                     hold_id, user_id, key_id, limited, amount, self.lease_ms, active)
             except NeedsLoad as missing:
                 await self._load(missing.account, missing.account_id, missing.owner)
                 continue
             if not ok:
                 raise InsufficientQuota("user" if refused == "user" else "key", user)
-            return Reservation(hold_id, user_id, key_id, limited, amount, user, key, versions)
+            return Reservation(hold_id, user_id, key_id, limited, amount, user, key, versions, incarnation)
         raise CursorMoved()
 
     async def settle(self, reservation: Reservation, actual: int, *, channel_id: int = 0,

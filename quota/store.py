@@ -73,9 +73,11 @@ class QuotaStore(Protocol):
         ...
 
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
-        """(ok, refused_account, user_balance, key_balance, versions); raises NeedsLoad. `versions` are
-        the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN when refused.
+                      lease_ms: int, limits: Sequence[Limit] = ()
+                      ) -> tuple[bool, str, int, int, Versions, str]:
+        """(ok, refused_account, user_balance, key_balance, versions, incarnation); raises NeedsLoad.
+        `versions` are the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN
+        when refused; `incarnation` names the store's state the hold is made in (`Reservation`).
         With `limits` (active ones), the call is first admitted through them in the same step: a refusal
         raises RateLimited and changes nothing; once admitted they stay charged even if the balance then
         refuses, and a repeated run for the same hold id does not charge them again."""

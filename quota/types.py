@@ -75,6 +75,9 @@ class Reservation:
     key_balance: int  # -1 when not limited
     # the version counters of the cached shared state as of the hold (quota/versions.py)
     versions: tuple[int, int, int] = (0, 0, 0)
+    # the store's incarnation the hold was made in (Redis: the partition's epoch, so that a settle can tell
+    # a hold it already settled from one Redis lost with its data); '' where nothing is ever lost
+    incarnation: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import sys
 from models.db import Database, DatabaseUnavailable
 from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis_quota import RedisQuotaStore
+from quota.backends.redis_quota import RedisQuotaStore, UnsupportedRedis
 from quota.leases import PartitionLeases
 from quota.partitions import PartitionCountChanged
 from quota.sync import QuotaSync
@@ -62,7 +62,7 @@ async def run(config: Config, *, once: bool = False) -> None:
             raise ConfigError(f"{config.redis_setting}: cannot connect to Redis (is it running?)") from None
         try:
             await store.setup()
-        except PartitionCountChanged as exc:
+        except (PartitionCountChanged, UnsupportedRedis) as exc:
             raise ConfigError(str(exc)) from None
         if once:
             await sync.drain()

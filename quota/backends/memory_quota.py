@@ -244,7 +244,8 @@ class MemoryQuotaStore:
         return self._limiter
 
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
+                      lease_ms: int, limits: Sequence[Limit] = ()
+                      ) -> tuple[bool, str, int, int, Versions, str]:
         user = self._live.get(("user", user_id))
         if user is None:
             raise NeedsLoad("user", user_id, user_id)
@@ -254,7 +255,7 @@ class MemoryQuotaStore:
                 raise NeedsLoad("key", key_id, user_id)
             key = self._live[("key", key_id)]
         if hold_id in self._holds:  # idempotent by hold id, as reserve.lua
-            return True, "", user, key, self._versions()
+            return True, "", user, key, self._versions(), ""
         charged = False
         if limits and hold_id not in self._charged:  # admitted first, in the same step (no await between)
             admitted = self._limits().admit_now(limits)
@@ -267,14 +268,14 @@ class MemoryQuotaStore:
             if charged:  # as reserve.lua: a re-run for this hold id does not charge the limits again
                 self._charged[hold_id] = self._now() + CHARGED_TTL_MS
             available = user if refused == "user" else key
-            return False, refused, available, available, UNKNOWN
+            return False, refused, available, available, UNKNOWN, ""
         self._holds[hold_id] = _Hold(user_id, key_id, key_limited, amount, self._now() + lease_ms)
         self._live[("user", user_id)] = user = user - amount
         self._held[("user", user_id)] = self._held.get(("user", user_id), 0) + amount
         if key_limited:
             self._live[("key", key_id)] = key = key - amount
             self._held[("key", key_id)] = self._held.get(("key", key_id), 0) + amount
-        return True, "", user, key, self._versions()
+        return True, "", user, key, self._versions(), ""
 
     def _drop_hold(self, hold_id: str) -> _Hold | None:
         hold = self._holds.pop(hold_id, None)

@@ -11,7 +11,10 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
                                  key of its own (a hash created by reserve and deleted by settle cost
                                  Redis about a sixth of the pair's CPU). Holds of the layout before (a
                                  hash q:{p}:h:{h}, the member its id) are swept as before.
-    q:{p}:d:{h}                  settled / released marker (1 h, ≥ 2 leases): settle, release idempotent
+    q:{p}:d:{h}                  released / swept marker, and settled for a hold settled after it was swept
+                                 or lost (1 h, ≥ 2 leases). A settle that finds its hold writes none: the
+                                 hold's removal makes a repeat a no-op, and a repeat that finds no marker
+                                 compares the epoch the hold was made in (settle.lua)
     q:{p}:rl:{h}                 limits charged by a reserve the balance refused (60 s): a re-run charges none
     q:{p}:i:{ref}                result of an adjustment with idempotency key `ref` (7 days)
     q:{p}:stream                 the partition's settled usage and adjustments waiting for the SQL sync:
@@ -51,6 +54,7 @@ from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
 from quota.versions import UNKNOWN, Versions
 
+OLDEST_REDIS = (6, 2)  # XTRIM … MINID (synced.lua)
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
 IDEMPOTENCY_TTL = 7 * 86_400
 PARSE_SLICE = 64  # stream entries parsed between two turns of the event loop (about 2 ms)
@@ -147,6 +151,15 @@ class RedisQuotaStore:
 
     @idempotent
     async def setup(self) -> None:
+        """Refuse a Redis too old for the scripts (UnsupportedRedis), record the number of partitions or
+        refuse another (PartitionCountChanged)."""
+        info: dict[str, Any] = await self.r.info("server")
+        # one server's fields, or (a cluster) each node's
+        found = [info] if "redis_version" in info else [v for v in info.values() if isinstance(v, dict)]
+        for node in found:
+            version = str(node.get("redis_version", "0"))
+            if redis_version(version) < OLDEST_REDIS:
+                raise UnsupportedRedis(version)
         key = self.k("q:partitions")
         await self.r.set(key, self.partitions, nx=True)
         stored = int(await self.r.get(key) or self.partitions)
@@ -167,11 +180,13 @@ class RedisQuotaStore:
 
     @idempotent
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
-                      lease_ms: int, limits: Sequence[Limit] = ()) -> tuple[bool, str, int, int, Versions]:
+                      lease_ms: int, limits: Sequence[Limit] = ()
+                      ) -> tuple[bool, str, int, int, Versions, str]:
         p = self.partition(user_id)
         q = self._q[p]
         keys = [self._live(q, "user", user_id), self._live(q, "key", key_id), self.holds[p],
-                self._held(q, "user", user_id), self._held(q, "key", key_id), self.version_copies[p]]
+                self._held(q, "user", user_id), self._held(q, "key", key_id), self.version_copies[p],
+                self.epochs[p]]
         args: list[Any] = [amount, _hold(hold_id, user_id, key_id, key_limited, amount), lease_ms,
                            1 if key_limited else 0]
         if limits:
@@ -186,17 +201,17 @@ class RedisQuotaStore:
             raise NeedsLoad(account, user_id if account == "user" else key_id, user_id)
         if status == 0:
             available = int(res[2])
-            return False, str(res[1]), available, available, UNKNOWN
-        return True, "", int(res[1]), int(res[2]), (int(res[3]), int(res[4]), int(res[5]))
+            return False, str(res[1]), available, available, UNKNOWN, ""
+        return True, "", int(res[1]), int(res[2]), (int(res[3]), int(res[4]), int(res[5])), str(res[6])
 
     @idempotent
     async def settle(self, hold: Reservation, channel_id: int, actual: int, log: dict[str, Any] | None,
                      charges: Sequence[Limit] = ()) -> tuple[bool, int | None, int | None]:
         p = self.partition(hold.user_id)
-        keys = [*self._hold_keys(p, hold), self.streams[p]]
+        keys = [*self._hold_keys(p, hold), self.streams[p], self.epochs[p]]
         entry = _usage(hold.user_id, hold.key_id, hold.key_limited, channel_id, actual, hold.hold_id)
         args: list[Any] = [_member(hold), actual, 1 if hold.key_limited else 0, self.marker_ttl, entry,
-                           _encode(log) if log is not None else "", hold.amount]
+                           _encode(log) if log is not None else "", hold.amount, hold.incarnation]
         if charges:
             keys += [self.k(limit.key) for limit in charges]
             args += [MAX_AHEAD_NS, *_gcra_args(charges)]
@@ -370,6 +385,20 @@ class RedisQuotaStore:
 def _gcra_args(limits: Sequence[Limit]) -> list[int]:
     """Per limit: emission interval ns, count, cost (the ARGV layout of gcra_multi.lua)."""
     return [n for limit in limits for n in (limit.interval_ns, limit.count, limit.cost)]
+
+
+class UnsupportedRedis(Exception):
+    """The Redis server is older than the quota scripts need (`OLDEST_REDIS`)."""
+
+    def __init__(self, found: str) -> None:
+        oldest = ".".join(str(n) for n in OLDEST_REDIS)
+        super().__init__(f"Redis {found} is too old: Tollway needs Redis {oldest} or later "
+                         "(docs/OPERATIONS.md#production-several-nodes-behind-a-load-balancer)")
+
+
+def redis_version(text: str) -> tuple[int, ...]:
+    """'7.0.15' → (7, 0, 15); what does not parse counts as 0."""
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split(".")[:3])
 
 
 def _hold(hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int) -> str:

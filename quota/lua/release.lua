@@ -1,5 +1,6 @@
 -- Return a whole hold to the live balances. With ARGV[2] = 'swept' only if its lease passed (the
--- sweeper), and no done marker is left so that a late settlement still charges the full cost.
+-- sweeper). Either leaves its marker: 'released' makes a later settle a no-op, 'swept' makes a late
+-- settle charge the full cost (settle.lua).
 -- KEYS: 1 holds zset, 2 done marker, 3 user live, 4 key live, 5 user held, 6 key held
 -- ARGV: 1 the hold (its member in the holds zset: redis_quota.py `_hold`), 2 'released'|'swept',
 --       3 marker ttl s, 4 amount held, 5 key limited (1|0)
@@ -22,5 +23,5 @@ if ARGV[5] == '1' then
   redis.call('DECRBY', KEYS[6], ARGV[4])
   if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('INCRBY', KEYS[4], ARGV[4]) end
 end
-if ARGV[2] == 'released' then redis.call('SET', KEYS[2], 'released', 'EX', ARGV[3]) end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
 return 1

@@ -1,12 +1,14 @@
 -- Hold `amount` on a user's live balance and, when the key is limited, on the key's; optionally admit the
 -- call through rate limits first, in the same step (one round trip instead of two).
--- KEYS: 1 user live, 2 key live, 3 holds zset, 4 user held, 5 key held, 6 versions hash
---       with limits: 7 "limits charged, balance refused" marker of this hold id, 8.. the limits' keys
+-- KEYS: 1 user live, 2 key live, 3 holds zset, 4 user held, 5 key held, 6 versions hash, 7 the partition's
+--       epoch
+--       with limits: 8 "limits charged, balance refused" marker of this hold id, 9.. the limits' keys
 -- ARGV: 1 amount, 2 the hold (its member in the holds zset: redis_quota.py `_hold`), 3 lease ms,
 --       4 key limited (1|0)
 --       with limits: 5.. per limit: emission interval ns, count, cost (as gcra_multi.lua)
 -- The hold is its member in the holds zset, scored by its lease end: no key of its own.
--- returns {1, user, key, v1, v2, v3} held (v = the versions of the cached shared state, quota/versions.py)
+-- returns {1, user, key, v1, v2, v3, epoch} held (v = the versions of the cached shared state,
+--   quota/versions.py; epoch: the Redis incarnation the hold is made in, which settle.lua compares)
 --   | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
 --   | {2, retry_after ns, i of the refusing limit with the longest wait, free} refused by a rate limit
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)
@@ -34,18 +36,20 @@ user = tonumber(user)
 key = limited and tonumber(key) or -1
 local function held(u, k)
   local v = redis.call('HMGET', KEYS[6], 'channels', 'options', 'records')
-  return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0)}
+  -- a loaded balance implies the epoch (load.lua creates it first, and a loss takes both)
+  return {1, u, k, tonumber(v[1] or 0), tonumber(v[2] or 0), tonumber(v[3] or 0),
+          redis.call('GET', KEYS[7]) or ''}
 end
 if redis.call('ZSCORE', KEYS[3], ARGV[2]) then return held(user, key) end
 local charged = false
-if #KEYS > 7 and redis.call('EXISTS', KEYS[7]) == 0 then
+if #KEYS > 8 and redis.call('EXISTS', KEYS[8]) == 0 then
   local now_s, now_ns = gcra_now()
   local after, free, retry, refused_by = {}, nil, 0, 0
-  for i = 1, #KEYS - 7 do
+  for i = 1, #KEYS - 8 do
     local interval = tonumber(ARGV[2 + 3 * i])
     local count = tonumber(ARGV[3 + 3 * i])
     local cost = tonumber(ARGV[4 + 3 * i])
-    local ahead = gcra_ahead(KEYS[7 + i], now_s, now_ns)
+    local ahead = gcra_ahead(KEYS[8 + i], now_s, now_ns)
     local free_i, wait = gcra_check(ahead, interval, count, cost)
     if free == nil or free_i < free then free = free_i end
     if wait > 0 then
@@ -58,13 +62,13 @@ if #KEYS > 7 and redis.call('EXISTS', KEYS[7]) == 0 then
     end
   end
   if refused_by > 0 then return {2, retry, refused_by, free} end
-  for i = 1, #KEYS - 7 do
-    if tonumber(ARGV[4 + 3 * i]) > 0 then gcra_store(KEYS[7 + i], now_s, now_ns, after[i]) end
+  for i = 1, #KEYS - 8 do
+    if tonumber(ARGV[4 + 3 * i]) > 0 then gcra_store(KEYS[8 + i], now_s, now_ns, after[i]) end
   end
   charged = true
 end
 local function refused(account, available)
-  if charged then redis.call('SET', KEYS[7], '1', 'EX', 60) end  -- a re-run of this hold id charges none
+  if charged then redis.call('SET', KEYS[8], '1', 'EX', 60) end  -- a re-run of this hold id charges none
   return {0, account, available}
 end
 -- a hold of 0 (a free call) fits any balance, even one below zero (docs/API.md#billing: 0 skips the check)

@@ -284,12 +284,34 @@ async def test_a_settlement_repeated_after_a_store_loss_is_applied_to_sql_once(q
     r = await quota_env.engine.reserve(uid, 100)
     await quota_env.engine.settle(r, 60, log=consume_log())
     await quota_env.sync.drain()
-    await quota_env.forget_live_state()  # the settled marker is gone with the store
+    await quota_env.forget_live_state()  # the hold is gone with the store, and so is what settled it
+    await quota_env.engine.balance("user", uid)  # reloaded from SQL: a new incarnation of the store
     assert (await quota_env.engine.settle(r, 60, log=consume_log())).applied
+    assert not (await quota_env.engine.settle(r, 60, log=consume_log())).applied  # and once only
     await quota_env.sync.drain()  # must neither stall on the unique log reference nor charge twice
     assert await quota_env.store.pending() <= 1
     assert (await quota_env.user_row(uid)).quota == 940
     assert await quota_env.consumed(uid) == (60, 1)
+
+
+async def test_a_settle_run_again_changes_nothing_and_leaves_no_marker(quota_env: QuotaEnv) -> None:
+    """A settle whose reply was lost is run again (Redis calls are retried on a fresh connection): the hold
+    it removed is what makes the repeat a no-op. On Redis it writes no marker key: a key per call, kept
+    an hour, would be millions of keys at thousands of calls a second."""
+    uid = await quota_env.add_user(1000)
+    key = await quota_env.add_key(uid, remain=500)
+    r = await quota_env.engine.reserve(uid, 300, key_id=key, key_limited=True)
+    assert (await quota_env.engine.settle(r, 100, log=consume_log())).applied
+    again = await quota_env.engine.settle(r, 100, log=consume_log())
+    assert not again.applied
+    if quota_env.redis is not None:
+        client, prefix = quota_env.redis.client, quota_env.redis.prefix
+        assert [k async for k in client.scan_iter(match=f"{prefix}q:*:d:*", count=1000)] == []
+    assert await quota_env.engine.release(r) is False
+    assert await quota_env.engine.balance("user", uid) == 900
+    assert await quota_env.engine.balance("key", key, owner=uid) == 400
+    await quota_env.sync.drain()
+    assert await quota_env.consumed(uid) == (100, 1)
 
 
 async def test_a_reserve_run_again_with_its_hold_id_holds_once(quota_env: QuotaEnv) -> None:

@@ -89,7 +89,7 @@ async def test_a_key_account_lives_in_its_owners_partition(redis_prefix: str) ->
         assert partition_of(owner, 16) != partition_of(key, 16)
         await store.load_locked("user", owner, 1_000, "0-0")
         await store.load_locked("key", key, 300, "0-0", owner=owner)
-        ok, _, user_live, key_live, _ = await store.reserve("h1", owner, key, True, 100, 60_000)
+        ok, _, user_live, key_live, _, _ = await store.reserve("h1", owner, key, True, 100, 60_000)
         assert (ok, user_live, key_live) == (True, 900, 200)
         assert await store.live("key", [key], [owner]) == {key: 200}
         with pytest.raises(ValueError, match="owner"):

@@ -52,16 +52,17 @@ class OldLayout:
         k = self.k
         self.held[hold] = amount
         res = await self.s._reserve(keys=[k(f"q:u:{uid}"), k(f"q:t:{kid}"), k("q:holds"), k(f"q:uh:{uid}"),
-                                          k(f"q:th:{kid}"), k("ver")],
+                                          k(f"q:th:{kid}"), k("ver"), k("q:epoch")],
                                     args=[amount, f"{hold} {uid} {kid} 1 {amount}", 60_000, 1])
         assert int(res[0]) == 1
 
     async def settle(self, hold: str, uid: int, kid: int, actual: int) -> None:
         amount = self.held[hold]
-        res = await self.s._settle(keys=[*self._hold_keys(hold, uid, kid), self.k("q:stream")],
+        res = await self.s._settle(keys=[*self._hold_keys(hold, uid, kid), self.k("q:stream"),
+                                         self.k("q:epoch")],
                                    args=[f"{hold} {uid} {kid} 1 {amount}", actual, 1, 3600,
                                          f"{uid} {kid} 1 0 {actual} {hold}", json.dumps(consume_log()),
-                                         amount])
+                                         amount, "old-epoch"])
         assert int(res[0]) == 1
 
     async def credit(self, uid: int, amount: int, ref: str) -> None:

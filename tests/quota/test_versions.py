@@ -92,9 +92,9 @@ async def test_the_reservation_returns_the_counters(store_backend: Backend) -> N
     await store.load_locked("key", 2, 1_000, "0-0", owner=1)
     await backend.bump(CHANNELS)
     await backend.bump(RECORDS)
-    ok, _, _, _, versions = await store.reserve("h1", 1, 2, True, 10, 60_000)
+    ok, _, _, _, versions, _ = await store.reserve("h1", 1, 2, True, 10, 60_000)
     assert ok and versions == await backend.versions()
-    refused, _, _, _, _ = await store.reserve("h2", 1, 2, True, 10**9, 60_000)
+    refused, _, _, _, _, _ = await store.reserve("h2", 1, 2, True, 10**9, 60_000)
     assert not refused
 
 
@@ -120,7 +120,7 @@ async def test_a_bump_reaches_the_reservations_of_every_partition(redis_prefix: 
             await redis.bump(NAMES[round_])
             current = await redis.versions()
             for user in users:
-                ok, _, _, _, seen = await store.reserve(f"h{round_}-{user}", user, 0, False, 1, 60_000)
+                ok, _, _, _, seen, _ = await store.reserve(f"h{round_}-{user}", user, 0, False, 1, 60_000)
                 assert ok and seen == current
     finally:
         await redis.close()
