@@ -198,10 +198,21 @@ class Cluster:
                         return port
         raise LookupError(f"no master serves slot {slot}")
 
-    def kill_master(self, port: int) -> int:
+    def kill_master(self, port: int, *, cut: float = 0.0) -> int:
         """kill -9 the master on `port`; wait until its replica took over and the cluster is ok again.
-        Returns the port of the promoted replica."""
+        Returns the port of the promoted replica.
+
+        `cut` > 0: first cut the replica off its master for that many seconds, so that what the master
+        runs meanwhile never reaches the replica — the unreplicated tail a failover loses, made as large as
+        a replica lagging by `cut` would make it (on one host a plain kill leaves almost none: the replies
+        and the replication stream leave in the same turn of the master's loop). The replica's
+        `masterauth` is set to a password the master does not have, so it cannot reconnect and catch up
+        before the kill; it is cleared once the replica is promoted."""
         replica = self.replica_of(port)
+        if cut > 0:
+            command(replica, "CONFIG", "SET", "masterauth", "cut-off")
+            command(replica, "CLIENT", "KILL", "TYPE", "master")
+            time.sleep(cut)
         self._killed.add(port)
         self.nodes[port].proc.send_signal(signal.SIGKILL)
         self.nodes[port].proc.wait()
@@ -209,6 +220,8 @@ class Cluster:
             return self.roles().get(replica, ("", None))[0] == "master" and self._ok_without_replicas()
 
         self._wait(promoted, f"the promotion of {replica}")
+        if cut > 0:
+            command(replica, "CONFIG", "SET", "masterauth", "")
         return replica
 
     def _ok_without_replicas(self) -> bool:
