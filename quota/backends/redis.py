@@ -34,8 +34,9 @@ slot and follows MOVED and ASK redirections. What differs:
   them (the API limits of one IP: `rl:api:{<ip>}`), and limits in several slots are refused with a
   ValueError (a bug, not a Redis fault).
 - redis-py's own cluster retries are off (`Retry(NoBackoff(), 0)`): after a connection error it would
-  run any command again, and a charge must not run twice. A broken connection marks the topology stale;
-  the next command rediscovers it (a failover: the promoted replica). The `@idempotent` calls are
+  run any command again, and a charge must not run twice. A failed call — a command, a pipeline or a
+  script, each through `_wrap` — marks the topology stale; the next call rediscovers it (a failover: the
+  promoted replica). The `@idempotent` calls are
   retried as on one server — also after CLUSTERDOWN or TRYAGAIN, replies of a command that did not run,
   and after a connection refused by a dead master not yet replaced — with a short pause, until the
   deadline; the others answer `BackendUnavailable`. (A store built on the backend names it as `backend`:
@@ -158,8 +159,7 @@ def _wrap(fn: Callable[P, Coroutine[Any, Any, T]], *, retry: bool) -> Callable[P
                         if not (_lost_connection(exc) or _cluster_in_flux(exc)):
                             raise
         except (TimeoutError, RedisError, RedisClusterException, OSError) as exc:
-            if cluster and (_lost_connection(exc) or _cluster_in_flux(exc)):
-                backend.stale()  # whichever call meets the failover next learns the new map first
+            backend.stale()  # on a cluster, the next call learns the slot map first (a failover?)
             # (RedisClusterException: no node of the cluster could be reached, or a bug: keys of one
             # step in several slots; the message names it)
             backend.on_error(error_kind(exc))
@@ -294,7 +294,7 @@ class RedisBackend:
             self.client = cluster
             self.db = 0  # a cluster has database 0 only
             # the scripts pipelined as on one server, on a connection per master
-            self.pipe = ClusterPipes(cluster, connect_timeout=timeout, stale=cluster.stale)
+            self.pipe = ClusterPipes(cluster, connect_timeout=timeout)
         self._gcra = self.script(lua.load("gcra_multi", "gcra"))
         self._incr = self.script(lua.load("incr_ttl"))
         self._bump = self.script(lua.load("bump"))

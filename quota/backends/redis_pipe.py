@@ -37,16 +37,15 @@ The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
 On a Redis Cluster, `ClusterPipes` keeps one such connection per master and sends a script to the master
 of its first key's slot, as redis-py's cluster client knows the slot map. A reply that says the command
 did not run there — MOVED, ASK (the slot moved or is moving), TRYAGAIN, CLUSTERDOWN — hands the command
-to the cluster client, which follows the redirection and learns the new map; a lost connection marks
-the map stale (the next command learns it again: after a failover, the promoted replica) and fails the
-call as on one server.
+to the cluster client, which follows the redirection and learns the new map; a lost connection fails the
+call as on one server (and the caller's `_wrap` marks the map stale, as after any failed call: the next
+command learns it again — after a failover, the promoted replica).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 from typing import Any, cast
 
 import hiredis
@@ -229,10 +228,9 @@ class ClusterPipes:
     """`execute(*command)` of a Lua script (`EVALSHA sha numkeys key …`) over the pipelined connection to
     the master of its keys' slot (see the module docstring); anything else goes through `client`."""
 
-    def __init__(self, client: RedisCluster, *, connect_timeout: float, stale: Callable[[], None]) -> None:
+    def __init__(self, client: RedisCluster, *, connect_timeout: float) -> None:
         self.client = client
         self.connect_timeout = connect_timeout
-        self.stale = stale  # marks the client's slot map out of date
         self._pipes: dict[str, RedisPipe] = {}
 
     async def execute(self, *command: Any) -> Any:
@@ -254,9 +252,6 @@ class ClusterPipes:
             if not str(exc).startswith(NOT_RUN):
                 raise
             return await client.execute_command(*command)  # redirected there; it learns the new map
-        except (LostConnection, OSError):
-            self.stale()
-            raise
 
     async def close(self) -> None:
         pipes, self._pipes = self._pipes, {}
