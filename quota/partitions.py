@@ -13,6 +13,7 @@ The partition of a user is its id modulo the count: stable, and even over sequen
 
 from __future__ import annotations
 
+from quota.store import SetupRefused
 from quota.types import Account
 
 DEFAULT_PARTITIONS = 16
@@ -45,7 +46,7 @@ def tag(partition: int) -> str:
     return f"{{p{partition}}}"
 
 
-class PartitionCountChanged(Exception):
+class PartitionCountChanged(SetupRefused):
     """The store holds state for another number of partitions than this process is configured with."""
 
     def __init__(self, stored: int, configured: int) -> None:

@@ -39,6 +39,11 @@ class NeedsLoad(Exception):
         self.owner = owner
 
 
+class SetupRefused(Exception):
+    """A store this process cannot use as configured (`setup`): the message says why, in one line, for the
+    start-up to print (partitions.PartitionCountChanged, redis_quota.UnsupportedRedis)."""
+
+
 class CursorMoved(Exception):
     """The sync advanced while a balance was read from SQL; read it again."""
 
@@ -59,8 +64,8 @@ class QuotaStore(Protocol):
         ...
 
     async def setup(self) -> None:
-        """At start: record the number of partitions in the store, or refuse (PartitionCountChanged) when
-        it holds another."""
+        """At start: record the number of partitions in the store, or refuse (SetupRefused): it holds
+        another number (PartitionCountChanged), or its server is too old (UnsupportedRedis)."""
         ...
 
     async def legacy_pending(self) -> bool:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from models.db import Database, DatabaseUnavailable
 from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis_quota import RedisQuotaStore, UnsupportedRedis
-from quota.partitions import PartitionCountChanged
+from quota.backends.redis_quota import RedisQuotaStore
+from quota.store import SetupRefused
 from server.config import Config, ConfigError, load
 from server.logging_setup import announce
 from server.redis_client import redis_backend
@@ -74,7 +74,7 @@ async def _check_redis(config: Config) -> None:
         await RedisQuotaStore(backend).setup()  # QUOTA_PARTITIONS as recorded, or refuse to start
     except BackendUnavailable:
         raise StartupError(f"cannot connect to Redis at {config.redis_setting} (is it running?)") from None
-    except (PartitionCountChanged, UnsupportedRedis) as exc:
+    except SetupRefused as exc:
         raise StartupError(str(exc)) from None
     finally:
         await backend.close()

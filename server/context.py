@@ -26,8 +26,7 @@ from quota.backends.redis_quota import RedisQuotaStore
 from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
 from quota.leases import PartitionLeases
-from quota.partitions import PartitionCountChanged
-from quota.store import QuotaStore
+from quota.store import QuotaStore, SetupRefused
 from quota.sync import QuotaSync, sweep_forever
 from quota.versions import RECORDS, VersionTracker
 from server import metrics
@@ -179,8 +178,8 @@ class State:
         state.users.listen(broadcasts)
         state.keys.listen(broadcasts)
         try:
-            await store.setup()  # refuses a QUOTA_PARTITIONS other than the store's
-        except PartitionCountChanged as exc:
+            await store.setup()  # refuses a QUOTA_PARTITIONS other than the store's, or a Redis too old
+        except SetupRefused as exc:
             raise ConfigError(str(exc)) from None
         await versions.start()
         state.tasks.start("invalidation-listener", broadcasts.listen())

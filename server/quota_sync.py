@@ -19,9 +19,9 @@ import sys
 from models.db import Database, DatabaseUnavailable
 from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
-from quota.backends.redis_quota import RedisQuotaStore, UnsupportedRedis
+from quota.backends.redis_quota import RedisQuotaStore
 from quota.leases import PartitionLeases
-from quota.partitions import PartitionCountChanged
+from quota.store import SetupRefused
 from quota.sync import QuotaSync
 from server import metrics
 from server.clock import Clock
@@ -62,7 +62,7 @@ async def run(config: Config, *, once: bool = False) -> None:
             raise ConfigError(f"{config.redis_setting}: cannot connect to Redis (is it running?)") from None
         try:
             await store.setup()
-        except (PartitionCountChanged, UnsupportedRedis) as exc:
+        except SetupRefused as exc:
             raise ConfigError(str(exc)) from None
         if once:
             await sync.drain()

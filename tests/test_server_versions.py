@@ -1,7 +1,8 @@
 """Start-up refuses a database or a Redis older than Tollway's statements and scripts need — MariaDB 10.6 or
 MySQL 8.0 (`JSON_TABLE`, models/sync_sql.py), Redis 6.2 (`XTRIM … MINID`, quota/lua/synced.lua) — with a
 line naming the version found, instead of failing later in the quota sync. The servers of this machine
-pass; older ones cannot be started here, so the rule itself is checked on the versions a server reports."""
+pass; older ones cannot be started here, so the rule is checked on the versions a server reports, and its
+wiring by raising the bar above the real servers' versions."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from models.db import Database, too_old
+import models.db
+import quota.backends.redis_quota
+from models.db import Database, DatabaseUnavailable, too_old
 from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore, UnsupportedRedis, redis_version
+from quota.store import SetupRefused
+from tests.redis_cluster import Cluster
 from tests.services import REDIS_URL
 
 
@@ -30,10 +35,17 @@ def test_the_oldest_database_servers_supported(name: str, mariadb: bool, version
     assert too_old(dialect) == needed
 
 
-async def test_the_database_servers_here_pass_the_check(db_url: str) -> None:
+async def test_the_database_servers_here_pass_the_check_and_a_higher_bar_refuses_them(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     db = Database(db_url, pool_size=1)
     try:
         await db.check()
+        if db.backend != "mysql":
+            return  # SQLite and PostgreSQL have no lower bound
+        monkeypatch.setattr(models.db, "OLDEST", {"mariadb": ((99, 0), "MariaDB 99.0"),
+                                                  "mysql": ((99, 0), "MySQL 99.0")})
+        with pytest.raises(DatabaseUnavailable, match=r"runs version \d+\.\d+.*needs M\w+ 99\.0 or later"):
+            await db.check()
     finally:
         await db.dispose()
 
@@ -46,9 +58,21 @@ def test_redis_versions_compare_as_numbers() -> None:
     assert "Redis 6.0.16 is too old" in message and "6.2 or later" in message
 
 
-async def test_the_redis_here_passes_the_check(redis_prefix: str) -> None:
-    backend = RedisBackend(REDIS_URL, redis_prefix)
+async def _passes_then_refused(backend: RedisBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         await RedisQuotaStore(backend).setup()
+        monkeypatch.setattr(quota.backends.redis_quota, "OLDEST_REDIS", (99, 0))
+        with pytest.raises(SetupRefused, match=r"Redis \d+\.\d+\.\d+ is too old: Tollway needs Redis 99\.0"):
+            await RedisQuotaStore(backend).setup()
     finally:
         await backend.close()
+
+
+async def test_the_redis_here_passes_the_check_and_a_higher_bar_refuses_it(
+        redis_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _passes_then_refused(RedisBackend(REDIS_URL, redis_prefix), monkeypatch)
+
+
+async def test_a_cluster_passes_the_check_and_a_higher_bar_refuses_it(
+        redis_cluster: Cluster, cluster_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _passes_then_refused(redis_cluster.backend(cluster_prefix), monkeypatch)

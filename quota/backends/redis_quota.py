@@ -50,7 +50,7 @@ from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
 from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
-from quota.store import CursorMoved, EpochChanged, NeedsLoad
+from quota.store import CursorMoved, EpochChanged, NeedsLoad, SetupRefused
 from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
 from quota.versions import UNKNOWN, Versions
 
@@ -387,7 +387,7 @@ def _gcra_args(limits: Sequence[Limit]) -> list[int]:
     return [n for limit in limits for n in (limit.interval_ns, limit.count, limit.cost)]
 
 
-class UnsupportedRedis(Exception):
+class UnsupportedRedis(SetupRefused):
     """The Redis server is older than the quota scripts need (`OLDEST_REDIS`)."""
 
     def __init__(self, found: str) -> None:
