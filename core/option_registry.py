@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
+from core import numerals
 from core import option_values as read
 from core.option_rules import (
     AtLeast,
@@ -58,7 +58,6 @@ class OptionError(ValueError):
 
 
 Kind = Literal["str", "int", "float", "bool", "json", "text"]  # text: several lines; json: edited as text
-_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +81,13 @@ class Spec:
     @property
     def bounds(self) -> Bounds:
         return bounds_of(self.rule)
+
+    @property
+    def negative(self) -> bool:
+        """Whether a value may be below zero (its rule sets no minimum, or one below zero): only then may
+        its text start with `-`."""
+        minimum = self.bounds.minimum
+        return minimum is None or minimum < 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,14 +305,15 @@ def to_text(spec: Spec, value: Any) -> str:
 
 
 def parse(spec: Spec, text: str) -> Any:
-    """Stored text → value; a damaged stored value falls back to the default."""
+    """Stored text → value; a damaged stored value (numbers: anything but ASCII digits, core/numerals.py)
+    falls back to the default."""
     try:
         if spec.kind == "bool":
             return text.strip().lower() == "true"
         if spec.kind == "int":
-            return int(text)
+            return numerals.whole(text, negative=spec.negative)
         if spec.kind == "float":
-            return float(text)
+            return numerals.decimal(text, negative=spec.negative)
         if spec.kind == "json":
             return json.loads(text)
     except ValueError:
@@ -340,17 +347,25 @@ def _coerce(spec: Spec, value: Any) -> Any:
     if spec.kind == "int":
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
-            value = int(value.strip())
+        elif isinstance(value, str):  # ASCII digits only: not `١٦`, `1_6`, `+16` or ` 16`
+            try:
+                value = numerals.whole(value, negative=spec.negative)
+            except ValueError as exc:
+                raise ValueError(f"must be an integer: {exc}") from None
         if not isinstance(value, int):
             raise ValueError("must be an integer")
         if not -(2**63) <= value < 2**63:  # stored values end up in BIGINT arithmetic
             raise ValueError("is out of range")
         return value
     if spec.kind == "float":
+        if isinstance(value, str):
+            try:
+                return numerals.decimal(value, negative=spec.negative)
+            except ValueError as exc:
+                raise ValueError(f"must be a number: {exc}") from None
         try:
-            number = float(value) if isinstance(value, int | float | str) else math.nan
-        except (ValueError, OverflowError):
+            number = float(value) if isinstance(value, int | float) else math.nan
+        except OverflowError:
             number = math.nan
         if not math.isfinite(number):
             raise ValueError("must be a number")

@@ -13,14 +13,17 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from core import numerals
+
 StatusRanges = tuple[tuple[int, int], ...]
 USER_VERIFICATION = ("required", "preferred", "discouraged")
 ATTACHMENTS = ("", "platform", "cross-platform")
 
 
 def parse_status_ranges(text: str) -> StatusRanges:
-    """`"401,403,500-599"` → ((401, 401), (403, 403), (500, 599)); codes must be in 100–599, else
-    ValueError naming the part."""
+    """`"401,403,500-599"` → ((401, 401), (403, 403), (500, 599)); codes must be in 100–599 and written in
+    ASCII digits (white space around the commas and the dash is allowed), else ValueError naming the
+    part."""
     ranges = []
     for part in text.split(","):
         part = part.strip()
@@ -28,7 +31,7 @@ def parse_status_ranges(text: str) -> StatusRanges:
             continue
         lo_s, _, hi_s = part.partition("-")
         try:
-            lo, hi = int(lo_s), int(hi_s or lo_s)
+            lo, hi = numerals.whole(lo_s.strip()), numerals.whole((hi_s or lo_s).strip())
         except ValueError:
             raise ValueError(f"{part!r} is not a status code or range") from None
         if not (100 <= lo <= hi <= 599):

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import numerals
 from models.db import Database, DatabaseUnavailable
 from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
@@ -228,14 +229,22 @@ async def _run_setup(config: Config, username: str, password: str) -> None:
         await state.close()
 
 
+def _whole(text: str) -> int:
+    """A whole-number argument, in ASCII digits only (core/numerals.py), as the settings are read."""
+    try:
+        return numerals.whole(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tollway", description="Tollway AI gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--workers", type=int,
+    serve.add_argument("--workers", type=_whole,
                        help="worker processes (more than 1 needs REDIS_URL or REDIS_CLUSTER_NODES)")
     serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--port", type=_whole)
     sub.add_parser("migrate", help="bring the database schema up to date")
     sync = sub.add_parser("quota-sync", help="run the quota sync worker (Redis → SQL) as its own process")
     sync.add_argument("--once", action="store_true", help="sync what is queued, then exit")

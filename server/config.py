@@ -1,7 +1,7 @@
 """One typed configuration object, read from the environment (and an optional `.env`) exactly once.
 
 Every setting of the process lives here; nothing else reads `os.environ`. An invalid value stops start-up
-with one line naming the variable (`ConfigError`).
+with one line naming the variable (`ConfigError`). Numbers are written in ASCII digits (core/numerals.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from core import numerals
 from quota.leases import DEFAULT_LEASE_SECONDS
 from quota.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
 
@@ -177,26 +178,29 @@ def _normalize_db_url(name: str, url: str) -> str:
 
 
 def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
-    raw = env.get(name, "").strip()
+    """A whole number in lo..hi, written in ASCII digits (core/numerals.py: no `١٦`, `1_6`, `+16` or ` 16`);
+    unset or empty: `default`."""
+    raw = env.get(name, "")
     if raw == "":
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: {raw!r} is not an integer") from None
+        value = numerals.whole(raw, negative=lo < 0)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
     if not lo <= value <= hi:
         raise ConfigError(f"{name}: {value} is outside {lo}..{hi}")
     return value
 
 
 def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
-    raw = env.get(name, "").strip()
+    """A number in lo..hi, written in ASCII (core/numerals.py); unset or empty: `default`."""
+    raw = env.get(name, "")
     if raw == "":
         return default
     try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: {raw!r} is not a number") from None
+        value = numerals.decimal(raw, negative=lo < 0)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
     if not lo <= value <= hi:
         raise ConfigError(f"{name}: {value} is outside {lo}..{hi}")
     return value
@@ -222,9 +226,13 @@ def _cluster_nodes(raw: str) -> tuple[tuple[str, int], ...]:
             continue
         host, sep, port = part.rpartition(":")
         host = host.removeprefix("[").removesuffix("]")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        try:
+            number = numerals.whole(port)
+        except ValueError:
+            number = 0
+        if not sep or not host or not 0 < number < 65536:
             raise ConfigError(f"REDIS_CLUSTER_NODES: {part!r} is not host:port")
-        nodes.append((host, int(port)))
+        nodes.append((host, number))
     return tuple(nodes)
 
 

@@ -72,7 +72,7 @@ def test_without_data_dir_the_data_lives_in_dot_data(tmp_path: Path, monkeypatch
 
 def test_values_are_read(tmp_path: Path) -> None:
     config = from_env(env(
-        tmp_path, HOST=ANY_HOST, PORT=" 8080 ", WORKERS="4", REDIS_URL="redis://cache:6379/2",
+        tmp_path, HOST=ANY_HOST, PORT="8080", WORKERS="4", REDIS_URL="redis://cache:6379/2",
         SECRET_KEY=SECRET, DATABASE_URL="postgres://u:p@db/tollway",
         TRUSTED_PROXIES="10.0.0.0/8; 192.168.1.1", METRICS_ALLOW="127.0.0.1, 10.0.0.0/8,fd00::/8",
         GLOBAL_API_RATE_LIMIT="0", CRITICAL_RATE_LIMIT="5", CRITICAL_RATE_LIMIT_DURATION="60",

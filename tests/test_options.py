@@ -111,6 +111,13 @@ INVALID: list[tuple[str, Any]] = [
     ("RetryTimes", "abc"),
     ("RetryTimes", "--3"),
     ("RetryTimes", "²"),
+    ("RetryTimes", "١"),  # digits of another script, `_`, `+` and white space: ASCII digits only
+    ("RetryTimes", "+3"),
+    ("RetryTimes", " 3"),
+    ("QuotaForNewUser", "1_000"),
+    ("QuotaPerUnit", "١٦"),
+    ("QuotaPerUnit", "1_000"),
+    ("AutomaticRetryStatusCodes", "٤٢٩"),
     ("RetryTimes", 2.5),
     ("RetryTimes", True),
     ("QuotaForNewUser", 10**30),
