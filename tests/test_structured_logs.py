@@ -10,12 +10,20 @@
     no secret           the passwords, the API key, the channel's upstream key, the metrics token, a bogus
                         key sent in a header and in the query, the session cookie: none appears anywhere
     text access lines   with the default format the access line is one text line naming route and status
+    forged lines        an upstream's error text with line breaks (\\n, \\r, U+0085, U+2028) and a terminal
+                        escape, quoted in the auto-disable warning, starts no line of its own in either
+                        format: in text it is escaped on the warning's one line, in JSON every line still
+                        parses and the message round-trips
+    both formats        a text record is redacted as a JSON one (message and traceback), and a traceback's
+                        lines are indented under their record
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -23,7 +31,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.gemini import FakeGemini
+from server.logging_setup import TRACEBACK_INDENT, JsonFormatter, TextFormatter
+from tests.fakes.base import Recorded, Reply
+from tests.fakes.gemini import FakeGemini, google_error
 from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, run_to_end, serving, setup_root
 from tests.test_observability import FAKES_NETWORK, SPEECH, TTS
 
@@ -150,3 +160,87 @@ def test_a_failed_start_ends_with_one_json_line(tmp_path: Path, command: list[st
     lines = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     assert lines and all(line.keys() >= FIELDS for line in lines), proc.output()
     assert lines[-1]["level"] == "ERROR" and lines[-1]["message"].startswith("tollway"), lines[-1]
+
+
+FORGED = ("permission denied\n2030-01-01 00:00:00,000 ERROR tollway.auth: FORGED-1 root logged in\r"
+          "2030-01-01 00:00:01,000 ERROR tollway.auth: FORGED-2\u2028"
+          '{"level": "ERROR", "message": "FORGED-3"}\x85FORGED-4\x1b[2K')
+RECORD_START = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3} [A-Z]+ \S+: ")
+
+
+class ForgingGemini(FakeGemini):
+    """Answers every injected failure with a 403 whose message tries to write log lines of its own."""
+
+    def error_reply(self, mode: str, request: Recorded) -> Reply:
+        return google_error(403, "PERMISSION_DENIED", FORGED)
+
+
+async def a_forged_disable_reason(base_url: str, upstream: ForgingGemini) -> int:
+    """Set up, add a channel on `upstream` and call it once: it answers 403 with `FORGED`, which disables
+    the channel and is quoted in the warning that says so. The channel's id."""
+    await asyncio.to_thread(setup_root, base_url, "sqlite")
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        login = await client.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
+        assert login.status_code == 200, login.text
+        client.headers["New-Api-User"] = str(login.json()["data"]["id"])
+        channel = {"name": "forger", "type": 24, "key": "AIza" + secrets.token_urlsafe(30),
+                   "base_url": upstream.url, "models": TTS, "group": "default"}
+        created = await client.post("/api/channel/", json={"mode": "single", "channel": channel})
+        assert created.status_code == 200, created.text
+        made = await client.post("/api/token/", json={"name": "forged", "unlimited_quota": True})
+        key = made.json()["data"]["key"]
+        upstream.fail("403")
+        answered = await client.post(f"/v1beta/models/{TTS}:generateContent", json=SPEECH,
+                                     headers={"x-goog-api-key": key})
+        assert answered.status_code >= 400, answered.text
+        listed = await client.get("/api/channel/")
+        [row] = listed.json()["data"]["items"]
+        assert row["status"] == 3, (row, answered.text)  # auto-disabled: the warning was written
+        channel_id: int = row["id"]
+        return channel_id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_upstream_text_cannot_forge_a_log_line(tmp_path: Path, log_format: str) -> None:
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(free_port()),
+                    UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK, LOG_FORMAT=log_format)
+    async with ForgingGemini() as upstream:
+        with serving(tmp_path, env) as (proc, base_url):
+            channel_id = await a_forged_disable_reason(base_url, upstream)
+    lines = proc.stderr.splitlines()  # every line break Python knows, U+2028 and U+0085 among them
+    warning = f"channel {channel_id} auto-disabled: status code 403: "
+    assert not any("FORGED" in line for line in lines if warning not in line), proc.stderr
+    if log_format == "text":
+        assert all(RECORD_START.match(line) or line.startswith(TRACEBACK_INDENT) for line in lines if line), \
+            proc.stderr
+        [line] = [line for line in lines if warning in line]
+        escaped = FORGED.translate({10: "\\n", 13: "\\r", 0x85: "\\x85", 0x2028: "\\u2028", 0x1B: "\\x1b"})
+        assert line.endswith(f" WARNING tollway.relay.channels: {warning}{escaped}"), line
+    else:
+        records = [json.loads(line) for line in lines if line.strip()]
+        assert all(isinstance(record, dict) and record.keys() >= FIELDS for record in records), proc.stderr
+        assert [r["message"] for r in records if warning in r["message"]] == [warning + FORGED]
+
+
+def a_record(message: str, *args: object, failure: BaseException | None = None) -> logging.LogRecord:
+    exc_info = (type(failure), failure, failure.__traceback__) if failure is not None else None
+    return logging.LogRecord("tollway.test", logging.WARNING, __file__, 1, message, args, exc_info)
+
+
+def test_a_text_record_is_redacted_as_a_json_one() -> None:
+    key, bearer = "sk-" + secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    try:
+        raise ValueError(f"upstream said: bad key {key}\n2030-01-01 00:00:00,000 ERROR x: forged")
+    except ValueError as exc:
+        failure = exc
+    text = TextFormatter().format(a_record("call failed: %s", f"Authorization: Bearer {bearer}",
+                                           failure=failure))
+    data = json.loads(JsonFormatter().format(a_record("call failed: %s", f"Authorization: Bearer {bearer}",
+                                                      failure=failure)))
+    for written in (text, data["message"], data["exception"]):
+        assert key not in written and bearer not in written and "[redacted]" in written
+    first, *rest = text.split("\n")
+    assert first.endswith("WARNING tollway.test: call failed: Authorization: Bearer [redacted]"), text
+    assert rest and all(line.startswith(TRACEBACK_INDENT) for line in rest), text
+    assert rest[-1] == f"{TRACEBACK_INDENT}2030-01-01 00:00:00,000 ERROR x: forged", text
