@@ -4,6 +4,7 @@ from models import (
     abilities,
     channels,
     credits,
+    deployment,
     keys,
     kv,
     logs,
@@ -20,5 +21,5 @@ from models.base import Base
 
 metadata = Base.metadata
 
-__all__ = ["abilities", "channels", "credits", "keys", "kv", "logs", "metadata", "passkeys", "payments",
-           "quota", "quota_data", "redemptions", "tables", "topups", "two_factor"]
+__all__ = ["abilities", "channels", "credits", "deployment", "keys", "kv", "logs", "metadata", "passkeys",
+           "payments", "quota", "quota_data", "redemptions", "tables", "topups", "two_factor"]

@@ -41,7 +41,8 @@ class NeedsLoad(Exception):
 
 class SetupRefused(Exception):
     """A store this process cannot use as configured (`setup`): the message says why, in one line, for the
-    start-up to print (partitions.PartitionCountChanged, redis_quota.UnsupportedRedis)."""
+    start-up to print (partitions.PartitionCountChanged, redis_quota.UnsupportedRedis,
+    redis_setup.WrongRedisKind, redis_setup.OtherDeployment)."""
 
 
 class CursorMoved(Exception):
@@ -63,9 +64,12 @@ class QuotaStore(Protocol):
         """The partition of user `user_id` and of its API keys."""
         ...
 
-    async def setup(self) -> None:
-        """At start: record the number of partitions in the store, or refuse (SetupRefused): it holds
-        another number (PartitionCountChanged), or its server is too old (UnsupportedRedis)."""
+    async def setup(self, deployment: str) -> None:
+        """At start, before any other use: record in the store the id of the deployment it belongs to
+        (`deployment`, read by the caller from SQL: models/deployment.py) and the number of partitions, or
+        refuse (SetupRefused): the store belongs to another deployment (OtherDeployment) or holds another
+        number (PartitionCountChanged), or its server is of the other kind than its setting says
+        (WrongRedisKind) or too old (UnsupportedRedis)."""
         ...
 
     async def legacy_pending(self) -> bool:

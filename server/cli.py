@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from core import numerals
 from models.db import Database, DatabaseUnavailable
+from models.deployment import deployment_id
 from models.migrate import upgrade
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.store import SetupRefused
+from server.clock import Clock
 from server.config import Config, ConfigError, load
 from server.logging_setup import announce
 from server.redis_client import redis_backend
@@ -67,18 +69,24 @@ async def _migrate(config: Config) -> None:
 
 
 async def _check_redis(config: Config) -> None:
+    """Redis reachable, and its quota store one this deployment may use (server/kind, version, the
+    deployment id of the database, QUOTA_PARTITIONS), or refuse to start."""
     backend = redis_backend(config)
     if backend is None:
         return
+    db = Database(config.database_url, pool_size=1)
     try:
-        await backend.ping()
-        await RedisQuotaStore(backend).setup()  # QUOTA_PARTITIONS as recorded, or refuse to start
+        deployment = await deployment_id(db, Clock().now_s())
+        await RedisQuotaStore(backend).setup(deployment)
+    except DatabaseUnavailable as exc:
+        raise StartupError(str(exc)) from None
     except BackendUnavailable:
         raise StartupError(f"cannot connect to Redis at {config.redis_setting} (is it running?)") from None
     except SetupRefused as exc:
         raise StartupError(str(exc)) from None
     finally:
         await backend.close()
+        await db.dispose()
 
 
 async def _setup_pending(config: Config) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.db import Database
+from models.deployment import deployment_id
 from models.kv import SqlKeyValue
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
@@ -177,8 +178,9 @@ class State:
         versions.listen(broadcasts)
         state.users.listen(broadcasts)
         state.keys.listen(broadcasts)
-        try:
-            await store.setup()  # refuses a QUOTA_PARTITIONS other than the store's, or a Redis too old
+        try:  # refuses another deployment's store, another QUOTA_PARTITIONS, a Redis too old or of the
+            # other kind than its setting says
+            await store.setup(await deployment_id(db, clock.now_s()))
         except SetupRefused as exc:
             raise ConfigError(str(exc)) from None
         await versions.start()

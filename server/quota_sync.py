@@ -17,6 +17,7 @@ import signal
 import sys
 
 from models.db import Database, DatabaseUnavailable
+from models.deployment import deployment_id
 from models.quota import SqlQuotaSink
 from quota.backends.base import BackendUnavailable
 from quota.backends.redis_quota import RedisQuotaStore
@@ -56,12 +57,11 @@ async def run(config: Config, *, once: bool = False) -> None:
         await db.check()
         if log_db is not None:
             await log_db.check()
-        try:
-            await backend.ping()
+        deployment = await deployment_id(db, Clock().now_s())
+        try:  # reaches Redis, and refuses a store this process must not sync (another deployment's, …)
+            await store.setup(deployment)
         except BackendUnavailable:
             raise ConfigError(f"{config.redis_setting}: cannot connect to Redis (is it running?)") from None
-        try:
-            await store.setup()
         except SetupRefused as exc:
             raise ConfigError(str(exc)) from None
         if once:

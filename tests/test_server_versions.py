@@ -60,10 +60,10 @@ def test_redis_versions_compare_as_numbers() -> None:
 
 async def _passes_then_refused(backend: RedisBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
-        await RedisQuotaStore(backend).setup()
+        await RedisQuotaStore(backend).setup("a-deployment")
         monkeypatch.setattr(quota.backends.redis_quota, "OLDEST_REDIS", (99, 0))
         with pytest.raises(SetupRefused, match=r"Redis \d+\.\d+\.\d+ is too old: Tollway needs Redis 99\.0"):
-            await RedisQuotaStore(backend).setup()
+            await RedisQuotaStore(backend).setup("a-deployment")
     finally:
         await backend.close()
 

@@ -207,7 +207,8 @@ class MemoryQuotaStore:
     def partition(self, user_id: int) -> int:
         return 0
 
-    async def setup(self) -> None:
+    async def setup(self, deployment: str) -> None:
+        """Nothing to check: the state lives in this process, which has one database (embedded mode)."""
         return None
 
     async def legacy_pending(self) -> bool:

@@ -256,6 +256,7 @@ class RedisBackend:
         self.timeout = timeout
         self.on_error = on_error
         self.cluster = bool(nodes)
+        self.nodes = tuple(nodes)  # the cluster's seeds (empty on one server)
         self.client: Client
         if url is not None:
             # A blocking pool: when every connection is busy a command waits for one (within the `_guard`

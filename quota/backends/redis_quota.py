@@ -27,6 +27,8 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
     q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
     rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
     q:partitions                 the number of partitions, recorded by the first process (`setup`)
+    q:deployment                 the id of the deployment (its SQL database) the state belongs to, recorded
+                                 by the first process; another is refused (quota/backends/redis_setup.py)
     q:stream q:cursor q:epoch    the single stream of the layout before partitions (`LEGACY`): drained
                                  once after an upgrade, then retired with that layout's other keys
     ver                          version counters of the cached shared state (quota/versions.py)
@@ -49,6 +51,7 @@ import ujson
 from quota import lua
 from quota.backends.base import MAX_AHEAD_NS, Limit
 from quota.backends.redis import LuaScript, RedisBackend, idempotent
+from quota.backends.redis_setup import DEPLOYMENT, PARTITIONS, OtherDeployment, check_kind, claim
 from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, SetupRefused
 from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
@@ -149,10 +152,22 @@ class RedisQuotaStore:
         await self.r.delete(self.k("q:stream"))
         self._legacy_gone = True
 
+    async def setup(self, deployment: str) -> None:
+        """Refuse a server of the other kind than its setting says (WrongRedisKind), one too old
+        (UnsupportedRedis), the store of another deployment than `deployment`, the id the caller read
+        from SQL (OtherDeployment), or another number of partitions (PartitionCountChanged); the first
+        process records the id and the number (quota/backends/redis_setup.py)."""
+        await check_kind(self.backend)
+        await self._check_version()
+        stored = await claim(self.backend, DEPLOYMENT, deployment)
+        if stored != deployment:
+            raise OtherDeployment(self.backend.prefix, stored, deployment)
+        partitions = int(await claim(self.backend, PARTITIONS, str(self.partitions)))
+        if partitions != self.partitions:
+            raise PartitionCountChanged(partitions, self.partitions)
+
     @idempotent
-    async def setup(self) -> None:
-        """Refuse a Redis too old for the scripts (UnsupportedRedis), record the number of partitions or
-        refuse another (PartitionCountChanged)."""
+    async def _check_version(self) -> None:
         info: dict[str, Any] = await self.r.info("server")
         # one server's fields, or (a cluster) each node's
         found = [info] if "redis_version" in info else [v for v in info.values() if isinstance(v, dict)]
@@ -160,11 +175,6 @@ class RedisQuotaStore:
             version = str(node.get("redis_version", "0"))
             if redis_version(version) < OLDEST_REDIS:
                 raise UnsupportedRedis(version)
-        key = self.k("q:partitions")
-        await self.r.set(key, self.partitions, nx=True)
-        stored = int(await self.r.get(key) or self.partitions)
-        if stored != self.partitions:
-            raise PartitionCountChanged(stored, self.partitions)
 
     def _live(self, q: str, account: Account, account_id: int) -> str:
         return f"{q}{_field(account)}:{account_id}"

@@ -101,11 +101,11 @@ async def test_a_key_account_lives_in_its_owners_partition(redis_prefix: str) ->
 async def test_the_number_of_partitions_is_fixed_once_per_store(redis_prefix: str) -> None:
     backend = RedisBackend(REDIS_URL, redis_prefix)
     try:
-        await RedisQuotaStore(backend).setup()
-        await RedisQuotaStore(backend).setup()  # the same count: accepted
+        await RedisQuotaStore(backend).setup("a-deployment")
+        await RedisQuotaStore(backend).setup("a-deployment")  # the same count: accepted
         eight = RedisBackend(REDIS_URL, redis_prefix, partitions=8)
         with pytest.raises(PartitionCountChanged) as refused:
-            await RedisQuotaStore(eight).setup()
+            await RedisQuotaStore(eight).setup("a-deployment")
         await eight.close()
         assert (refused.value.stored, refused.value.configured) == (16, 8)
     finally:
