@@ -1,9 +1,10 @@
 """The `tollway` command: `serve`, `migrate`, `setup`.
 
 Start-up problems (bad configuration, database or Redis unreachable, the port taken) end the process with
-one readable line on stderr and a non-zero status, never a traceback. `serve` binds its port before it
-does anything else (a port in use is that one line, nothing before it), and hands that socket to Sanic, so
-"listening on" is printed only once it is true.
+one readable line on stderr and a non-zero status, never a traceback; with `LOG_FORMAT=json` that line is a
+JSON log line, a configuration error's too (unless `LOG_FORMAT` itself is the invalid setting). `serve`
+binds its port before it does anything else (a port in use is that one line, nothing before it), and hands
+that socket to Sanic, so "listening on" is printed only once it is true.
 """
 
 from __future__ import annotations
@@ -266,12 +267,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "serve":
             if args.workers is not None and args.workers > 1 and config.embedded:
                 _fail("--workers > 1 needs REDIS_URL or REDIS_CLUSTER_NODES: embedded mode runs exactly one "
-                      "process", 2)
+                      "process", 2, config.log_format)
             config = replace(config, workers=args.workers or config.workers,
                              host=args.host or config.host,
                              port=args.port if args.port is not None else config.port)
     except ConfigError as exc:
-        _fail(str(exc), 2)
+        _fail(str(exc), 2, exc.log_format)  # LOG_FORMAT=json: one JSON line, even for a broken setting
         return
     from server.logging_setup import configure
 

@@ -24,7 +24,13 @@ SECRET_FILE_NAME = "secret_key"  # noqa: S105 (a file name, not a secret)
 
 
 class ConfigError(ValueError):
-    """A setting is missing or invalid; the message starts with the variable's name."""
+    """A setting is missing or invalid; the message starts with the variable's name.
+
+    `log_format` is how the line that reports it must be written (`load` sets it): `LOG_FORMAT` as
+    configured, so that with `LOG_FORMAT=json` a refused start is a JSON log line too, unless `LOG_FORMAT`
+    itself is the broken setting — then the default, text."""
+
+    log_format: str = "text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +274,21 @@ def _allow_private(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Netw
     return tuple(nets)
 
 
+def _log_format(env: Mapping[str, str]) -> str:
+    log_format = env.get("LOG_FORMAT", "text").strip().lower() or "text"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError("LOG_FORMAT: expected text or json")
+    return log_format
+
+
+def _reporting_format(env: Mapping[str, str]) -> str:
+    """The format of the line that reports a configuration error: `LOG_FORMAT` when that one is valid."""
+    try:
+        return _log_format(env)
+    except ConfigError:
+        return "text"
+
+
 def _embedded_secret(data_dir: Path) -> str:
     """The embedded-mode secret: generated once, kept in DATA_DIR with 0600, never regenerated."""
     path = data_dir / SECRET_FILE_NAME
@@ -340,9 +361,7 @@ def from_env(env: Mapping[str, str]) -> Config:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("LOG_LEVEL: expected DEBUG, INFO, WARNING or ERROR")
 
-    log_format = env.get("LOG_FORMAT", "text").strip().lower() or "text"
-    if log_format not in LOG_FORMATS:
-        raise ConfigError("LOG_FORMAT: expected text or json")
+    log_format = _log_format(env)
     metrics_token = env.get("METRICS_TOKEN", "").strip() or None
     if metrics_token is not None and len(metrics_token) < 16:
         raise ConfigError("METRICS_TOKEN: too short (at least 16 characters, e.g. `openssl rand -hex 32`)")
@@ -413,4 +432,8 @@ def load(environ: Mapping[str, str] | None = None, dotenv_path: str | None = ".e
 
         merged.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
     merged.update(os.environ if environ is None else environ)
-    return from_env(merged)
+    try:
+        return from_env(merged)
+    except ConfigError as exc:
+        exc.log_format = _reporting_format(merged)  # the refusal is written as the operator asked
+        raise

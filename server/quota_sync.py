@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         config = load()
     except ConfigError as exc:
-        print(f"tollway quota-sync: {exc}", file=sys.stderr)
+        announce(exc.log_format, f"tollway quota-sync: {exc}", error=True)
         raise SystemExit(2) from None
     configure(config.log_level, config.log_format)  # LOG_FORMAT=json: JSON lines here too
     try:

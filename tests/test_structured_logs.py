@@ -7,6 +7,9 @@
                         the caller was known (a session's user, an API key's owner)
     failed start        `tollway migrate` and `tollway quota-sync` on an unreachable database end with one
                         JSON line at ERROR (no password in it)
+    config error        an invalid setting ends `serve`, `migrate` and `quota-sync` with one JSON line at
+                        ERROR naming it (also through `server.quota_sync.main`); a broken LOG_FORMAT itself
+                        with one text line, the default
     no secret           the passwords, the API key, the channel's upstream key, the metrics token, a bogus
                         key sent in a header and in the query, the session cookie: none appears anywhere
     text access lines   with the default format the access line is one text line naming route and status
@@ -31,6 +34,7 @@ from typing import Any
 import httpx
 import pytest
 
+from server import quota_sync
 from server.logging_setup import TRACEBACK_INDENT, JsonFormatter, TextFormatter
 from tests.fakes.base import Recorded, Reply
 from tests.fakes.gemini import FakeGemini, google_error
@@ -160,6 +164,41 @@ def test_a_failed_start_ends_with_one_json_line(tmp_path: Path, command: list[st
     lines = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     assert lines and all(line.keys() >= FIELDS for line in lines), proc.output()
     assert lines[-1]["level"] == "ERROR" and lines[-1]["message"].startswith("tollway"), lines[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "name", "value"), [
+    (["serve"], "PORT", "http"), (["migrate"], "SECRET_KEY", "short"),
+    (["quota-sync", "--once"], "QUOTA_SYNC_BATCH", "0"), (["serve"], "LOG_LEVEL", "LOUD"),
+])
+def test_a_config_error_is_one_json_line(tmp_path: Path, command: list[str], name: str, value: str) -> None:
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), LOG_FORMAT=" JSON ", **{name: value})
+    proc = run_to_end(tmp_path, env, *command)
+    assert proc.popen.returncode == 2, proc.output()
+    [line] = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
+    assert line.keys() >= FIELDS and line["level"] == "ERROR", line
+    assert line["message"].startswith(f"tollway: {name}: "), line
+    assert proc.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_broken_log_format_is_reported_in_text(tmp_path: Path) -> None:
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), LOG_FORMAT="jsonl", PORT="http")
+    proc = run_to_end(tmp_path, env, "serve")
+    assert proc.popen.returncode == 2, proc.output()
+    assert proc.stderr.splitlines() == ["tollway: LOG_FORMAT: expected text or json"], proc.output()
+
+
+def test_the_quota_sync_entry_reports_a_config_error_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.setenv("LOG_FORMAT", "json")
+    monkeypatch.setenv("REDIS_URL", "http://not-redis")
+    with pytest.raises(SystemExit) as ended:
+        quota_sync.main(["--once"])
+    assert ended.value.code == 2
+    [line] = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert line["level"] == "ERROR" and line["message"].startswith("tollway quota-sync: REDIS_URL: "), line
 
 
 FORGED = ("permission denied\n2030-01-01 00:00:00,000 ERROR tollway.auth: FORGED-1 root logged in\r"
