@@ -13,7 +13,7 @@ Each option is declared inside its `Section` (the headings of the console's Sett
 `label` and `hint` people see; `GET /api/option/schema` serves the sections, each option's kind, whether it
 is a write-only secret and the bounds its rule tells (core/option_rules.py), and the page builds its fields
 from that alone, so an option added here gets its field without a change to the page.
-Keys kept only for new-api clients (GroupGroupRatio, TopupGroupRatio, CacheRatio, AudioRatio,
+Keys kept only for new-api clients (GroupGroupRatio, TopupGroupRatio, AudioRatio,
 AudioCompletionRatio, DefaultUseAutoGroup) are stored and returned but have no effect.
 """
 
@@ -189,6 +189,16 @@ SECTIONS: tuple[Section, ...] = (
              label="Model ratios", hint="A JSON object: model → ratio (a number ≥ 0)."),
         Spec("CompletionRatio", "json", {}, number_map, attr="completion_ratio", read=read.numbers,
              label="Completion ratios", hint="A JSON object: model → ratio."),
+        Spec("CacheRatio", "json", {}, number_map, attr="cache_ratio", read=read.numbers,
+             label="Cache read ratios",
+             hint="A JSON object: model → price of a cached input token over an input token (default 1)."),
+        Spec("CreateCacheRatio", "json", {}, number_map, attr="create_cache_ratio", read=read.numbers,
+             label="Cache write ratios",
+             hint="A JSON object: model → price of a token written to the cache over an input token "
+                  "(default 1.25; a 1-hour write costs 1.6 times that)."),
+        Spec("PreConsumedCompletionTokens", "int", 1024, Between(0, 10_000_000),
+             attr="pre_consumed_completion_tokens", label="Output tokens reserved without a cap",
+             hint="Reserved before a chat call whose request names no output cap."),
         Spec("ModelPrice", "json", {}, number_map, attr="model_price", read=read.numbers,
              label="Model prices (per call)", hint="A JSON object: model → price in dollars."),
         Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio, attr="group_ratio",
@@ -282,7 +292,6 @@ SECTIONS: tuple[Section, ...] = (
         Spec("GroupGroupRatio", "json", {}, nested_number_map, label="Group-to-group ratios", hint=NO_EFFECT),
         Spec("TopupGroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, positive_number_map,
              label="Top-up ratios by group", hint=NO_EFFECT),
-        Spec("CacheRatio", "json", {}, number_map, label="Cache ratios", hint=NO_EFFECT),
         Spec("AudioRatio", "json", {}, number_map, label="Audio ratios", hint=NO_EFFECT),
         Spec("AudioCompletionRatio", "json", {}, number_map, label="Audio completion ratios", hint=NO_EFFECT),
     )),

@@ -86,6 +86,9 @@ class Settings:
     self_use_mode_enabled: bool
     model_ratio: Mapping[str, float]
     completion_ratio: Mapping[str, float]
+    cache_ratio: Mapping[str, float]
+    create_cache_ratio: Mapping[str, float]
+    pre_consumed_completion_tokens: int
     model_price: Mapping[str, float]
     model_capabilities: Mapping[str, Mapping[str, bool]]
     # groups

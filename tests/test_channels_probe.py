@@ -97,8 +97,9 @@ async def test_a_test_lists_the_models_and_records_the_latency(probe_app: Runnin
     reply = await admin.get(f"/api/channel/test/{cid}")
     assert reply.status_code == 200, reply.text
     seconds = seconds_of(reply.json())
-    call = gemini_fake.last
-    assert (call.method, call.path) == ("GET", "/v1beta/models")
+    call = gemini_fake.last  # a text model: asked for one token
+    assert (call.method, call.path) == ("POST", "/v1beta/models/gemini-2.5-flash:generateContent")
+    assert call.json["generationConfig"] == {"maxOutputTokens": 1}
     assert call.headers["x-goog-api-key"] == "AIza-test-key" and call.headers["x-tenant"] == "t1"
     row = await row_of(probe_app, cid)
     assert row is not None and row.status == ChannelStatus.ENABLED
@@ -116,9 +117,10 @@ async def test_a_speech_model_is_asked_for_one_spoken_answer_with_the_mapping(
     config = call.json["generationConfig"]
     assert config["responseModalities"] == ["AUDIO"]
     assert config["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"]
-    # the query names another model: a plain model is tested by the model list
+    # the query names another model: a text model is asked for one token
     seconds_of((await admin.get(f"/api/channel/test/{cid}", params={"model": "gemini-2.5-flash"})).json())
-    assert (gemini_fake.last.method, gemini_fake.last.path) == ("GET", "/v1beta/models")
+    assert (gemini_fake.last.method, gemini_fake.last.path) == (
+        "POST", "/v1beta/models/gemini-2.5-flash:generateContent")
 
 
 async def test_a_moderation_model_is_asked_to_moderate_one_word(probe_app: Running,
@@ -217,7 +219,7 @@ async def test_a_private_destination_is_refused_like_for_a_model_call(
 async def test_testing_every_channel_disables_the_failing_and_enables_the_recovered(
         probe_app: Running) -> None:
     state = probe_app.state
-    await state.options.put("ChannelDisableThreshold", 0.2)
+    await state.options.put("ChannelDisableThreshold", 0.3)
     admin = await admin_of(probe_app)
     async with FakeGemini() as healthy, FakeGemini(valid_keys=["AIza-good"]) as strict, \
             FakeGemini(slow_seconds=0.5) as slow, FakeGemini() as broken:

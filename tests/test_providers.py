@@ -19,6 +19,9 @@ from server.destinations import ANY_ADDRESS
 from server.errors import InvalidRequest, UnknownMethod
 from server.upstream.admin import MAX_BODY
 from server.upstream.client import Upstream, read_capped
+from server.upstream.formats.gemini_generate import GENERATE_FORMAT, GenerateStream
+from server.upstream.formats.openai_moderation import MODERATION_FORMAT
+from server.upstream.formats.sse import Events
 from server.upstream.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
 from server.upstream.providers.balances import BALANCE_TYPES, balance_query
 from server.upstream.providers.base import (
@@ -27,7 +30,6 @@ from server.upstream.providers.base import (
     ListedModel,
     Money,
     Operation,
-    SseSplitter,
     UnreadableReply,
     UpstreamCall,
     Usage,
@@ -45,6 +47,8 @@ TTS = "gemini-2.5-flash-preview-tts"
 class Channel:
     base_url: str = ""
     header_override: dict[str, Any] = field(default_factory=dict)
+    type: int = ChannelType.OPENAI
+    stream_include_usage: bool = True
 
 
 class Params(dict[str, str]):
@@ -65,7 +69,10 @@ def json_of(call: UpstreamCall) -> Any:
 
 def test_the_registry_serves_gemini_and_openai_channels() -> None:
     assert provider(ChannelType.GEMINI) is GEMINI and provider(ChannelType.OPENAI) is OPENAI
-    assert {ChannelType.GEMINI, ChannelType.OPENAI} == SERVED_TYPES
+    served = {ChannelType.GEMINI, ChannelType.OPENAI, ChannelType.CUSTOM, ChannelType.OPENROUTER,
+              ChannelType.MOONSHOT, ChannelType.SILICONFLOW, ChannelType.DEEPSEEK}
+    assert served == SERVED_TYPES
+    assert all(provider(t) is OPENAI for t in SERVED_TYPES - {ChannelType.GEMINI})
     assert (owned_by(ChannelType.GEMINI), owned_by(ChannelType.OPENAI), owned_by(ChannelType.AZURE)) == (
         "google", "openai", "custom")
     with pytest.raises(KeyError):
@@ -154,20 +161,28 @@ def test_gemini_upstream_request_carries_the_channel_key_and_the_callers_bytes()
 
 def test_gemini_usage_from_a_reply_and_from_stream_events() -> None:
     op = GEMINI.operation(f"{TTS}:generateContent", NONE)
+    asked = GEMINI.read_body(op, b'{"contents": [{"parts": [{"text": "hi"}]}]}')
+    native = GENERATE_FORMAT.exchange(ChannelType.GEMINI)
+
+    def usage(body: bytes) -> Usage | None:
+        return native.reply(op, asked, body).usage
+
     reply = {"candidates": [], "usageMetadata": {
         "promptTokenCount": 5, "toolUsePromptTokenCount": 2, "candidatesTokenCount": 40,
+        "cachedContentTokenCount": 3,
         "thoughtsTokenCount": 3, "candidatesTokensDetails": [{"modality": "AUDIO", "tokenCount": 38},
                                                               {"modality": "TEXT", "tokenCount": 2}]}}
-    assert GEMINI.usage(op, json.dumps(reply).encode()) == Usage(7, 43, 38, 2)
+    assert usage(json.dumps(reply).encode()) == Usage(4, 43, cache_read=3, audio_output=38, text_output=2)
     total_only = b'{"usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 12}}'
-    assert GEMINI.usage(op, total_only) == Usage(5, 7)
-    assert GEMINI.usage(op, b'{"candidates": []}') is None
-    assert GEMINI.usage(op, b"not json") is None
-    splitter = SseSplitter()
-    events = splitter.feed(b'data: {"candidates": []}\r\n\r\ndata: {"usageMetadata": {"promptTokenCount"')
-    events += splitter.feed(b': 4, "candidatesTokenCount": 9}}\r\n\r\n')
-    usages = [GEMINI.usage_of_event(SseSplitter.data_of(e)) for e in events]
-    assert usages == [None, Usage(4, 9)]
+    assert usage(total_only) == Usage(5, 7)
+    assert usage(b'{"candidates": []}') is None
+    assert usage(b"not json") is None
+    sse = GEMINI.operation(f"{TTS}:streamGenerateContent", Params(alt="sse"))
+    mapper = native.stream(sse, asked, Channel(), len)
+    events = Events().feed(b'data: {"candidates": []}\r\n\r\ndata: {"usageMetadata": {"promptTokenCount"'
+                           b': 4, "candidatesTokenCount": 9}}\r\n\r\n')
+    assert [mapper.event(e) for e in events] == events  # written as they came
+    assert mapper.usage == Usage(4, 9)
 
 
 def test_gemini_reads_a_bad_key_answer_as_a_401() -> None:
@@ -198,8 +213,13 @@ def test_gemini_error_objects() -> None:
     assert not GEMINI.is_error_body(b'{"error": {"message": "an OpenAI error"}}')
     assert GEMINI.stream_error(504, "late") == (
         b'{"error": {"code": 504, "message": "late", "status": "DEADLINE_EXCEEDED"}}')
-    assert SSE.error_event(b"{}", 0) == b"data: {}\r\n\r\n"
-    assert (ARRAY.error_event(b"{}", 0), ARRAY.error_event(b"{}", 2)) == (b"{}", b",\r\n{}")
+    payload = GEMINI.stream_error(503, "m")
+    assert GenerateStream(SSE).error(503, "x", "m") == b"data: " + payload + b"\r\n\r\n"
+    array = GenerateStream(ARRAY)
+    assert array.start() + array.error(503, "x", "m") == b"[" + payload + b"]"
+    array = GenerateStream(ARRAY)
+    joined = array.start() + array.event(b'data: {"a": 1}\n\n') + array.event(b'data: {"b": 2}\n\n')
+    assert joined + array.error(503, "x", "m") == b'[{"a": 1},\r\n{"b": 2},\r\n' + payload + b"]"
 
 
 def test_gemini_model_list() -> None:
@@ -225,7 +245,12 @@ def test_gemini_administrative_requests() -> None:
     config = json_of(speech)["generationConfig"]
     assert config["responseModalities"] == ["AUDIO"]
     assert config["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"]
-    assert GEMINI.test_call(channel, "k", "gemini-2.5-flash", {"speech_output": False}).method == "GET"
+    text = GEMINI.test_call(channel, "k", "gemini-2.5-flash", {"speech_output": False})
+    assert (text.url, json_of(text)["generationConfig"]) == (
+        "http://g.example/v1beta/models/gemini-2.5-flash:generateContent", {"maxOutputTokens": 1})
+    embed = GEMINI.test_call(channel, "k", "gemini-embedding-001", {"speech_output": False})
+    assert (embed.url, json_of(embed)) == ("http://g.example/v1beta/models/gemini-embedding-001:embedContent",
+                                           {"content": {"parts": [{"text": "hello"}]}})
     assert GEMINI.test_outcome(200, b"{}").ok
     failed = GEMINI.test_outcome(403, b'{"error": {"code": 403, "message": "denied", "status": "X"}}')
     assert (failed.ok, failed.message) == (False, "status code 403: denied")
@@ -260,13 +285,14 @@ def test_openai_upstream_request_replaces_only_a_mapped_model() -> None:
     op = OPENAI.operation("moderations", NONE)
     body = '{"input": "é", "model": "omni-moderation-latest", "extra": 1}'.encode()
     asked = OPENAI.read_body(op, body)
-    same = OPENAI.upstream_call(Channel(), "k", op, asked, "omni-moderation-latest", body)
+    exchange = MODERATION_FORMAT.exchange(ChannelType.OPENAI)
+    same = exchange.request(Channel(), "k", op, asked, "omni-moderation-latest", body)
     assert (same.url, same.body, same.headers["Authorization"]) == (
         "https://api.openai.com/v1/moderations", body, "Bearer k")
-    mapped = OPENAI.upstream_call(Channel("http://o.example"), "k", op, asked, "other", body)
+    mapped = exchange.request(Channel("http://o.example"), "k", op, asked, "other", body)
     assert mapped.url == "http://o.example/v1/moderations"
     assert json_of(mapped) == {"input": "é", "model": "other", "extra": 1}
-    assert OPENAI.usage(op, b'{"usage": {"prompt_tokens": 1}}') is None
+    assert exchange.reply(op, asked, b'{"usage": {"prompt_tokens": 1}}').usage is None
 
 
 def test_openai_error_objects_and_model_list() -> None:
@@ -297,7 +323,12 @@ def test_openai_administrative_requests() -> None:
     assert (moderation.method, moderation.url, json_of(moderation)) == (
         "POST", "http://o.example/v1/moderations", {"model": "omni-moderation-latest", "input": "hello"})
     assert moderation.headers["OpenAI-Organization"] == "org"
-    assert OPENAI.test_call(channel, "k", "gpt-x", {"moderation": False}).url.endswith("/v1/models")
+    chat = OPENAI.test_call(channel, "k", "gpt-x", {"moderation": False})
+    assert (chat.url, json_of(chat)) == ("http://o.example/v1/chat/completions", {
+        "model": "gpt-x", "max_tokens": 1, "messages": [{"role": "user", "content": "hello"}]})
+    embed = OPENAI.test_call(channel, "k", "text-embedding-3-small", {"moderation": False})
+    assert (embed.url, json_of(embed)) == ("http://o.example/v1/embeddings",
+                                           {"model": "text-embedding-3-small", "input": "hello"})
 
 
 def test_openai_balance_is_the_hard_limit_minus_the_usage_in_cents() -> None:

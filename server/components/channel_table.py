@@ -56,6 +56,7 @@ class RoutedChannel:
     header_override: dict[str, Any]
     auto_ban: bool
     created_time: int
+    stream_include_usage: bool = True  # `setting`: a streamed OpenAI-format call asks for the usage chunk
 
     def enabled_keys(self) -> list[int]:
         return [i for i, s in enumerate(self.key_status) if s == ChannelStatus.ENABLED]
@@ -148,6 +149,7 @@ class ChannelTable:
             status_code_mapping=load_json(row.status_code_mapping),
             header_override=load_json(row.header_override), auto_ban=int(row.auto_ban or 0) == 1,
             created_time=int(row.created_time or 0),
+            stream_include_usage=load_json(row.setting).get("stream_include_usage") is not False,
         )
 
     async def changed(self) -> None:

@@ -2,7 +2,8 @@
 (docs/API.md#selection-and-retries, #auto-disable).
 
 Each attempt picks a channel (priority tier, weight) not tried yet in this call, a key of it (random or
-polling), maps the model, lets the provider build the request and sends it. A connection error, a timeout
+polling), maps the model, lets the exchange of the channel's type (the route format's, for that type) build
+the request, and sends it. A connection error, a timeout
 or a status in `AutomaticRetryStatusCodes` tries the next channel; a status in
 `AutomaticDisableStatusCodes` (or a retryable failure whose message holds a disable keyword) takes the
 channel — or the key of a multi-key channel — out of routing first; any other upstream answer goes back to
@@ -49,12 +50,12 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                   upstream: Upstream) -> None:
     """Fill in the call's answering channel and response (its body too unless streamed), or raise the
     step-13 errors, or pass a non-retried upstream answer through."""
-    provider, op, asked = call.provider, call.op, call.asked
+    route, op, asked = call.route, call.op, call.asked
     assert op is not None and asked is not None
     model, request_id = asked.model, call.incoming.request_id
     last_timeout = False
     for attempt_number in range(1 + settings.retry_times):
-        channel = channels.pick(call.group, model, provider.channel_types, call.tried)
+        channel = channels.pick(call.group, model, route.channel_types, call.tried)
         if channel is None:
             break
         if attempt_number:
@@ -63,8 +64,9 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         call.last = channel
         key_index = await choose_key(channel, backend)
         upstream_model = map_model(channel.model_mapping, model)
-        request = provider.upstream_call(channel, channel.keys[key_index], op, asked, upstream_model,
-                                         call.incoming.body)
+        exchange = route.exchange(channel.type)
+        request = exchange.request(channel, channel.keys[key_index], op, asked, upstream_model,
+                                   call.incoming.body)
         kind, channel_id = channel.type, channel.id
         sent = time.perf_counter()
         try:
@@ -81,7 +83,7 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         ttfb = time.perf_counter() - sent
         status = response.status
         if 200 <= status < 300:
-            if op.stream:  # its duration is observed when the stream ends (pipeline `_stream`)
+            if asked.stream:  # its duration is observed when the stream ends (pipeline `_stream`)
                 call.sent = sent
                 metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb, seconds=None)
             else:
@@ -99,7 +101,8 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                     await response.close()
                 metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb,
                                          seconds=time.perf_counter() - sent)
-            call.channel, call.upstream_model, call.response = channel, upstream_model, response
+            call.channel, call.exchange = channel, exchange
+            call.upstream_model, call.response = upstream_model, response
             return
         try:
             body = await response.read()
@@ -111,7 +114,7 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                                  seconds=time.perf_counter() - sent)
         # What the upstream said is stored (disable reason), logged and passed through only redacted.
         body = redact(body, channel.keys)
-        error = provider.upstream_error(status, body)
+        error = exchange.upstream_error(status, body)
         verdict = judge(settings, error.status, error.message)
         last_timeout = status in (408, 504)
         log.warning("channel %d answered %d (request id %s)", channel.id, status, request_id)

@@ -17,7 +17,8 @@ from server.components.channel_table import RoutedChannel
 from server.relay.caller import Caller
 from server.relay.pricing import Price
 from server.upstream.client import UpstreamResponse
-from server.upstream.providers.base import Asked, Operation, Params, Provider
+from server.upstream.formats.base import Answer, Exchange, Format
+from server.upstream.providers.base import Asked, Operation, Params
 
 
 class Sink(Protocol):
@@ -58,7 +59,7 @@ class Call:
     """One model call: who, what, where it may be routed, its price, its hold, and what answered."""
 
     incoming: Incoming
-    provider: Provider
+    route: Format  # what the route speaks; `exchange` is how the answering channel serves it
     target: str
     started: float = 0.0  # time.monotonic() when the hold was taken (use time, first byte)
     op: Operation | None = None
@@ -75,9 +76,11 @@ class Call:
     sent: float = 0.0  # time.perf_counter() when the answering attempt was sent (a stream's duration)
     # the attempt that answered 2xx
     channel: RoutedChannel | None = None
+    exchange: Exchange | None = None
     upstream_model: str = ""
     response: UpstreamResponse | None = None  # streamed: its body is read by the stream step
     body: bytes | None = None
+    answer: Answer | None = None  # a plain call's reply as the caller gets it
     reply: Reply | None = None
     settled: bool = False  # set when the settlement starts: from then on the hold is never released
 

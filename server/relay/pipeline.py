@@ -19,11 +19,13 @@ older version gives the hold back, catches up and decides again, once. A refusal
 view reads the counters first (one round trip on that path only). So a change an admin was told is done
 applies to the very next call on every worker and node, and the common path makes no extra round trip.
 
-One reservation covers every attempt. A success settles the actual cost from the usage the provider reads
-and queues exactly one consume log with the counters; a call that ends any other way releases its whole
-hold, in the one `finally` of `Relay.call`. With Redis configured nothing here touches SQL. Everything a
-provider's wire decides — where the key is, what the body holds, the upstream URL, the usage — is asked
-of the call's `Provider` (server/upstream/providers/).
+One reservation covers every attempt. A success settles the actual cost from the usage the upstream
+reported (else Tollway's count, marked estimated) and queues exactly one consume log with the counters; a
+call that ends any other way releases its whole hold, in the one `finally` of `Relay.call`. With Redis
+configured nothing here touches SQL. Everything a wire decides — where the key is, what the body holds,
+the upstream URL, how the reply and its stream map, the usage — is asked of the call's route format and
+of the exchange of the channel that answers (server/upstream/formats/base.py); the steps are the same
+for every route.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from server.relay.estimate import count_all
 from server.relay.pricing import price_of
 from server.relay.streaming import Delivery, relay_stream
 from server.upstream.client import Upstream, UpstreamResponse
+from server.upstream.formats.base import Format, StreamMapper
 from server.upstream.providers import owned_by
 from server.upstream.providers.base import ListedModel, Provider, Usage
 
@@ -130,6 +133,24 @@ def _passthrough_headers(response: UpstreamResponse, request_id: str) -> dict[st
     return headers
 
 
+def streamed_usage(mapper: StreamMapper, prompt_estimate: int, interrupted: bool) -> Usage:
+    """What a stream is charged on (docs/API.md#missing-usage-and-cut-streams): the upstream's last
+    cumulative usage; where a count is missing, the prompt estimate and Tollway's count of the content
+    delivered (`estimated`). A cut stream that delivered no content is charged only the input the
+    upstream reported (0 if none)."""
+    reported = mapper.usage
+    if reported is not None and (reported.output or not interrupted):
+        return reported
+    output = count_all(["".join(mapper.delivered())])  # the pieces of one text, counted as one
+    if interrupted and not output:
+        return Usage(reported.input, 0, reported.cache_read, reported.cache_write_5m,
+                     reported.cache_write_1h) if reported is not None else Usage(0, 0)
+    if reported is not None:  # the input reported, the output counted
+        return Usage(reported.input, output, reported.cache_read, reported.cache_write_5m,
+                     reported.cache_write_1h, estimated=True)
+    return Usage(prompt_estimate, output, estimated=True)
+
+
 class Relay:
     """The gateway of one worker, built from the worker's components (never from a request)."""
 
@@ -148,9 +169,9 @@ class Relay:
         self.admission: tuple[Step, ...] = (self.authenticate, self.limit_rate, self.read_body, self.admit,
                                             self.reserve)
 
-    async def call(self, incoming: Incoming, provider: Provider, target: str) -> Reply | None:
+    async def call(self, incoming: Incoming, route: Format, target: str) -> Reply | None:
         """One model call: the reply of a plain call, None once a stream has been written."""
-        call = Call(incoming, provider, target)
+        call = Call(incoming, route, target)
         outcome = Outcome.SUCCESS
         try:
             for step in self.steps:
@@ -173,7 +194,7 @@ class Relay:
     # ---- the steps --------------------------------------------------------------------------------------
 
     def read_target(self, call: Call) -> None:
-        call.op = call.provider.operation(call.target, call.incoming.args)
+        call.op = call.route.operation(call.target, call.incoming.args)
 
     async def decide(self, call: Call) -> None:
         """Steps 1–12 on this worker's cached view, confirmed current by the versions the reservation
@@ -205,7 +226,7 @@ class Relay:
 
     async def authenticate(self, call: Call) -> None:
         incoming = call.incoming
-        raw = call.provider.caller_key(incoming.headers, incoming.args)
+        raw = call.route.dialect.caller_key(incoming.headers, incoming.args)
         call.caller = await authenticate(self.keys, self.users, self.options, self.clock, raw,
                                          incoming.client_ip)
 
@@ -227,12 +248,12 @@ class Relay:
         """Step 7: what the body asks for, read once (a 400 naming the field)."""
         if call.asked is None:
             assert call.op is not None
-            call.asked = call.provider.read_body(call.op, call.incoming.body)
-            call.prompt_tokens = count_all(call.asked.texts)
+            call.asked = call.route.read_body(call.op, call.incoming.body)
+            call.prompt_tokens = count_all(call.asked.texts) + call.asked.counted
 
     def admit(self, call: Call) -> None:
         """Steps 8–11: the key's model limits, an ability for the model, speech output, a price."""
-        caller, model, types = self._caller(call), call.model, call.provider.channel_types
+        caller, model, types = self._caller(call), call.model, call.route.channel_types
         key = caller.key
         if key.model_limits_enabled and model not in key.model_limits:
             raise ModelNotAllowed(f"this API key may not use model {model}")
@@ -255,8 +276,11 @@ class Relay:
         assert price is not None and asked is not None
         key = caller.key
         settings = self.options.settings
-        amount = price.cost(max(call.prompt_tokens, settings.pre_consumed_quota), asked.completion_tokens,
-                            settings.quota_per_unit)
+        prompt = max(call.prompt_tokens, settings.pre_consumed_quota) if asked.floor else call.prompt_tokens
+        output = asked.completion_tokens
+        if output is None:
+            output = settings.pre_consumed_completion_tokens
+        amount = price.cost(Usage(prompt, output), settings.quota_per_unit)
         limited = not key.unlimited_quota
         limits: Sequence[Limit] = ()
         if call.rate_due:  # step 6, admitted in the same atomic step (charged even if the balance refuses)
@@ -285,21 +309,23 @@ class Relay:
 
     def respond(self, call: Call) -> Awaitable[None] | None:
         """The upstream's 2xx answer as it came (status, bytes, content type); a stream is written now."""
-        response = call.response
-        assert call.op is not None and response is not None
-        if call.op.stream:
+        response, exchange, op, asked = call.response, call.exchange, call.op, call.asked
+        assert op is not None and asked is not None and response is not None and exchange is not None
+        if asked.stream:
             return self._stream(call, response)
         assert call.body is not None
+        call.answer = answer = exchange.reply(op, asked, call.body)
         kind = response.headers.get("content-type")
-        call.reply = Reply(response.status, call.body, "application/json" if kind is None else kind,
+        call.reply = Reply(response.status, answer.body, "application/json" if kind is None else kind,
                            _passthrough_headers(response, call.incoming.request_id))
         return None
 
     def settle(self, call: Call) -> Awaitable[Any] | None:
         if call.settled:  # a stream settles as it ends (`_stream`)
             return None
-        assert call.op is not None and call.body is not None
-        usage = call.provider.usage(call.op, call.body) or Usage(call.prompt_tokens, 0)
+        answer = call.answer
+        assert answer is not None
+        usage = answer.usage or Usage(call.prompt_tokens, count_all(answer.texts), estimated=True)
         return self._settle(call, usage, stream=False)
 
     # ---- the model lists ----------------------------------------------------------------------------
@@ -369,24 +395,27 @@ class Relay:
     async def _stream(self, call: Call, upstream: UpstreamResponse) -> None:
         """Write the stream; however it ends (finished, cut, client gone), settle what was delivered in a
         task the worker owns, so a cancelled request still charges exactly once."""
-        assert call.op is not None and call.op.form is not None and call.hold is not None
-        form, delivery = call.op.form, Delivery()
+        op, asked, exchange, channel = call.op, call.asked, call.exchange, call.channel
+        assert op is not None and asked is not None and exchange is not None and channel is not None
+        assert call.hold is not None
+        mapper = exchange.stream(op, asked, channel, count_all)
+        delivery = Delivery()
         try:
             headers = _passthrough_headers(upstream, call.incoming.request_id)
-            headers["content-type"] = form.content_type  # the form we send
+            headers["content-type"] = mapper.form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
             response = await call.incoming.respond(status=upstream.status, headers=headers)
-            await relay_stream(call, response, form, self.quota, self.stream_idle_timeout, delivery)
+            await relay_stream(call, response, mapper, self.quota, self.stream_idle_timeout, delivery)
         except BaseException:
             delivery.interrupted = True
             raise
         finally:
             await upstream.close()
-            if call.channel is not None:
-                metrics.upstream_done(call.channel.type, time.perf_counter() - call.sent)
+            metrics.upstream_done(channel.type, time.perf_counter() - call.sent)
             call.settled = True
-            settling = self._settle(call, delivery.usage or Usage(call.prompt_tokens, 0), stream=True,
-                                    interrupted=delivery.interrupted, first_byte_ms=delivery.first_byte_ms)
+            settling = self._settle(call, streamed_usage(mapper, call.prompt_tokens, delivery.interrupted),
+                                    stream=True, interrupted=delivery.interrupted,
+                                    first_byte_ms=delivery.first_byte_ms)
             task = asyncio.get_running_loop().create_task(settling, name=f"settle-{call.hold.hold_id}")
             self.tasks.adopt(task)
             await asyncio.shield(task)
@@ -398,34 +427,39 @@ class Relay:
         caller, price, hold, channel = self._caller(call), call.price, call.hold, call.channel
         assert price is not None and hold is not None and channel is not None
         settings = self.options.settings
-        cost = price.cost(usage.prompt, usage.completion, settings.quota_per_unit)
+        cost = price.cost(usage, settings.quota_per_unit)
         model = call.model
         entry: dict[str, Any] | None = None
         if settings.log_consume_enabled:
             other: dict[str, Any] = {
                 **price.other(), "channels_tried": list(call.tried),
                 "audio_output_tokens": usage.audio_output, "text_output_tokens": usage.text_output,
+                "cache_read_tokens": usage.cache_read, "cache_write_tokens": usage.cache_write,
+                "cache_tokens": usage.cache_read, "cache_creation_tokens": usage.cache_write,
+                "usage_estimated": usage.estimated, "route": call.route.name,
                 "stream_interrupted": interrupted, "is_model_mapped": call.upstream_model != model,
                 "upstream_model_name": call.upstream_model, "request_path": call.incoming.path,
                 "admin_info": {"use_channel": list(call.tried)},
             }
+            if usage.cache_write_1h:
+                other["cache_write_1h_tokens"] = usage.cache_write_1h
             if first_byte_ms is not None:
                 other["frt"] = first_byte_ms
             entry = {
                 "type": LogType.CONSUME, "created_at": self.clock.now_s(), "username": caller.user.username,
                 "token_name": caller.key.name, "model_name": model, "prompt_tokens": usage.prompt,
-                "completion_tokens": usage.completion,
+                "completion_tokens": usage.output,
                 "use_time": int(time.monotonic() - call.started), "is_stream": stream, "group": call.group,
                 "request_id": call.incoming.request_id, "quota": cost, "other": other,
                 "ip": call.incoming.client_ip if caller.user.record_ip_log else "",
-                "content": f"{model}: {usage.prompt} prompt + {usage.completion} completion tokens",
+                "content": f"{model}: {usage.prompt} prompt + {usage.output} completion tokens",
             }
         policy = call.policy
         charges: Sequence[Limit] = ()
         if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
             charges = self._limits(caller.user.id, caller.key.id, policy)[1]
         settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
-        metrics.charged(model, usage.prompt, usage.completion, cost)
+        metrics.charged(model, usage.prompt, usage.output, cost)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
             try:

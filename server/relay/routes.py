@@ -1,9 +1,10 @@
-"""The model-call routes: Gemini under `/v1beta` and `/v1` (the google-genai default), OpenAI moderations
-and model lists under `/v1`. Authenticated by API key, not by a login; bodies pass through as bytes (their
-schemas only document them).
+"""The model-call routes: Gemini under `/v1beta` and `/v1` (the google-genai default); OpenAI chat
+completions, embeddings, moderations and model lists under `/v1`. Authenticated by API key, not by a
+login; bodies pass through as bytes (their schemas only document them).
 
 This is the edge of the relay: each handler hands the worker's `Relay` (`server/relay/pipeline.py`) the
-request as plain values (`incoming`) and the provider of its route, and turns the reply into a response.
+request as plain values (`incoming`) and the format of its route (`server/upstream/formats/`), and turns
+the reply into a response.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from sanic.response import HTTPResponse, json, raw
 from core.enums import ChannelType
 from server.relay.call import Incoming, Reply
 from server.relay.schemas import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    EmbeddingsRequest,
+    EmbeddingsResponse,
     GeminiModelList,
     GenerateContentRequest,
     GenerateContentResponse,
@@ -25,7 +30,11 @@ from server.relay.schemas import (
     ModerationResponse,
     OpenAIModelList,
 )
-from server.upstream.providers import SERVED_TYPES, provider
+from server.upstream.formats.gemini_generate import GENERATE_FORMAT
+from server.upstream.formats.openai_chat import CHAT_FORMAT
+from server.upstream.formats.openai_embeddings import EMBEDDINGS_FORMAT
+from server.upstream.formats.openai_moderation import MODERATION_FORMAT
+from server.upstream.providers import provider
 from server.web.access import Access, Wire, route
 from server.web.state import services_of
 
@@ -36,6 +45,8 @@ bp = Blueprint("relay")
 
 GEMINI = provider(ChannelType.GEMINI)
 OPENAI = provider(ChannelType.OPENAI)
+OPENAI_LISTED = CHAT_FORMAT.channel_types | EMBEDDINGS_FORMAT.channel_types | MODERATION_FORMAT.channel_types
+"""The channel types whose models `GET /v1/models` lists (every type an OpenAI-format route is served by)."""
 FAMILIES = (("/v1beta/", Wire.GOOGLE), ("/v1/", Wire.GOOGLE_OR_OPENAI))
 """The wire of a path that matched no route (its errors are shaped like its family's)."""
 
@@ -68,7 +79,7 @@ async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (generateContent, or streamGenerateContent).
     The call is charged on the usage the provider reports (reserved up front from an estimate); the
     reply is the provider's, unchanged."""
-    return _response(await relay_of(request).call(incoming(request), GEMINI, target))
+    return _response(await relay_of(request).call(incoming(request), GENERATE_FORMAT, target))
 
 
 @route(bp, "POST", "/v1/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
@@ -76,7 +87,7 @@ async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
        wire=Wire.GOOGLE_OR_OPENAI)
 async def generate_v1(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (the same as under /v1beta, where the google-genai SDK sends it by default)."""
-    return _response(await relay_of(request).call(incoming(request), GEMINI, target))
+    return _response(await relay_of(request).call(incoming(request), GENERATE_FORMAT, target))
 
 
 @route(bp, "GET", "/v1beta/models", access=Access.API_KEY, reply=GeminiModelList, wire=Wire.GOOGLE)
@@ -89,7 +100,7 @@ async def gemini_models(request: Request) -> HTTPResponse:
 @route(bp, "GET", "/v1/models", access=Access.API_KEY, reply=OpenAIModelList, wire=Wire.OPENAI)
 async def openai_models(request: Request) -> HTTPResponse:
     """The models this API key may call (OpenAI's list shape)."""
-    listed = await relay_of(request).models(incoming(request), OPENAI, SERVED_TYPES)
+    listed = await relay_of(request).models(incoming(request), OPENAI, OPENAI_LISTED)
     return json(listed, headers={"X-Request-Id": request.ctx.request_id})
 
 
@@ -98,6 +109,28 @@ async def openai_models(request: Request) -> HTTPResponse:
 async def moderations(request: Request) -> HTTPResponse:
     """Classify text with an OpenAI moderation model.
     Charged on the prompt estimate; the reply is the provider's, unchanged."""
-    reply = await relay_of(request).call(incoming(request), OPENAI, "moderations")
+    reply = await relay_of(request).call(incoming(request), MODERATION_FORMAT, "moderations")
     assert reply is not None  # moderation never streams
+    return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)
+
+
+@route(bp, "POST", "/v1/chat/completions", access=Access.API_KEY, body=ChatCompletionRequest,
+       passthrough=True, reply=ChatCompletionResponse, wire=Wire.OPENAI)
+async def chat_completions(request: Request) -> HTTPResponse | None:
+    """Chat with a model on an OpenAI-compatible or Gemini channel, plain or streamed (`stream: true`).
+    Reserved up front from the prompt estimate and the output cap (`PreConsumedCompletionTokens` when the
+    request names none), charged on the usage the upstream reports, cache reads and writes priced by
+    `CacheRatio` and `CreateCacheRatio`; the reply and every stream event are the upstream's, unchanged,
+    except the usage chunk, which reaches the caller only when `stream_options.include_usage` is true."""
+    return _response(await relay_of(request).call(incoming(request), CHAT_FORMAT, "chat/completions"))
+
+
+@route(bp, "POST", "/v1/embeddings", access=Access.API_KEY, body=EmbeddingsRequest, passthrough=True,
+       reply=EmbeddingsResponse, wire=Wire.OPENAI)
+async def embeddings(request: Request) -> HTTPResponse:
+    """Embed texts or token ids with a model on an OpenAI-compatible or Gemini channel (floats or
+    base64, as asked). Reserved on the prompt estimate, charged on `usage.prompt_tokens`; the reply is
+    the upstream's, unchanged."""
+    reply = await relay_of(request).call(incoming(request), EMBEDDINGS_FORMAT, "embeddings")
+    assert reply is not None  # embeddings never stream
     return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)

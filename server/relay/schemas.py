@@ -80,6 +80,59 @@ class ModerationResponse(Open):
     results: list[dict[str, Any]] | None = None
 
 
+class ChatMessage(Open):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(Open):
+    """An OpenAI chat completion body; fields not named here pass to the upstream as sent."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Say hello"}]}]})
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool | None = Field(None, description="answer as server-sent events")
+    stream_options: dict[str, Any] | None = Field(
+        None, description="`include_usage: true` adds the usage chunk before `[DONE]`")
+    max_tokens: int | None = Field(None, ge=1, description="reserved for up front")
+    max_completion_tokens: int | None = Field(None, ge=1, description="reserved for up front (wins)")
+    n: int | None = Field(None, ge=1)
+    tools: list[dict[str, Any]] | None = None
+
+
+class ChatCompletionResponse(Open):
+    """The upstream's answer, forwarded as sent (`usage` is what the call is charged on). A stream is
+    server-sent events of chat completion chunks, then `data: [DONE]`."""
+
+    id: str | None = None
+    object: str | None = None
+    choices: list[dict[str, Any]] | None = None
+    usage: dict[str, Any] | None = None
+
+
+class EmbeddingsRequest(Open):
+    """An OpenAI embeddings body; fields not named here pass to the upstream as sent."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"model": "text-embedding-3-small", "input": ["a", "b"]}]})
+
+    model: str = Field(min_length=1)
+    input: str | list[str] | list[int] | list[list[int]] = Field(
+        description="a text, texts, token ids, or lists of token ids (none empty)")
+    encoding_format: str | None = Field(None, description="float or base64")
+    dimensions: int | None = Field(None, ge=1)
+
+
+class EmbeddingsResponse(Open):
+    """The upstream's answer, forwarded as sent (`usage.prompt_tokens` is what the call is charged on)."""
+
+    object: str | None = None
+    data: list[dict[str, Any]] | None = None
+    usage: dict[str, Any] | None = None
+
+
 class OpenAIModel(Open):
     id: str
     object: str

@@ -111,7 +111,10 @@ class FakeServer:
         """When True, error messages quote the request's key (see `echoed`)."""
         self.compress = False
         """When True, a whole reply is gzipped for a request that accepts gzip (`Content-Encoding`)."""
+        self.cut_after = 1
+        """`drop_mid_stream` / `stall_mid_stream` break a streamed reply after this many chunks."""
         self.port = 0
+        self._stream_gate: asyncio.Event | None = None
         self._failure: str | None = None
         self._failures_left: int | None = None
         self._server: asyncio.Server | None = None
@@ -223,6 +226,17 @@ class FakeServer:
         assert self._loop is not None, "start the fake first"
         self._held, self._gate = when, asyncio.Event()
 
+    def hold_stream(self) -> None:
+        """Send the first chunk of every streamed reply, then wait for `release_stream` before the rest."""
+        assert self._loop is not None, "start the fake first"
+        self._stream_gate = asyncio.Event()
+
+    def release_stream(self) -> None:
+        """Send the rest of the held streams. Callable from any thread."""
+        gate, self._stream_gate = self._stream_gate, None
+        if gate is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(gate.set)
+
     def release(self) -> None:
         """Answer the held requests and hold no more. Callable from any thread."""
         gate, self._held = self._gate, None
@@ -322,12 +336,14 @@ class FakeServer:
         for index, chunk in enumerate(chunks):
             if index:
                 await asyncio.sleep(self.chunk_delay)
+            if index == 1 and self._stream_gate is not None:  # `hold_stream`: the rest waits
+                await self._stream_gate.wait()
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             await writer.drain()
             self.chunks_sent += 1
-            if broken == "stall":
-                await asyncio.sleep(self.slow_seconds)
-            if broken:
+            if broken and index + 1 >= self.cut_after:
+                if broken == "stall":
+                    await asyncio.sleep(self.slow_seconds)
                 return
         writer.write(b"0\r\n\r\n")
         await writer.drain()

@@ -1,19 +1,26 @@
 """The providers the gateway speaks, by channel type (`core.enums.ChannelType`) and by route wire.
 
-Each implements `base.Provider`: `gemini.GEMINI` (type 24, Google's wire) and `openai.OPENAI` (type 1,
-OpenAI's wire). A channel of any other type is stored and listed but never selected; an admin may still
-list its upstream's models (OpenAI's way) and, for some types, query its balance (`balances.py`).
+Each implements `base.Provider`: `gemini.GEMINI` (type 24, Google's wire) and `openai.OPENAI` (OpenAI's
+wire: type 1 and the OpenAI-compatible types 8, 20, 25, 40, 43, each at its own default address). A
+channel of any other type is stored and listed but never selected; an admin may still list its
+upstream's models (OpenAI's way) and, for some types, query its balance (`balances.py`).
 """
 
 from __future__ import annotations
 
+from core.enums import ChannelType
 from server.upstream.providers.balances import DEFAULT_BASES
 from server.upstream.providers.base import Provider
 from server.upstream.providers.gemini import GEMINI
 from server.upstream.providers.openai import OPENAI
 from server.web.routing import Wire
 
-PROVIDERS: dict[int, Provider] = {GEMINI.channel_type: GEMINI, OPENAI.channel_type: OPENAI}
+OPENAI_WIRE_TYPES: frozenset[int] = frozenset({
+    ChannelType.OPENAI, ChannelType.CUSTOM, ChannelType.OPENROUTER, ChannelType.MOONSHOT,
+    ChannelType.SILICONFLOW, ChannelType.DEEPSEEK})
+"""Channel types whose upstream speaks OpenAI's wire at `{base}/v1/…`."""
+
+PROVIDERS: dict[int, Provider] = {GEMINI.channel_type: GEMINI, **{t: OPENAI for t in OPENAI_WIRE_TYPES}}
 SERVED_TYPES: frozenset[int] = frozenset(PROVIDERS)
 _BY_WIRE: dict[Wire, Provider] = {Wire.GOOGLE: GEMINI, Wire.OPENAI: OPENAI}
 
@@ -25,8 +32,9 @@ def provider(channel_type: int) -> Provider:
 
 def default_base(channel_type: int) -> str:
     """The address a channel of this type calls when its `base_url` is empty; "" when the type has none."""
-    served = PROVIDERS.get(channel_type)
-    return served.default_base if served is not None else DEFAULT_BASES.get(channel_type, "")
+    if channel_type in (GEMINI.channel_type, OPENAI.channel_type):
+        return PROVIDERS[channel_type].default_base
+    return DEFAULT_BASES.get(channel_type, "")
 
 
 def lister(channel_type: int) -> Provider:
@@ -38,7 +46,7 @@ def lister(channel_type: int) -> Provider:
 def owned_by(channel_type: int) -> str:
     """`owned_by` of a model served by a channel of this type, in OpenAI-shaped model lists."""
     served = PROVIDERS.get(channel_type)
-    return served.owned_by if served is not None else "custom"
+    return served.owned_by if served is not None and served.channel_type == channel_type else "custom"
 
 
 def for_wire(wire: Wire, path: str) -> Provider | None:

@@ -47,7 +47,7 @@ DEFAULT_BASES: dict[int, str] = {
     42: "https://api.mistral.ai",  # Mistral
     48: "https://api.x.ai",  # xAI
 }
-"""The default address of OpenAI-compatible channel types that are listed and queried, never served (a
+"""The default address of the OpenAI-compatible channel types (served, listed and queried; a
 Custom channel has none: its `base_url` is required)."""
 
 

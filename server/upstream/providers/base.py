@@ -64,12 +64,6 @@ class StreamForm:
     separator: bytes = b""
     tail: bytes = b""
 
-    def error_event(self, payload: bytes, delivered: int) -> bytes:
-        """The frame of the final error object of a stream cut short after `delivered` events."""
-        if self.sse:
-            return b"data: " + payload + b"\r\n\r\n"
-        return (self.separator if delivered else b"") + payload
-
 
 SSE = StreamForm(sse=True, content_type="text/event-stream")
 
@@ -92,16 +86,39 @@ class Asked:
     model: str
     texts: list[str]  # the prompt text, for the token estimate
     wants_audio: bool
-    completion_tokens: int  # reserved for up front
+    # the output reserved for up front: the request's cap; None when it names none (the reservation then
+    # takes `PreConsumedCompletionTokens`)
+    completion_tokens: int | None
     fields: dict[str, Any] | None = None  # the parsed body, when the upstream body may be rebuilt from it
+    stream: bool = False  # the answer streams
+    include_usage: bool = False  # an OpenAI stream's caller asked for the usage chunk
+    floor: bool = True  # the prompt reserved is at least `PreConsumedQuota` (not for embeddings)
+    counted: int = 0  # prompt tokens the caller sent as token ids (added to the estimate of `texts`)
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    prompt: int
-    completion: int
+    """A reply's usage in five counts, whatever the wire (docs/API.md#billing): input tokens not read from
+    a cache, cache reads, cache writes kept 5 minutes and 1 hour, and output; plus the speech split of
+    the output. `estimated`: a count is Tollway's own (the upstream reported none)."""
+
+    input: int
+    output: int
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
     audio_output: int = 0
     text_output: int = 0
+    estimated: bool = False
+
+    @property
+    def prompt(self) -> int:
+        """Every input token, cached or not (the consume log's `prompt_tokens`)."""
+        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def cache_write(self) -> int:
+        return self.cache_write_5m + self.cache_write_1h
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +171,10 @@ class BalanceQuery:
 
 
 class Provider(Protocol):
-    """One provider's wire format. Implementations: `gemini.GEMINI`, `openai.OPENAI`."""
+    """One provider's dialect: how its callers send their key, its error objects and model list, and how
+    an admin reaches a channel of its type (models, test, balance). What a route's body holds and how a
+    channel serves it are the route's format (`server/upstream/formats/`). Implementations:
+    `gemini.GEMINI`, `openai.OPENAI`."""
 
     channel_type: ChannelType
     channel_types: frozenset[int]  # the channel types that serve its calls
@@ -164,27 +184,6 @@ class Provider(Protocol):
     # ---- the caller's request -------------------------------------------------------------------------
     def caller_key(self, headers: Params, args: Params) -> str:
         """The API key the caller sent, "" when none."""
-
-    def operation(self, target: str, args: Params) -> Operation:
-        """The route's operation from the path segment (`target`); 404/400 from the error tree."""
-
-    def read_body(self, op: Operation, body: bytes) -> Asked:
-        """Validate the body: a 400 naming the field (`InvalidRequest`)."""
-
-    # ---- the upstream call ----------------------------------------------------------------------------
-    def upstream_call(self, channel: ChannelTarget, key: str, op: Operation, asked: Asked,
-                      upstream_model: str, body: bytes) -> UpstreamCall:
-        """The request for `channel` with `key`; `upstream_model` is the requested model after the
-        channel's mapping; `body` the caller's bytes (forwarded unchanged unless the wire requires)."""
-
-    def usage(self, op: Operation, body: bytes) -> Usage | None:
-        """The usage a complete reply reports; None when it reports none."""
-
-    def usage_of_event(self, data: bytes) -> Usage | None:
-        """The usage in the data of one stream event; None when it has none."""
-
-    def upstream_error(self, status: int, body: bytes) -> UpstreamError:
-        """Read a failed (non-2xx) upstream answer (`body` already redacted)."""
 
     # ---- our answers in this wire ---------------------------------------------------------------------
     def error_body(self, status: int, code: str, message: str, param: str | None, *, upstream: bool
@@ -213,6 +212,9 @@ class Provider(Protocol):
 
     def test_outcome(self, status: int, body: bytes) -> TestOutcome:
         """The verdict on a reply to `test_call`."""
+
+    def upstream_error(self, status: int, body: bytes) -> UpstreamError:
+        """Read a failed (non-2xx) upstream answer (`body` already redacted)."""
 
     def balance_query(self, channel: ChannelTarget, key: str, today: Any) -> BalanceQuery | None:
         """How to read the channel's balance (`today`: a `datetime.date`); None when there is no way."""
@@ -291,27 +293,3 @@ def passed(status: int, body: bytes) -> TestOutcome:
             return TestOutcome(False, f"status code {status}, but {exc}")
         return TestOutcome(True, "")
     return TestOutcome(False, f"status code {status}: {message_of(body)}")
-
-
-class SseSplitter:
-    """Cuts an SSE byte stream into events (blank-line separated, `\\n` or `\\r\\n`), across chunk
-    boundaries; `data_of` joins an event's `data:` lines."""
-
-    __slots__ = ("_buf",)
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        self._buf += chunk.replace(b"\r\n", b"\n")
-        *events, self._buf = self._buf.split(b"\n\n")
-        return [e for e in events if e.strip()]
-
-    def rest(self) -> list[bytes]:
-        rest, self._buf = self._buf, b""
-        return [rest] if rest.strip() else []
-
-    @staticmethod
-    def data_of(event: bytes) -> bytes:
-        lines = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
-        return b"\n".join(lines)

@@ -75,6 +75,7 @@ def usage_of_metadata(meta: Any) -> Usage | None:
     if not isinstance(meta, dict):
         return None
     prompt = _int(meta.get("promptTokenCount")) + _int(meta.get("toolUsePromptTokenCount"))
+    cached = _int(meta.get("cachedContentTokenCount"))
     if "candidatesTokenCount" in meta:
         completion = _int(meta.get("candidatesTokenCount")) + _int(meta.get("thoughtsTokenCount"))
     else:
@@ -88,7 +89,7 @@ def usage_of_metadata(meta: Any) -> Usage | None:
                     audio += _int(d.get("tokenCount"))
                 elif d.get("modality") == "TEXT":
                     text += _int(d.get("tokenCount"))
-    return Usage(prompt, completion, audio, text)
+    return Usage(max(0, prompt - cached), completion, cache_read=cached, audio_output=audio, text_output=text)
 
 
 def usage_of_body(body: bytes) -> Usage | None:
@@ -151,8 +152,9 @@ class Gemini:
         assert op.model is not None
         parsed = parse_generate(body)
         # a speech answer without a cap is reserved at twice the prompt's characters (docs/API.md#billing)
-        completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else 0)
-        return Asked(op.model, parsed.texts, parsed.wants_audio, completion)
+        # (a text answer without a cap reserves `PreConsumedCompletionTokens`: None)
+        completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else None)
+        return Asked(op.model, parsed.texts, parsed.wants_audio, completion, stream=op.stream)
 
     # ---- the upstream call ----------------------------------------------------------------------------
 
@@ -165,14 +167,6 @@ class Gemini:
                                 body, True)
         return UpstreamCall("POST", f"{base}/v1beta/models/{upstream_model}:{GENERATE}",
                             upstream_headers(channel, {"x-goog-api-key": key}, "application/json"), body)
-
-    def usage(self, op: Operation, body: bytes) -> Usage | None:
-        return usage_of_body(body)
-
-    def usage_of_event(self, data: bytes) -> Usage | None:
-        if b"usageMetadata" not in data:
-            return None
-        return usage_of_body(data)
 
     def upstream_error(self, status: int, body: bytes) -> UpstreamError:
         return UpstreamError(401 if is_key_invalid(status, body) else status, message_of(body))
@@ -223,13 +217,19 @@ class Gemini:
 
     def test_call(self, channel: ChannelTarget, key: str, model: str, capabilities: Mapping[str, bool]
                   ) -> UpstreamCall:
-        """A speech model: one short spoken answer in a built-in voice; any other: the model list."""
-        if not capabilities.get(SPEECH_OUTPUT):
-            return self.models_call(channel, key)
-        body = {"contents": [{"parts": [{"text": "Say: ok"}]}],
+        """A speech model: one short spoken answer in a built-in voice; an embedding model (`embed` in
+        its name): one word to embed; any other: a text answer of one token."""
+        method = GENERATE
+        if capabilities.get(SPEECH_OUTPUT):
+            body: dict[str, Any] = {
+                "contents": [{"parts": [{"text": "Say: ok"}]}],
                 "generationConfig": {"responseModalities": ["AUDIO"], "speechConfig": {
                     "voiceConfig": {"prebuiltVoiceConfig": {"voiceName": TEST_VOICE}}}}}
-        url = f"{base_of(channel, DEFAULT_BASE)}/v1beta/models/{quote(model, safe='')}:{GENERATE}"
+        elif "embed" in model.lower():
+            method, body = "embedContent", {"content": {"parts": [{"text": "hello"}]}}
+        else:
+            body = {"contents": [{"parts": [{"text": "hello"}]}], "generationConfig": {"maxOutputTokens": 1}}
+        url = f"{base_of(channel, DEFAULT_BASE)}/v1beta/models/{quote(model, safe='')}:{method}"
         headers = upstream_headers(channel, {"x-goog-api-key": key}, "application/json")
         return UpstreamCall("POST", url, headers, json.dumps(body).encode())
 

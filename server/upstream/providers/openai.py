@@ -33,7 +33,6 @@ from server.upstream.providers.base import (
     UnreadableReply,
     UpstreamCall,
     UpstreamError,
-    Usage,
     base_of,
     bearer,
     error_object,
@@ -143,21 +142,6 @@ class OpenAI:
 
     # ---- the upstream call ----------------------------------------------------------------------------
 
-    def upstream_call(self, channel: ChannelTarget, key: str, op: Operation, asked: Asked,
-                      upstream_model: str, body: bytes) -> UpstreamCall:
-        if upstream_model != asked.model:
-            data = dict(asked.fields or {})
-            data["model"] = upstream_model
-            body = json.dumps(data, ensure_ascii=False).encode()
-        return UpstreamCall("POST", f"{base_of(channel, DEFAULT_BASE)}/v1/{op.name}",
-                            _bearer_headers(channel, key), body)
-
-    def usage(self, op: Operation, body: bytes) -> Usage | None:
-        return None  # a moderation reply reports no usage
-
-    def usage_of_event(self, data: bytes) -> Usage | None:
-        return None
-
     def upstream_error(self, status: int, body: bytes) -> UpstreamError:
         return UpstreamError(status, message_of(body))
 
@@ -196,12 +180,19 @@ class OpenAI:
 
     def test_call(self, channel: ChannelTarget, key: str, model: str, capabilities: Mapping[str, bool]
                   ) -> UpstreamCall:
-        """A moderation model: one word to moderate; any other: the model list."""
-        if not capabilities.get(MODERATION):
-            return self.models_call(channel, key)
-        body = json.dumps({"model": model, "input": TEST_INPUT}).encode()
-        return UpstreamCall("POST", f"{base_of(channel, DEFAULT_BASE)}/v1/moderations",
-                            _bearer_headers(channel, key), body)
+        """A moderation model: one word to moderate; an embedding model (`embed` in its name): one word
+        to embed; any other: a chat call for one token."""
+        base = base_of(channel, DEFAULT_BASE)
+        body: dict[str, Any]
+        if capabilities.get(MODERATION):
+            path, body = "moderations", {"model": model, "input": TEST_INPUT}
+        elif "embed" in model.lower():
+            path, body = "embeddings", {"model": model, "input": TEST_INPUT}
+        else:
+            path, body = "chat/completions", {"model": model, "max_tokens": 1,
+                                              "messages": [{"role": "user", "content": TEST_INPUT}]}
+        return UpstreamCall("POST", f"{base}/v1/{path}", _bearer_headers(channel, key),
+                            json.dumps(body).encode())
 
     def test_outcome(self, status: int, body: bytes) -> TestOutcome:
         return passed(status, body)

@@ -1,0 +1,102 @@
+"""OpenAI-format upstreams: which channel types speak OpenAI's wire, where their endpoints are, and the
+pass-through exchange every OpenAI-format route shares (docs/API.md#channel-types).
+
+    types 1, 8, 20, 25, 40, 43   {base}/v1/{path}                  Authorization: Bearer <channel key>
+    type 24 (Gemini)             {base}/v1beta/openai/{path}       (Google's OpenAI-compatible endpoint)
+
+`{base}` is the channel's `base_url` or its type's default (a Custom channel has none: saving one without a
+`base_url` is refused). The caller's body goes up byte for byte, except that `model` is replaced when the
+channel maps it (the JSON is then re-encoded, other fields kept) and a streamed chat call asks for the
+usage chunk (`openai_chat`). The reply comes back byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from core.enums import ChannelType
+from server.upstream.formats.base import Answer, Channel, Counter, StreamMapper
+from server.upstream.providers import OPENAI_WIRE_TYPES, default_base
+from server.upstream.providers.base import (
+    Asked,
+    Operation,
+    UpstreamCall,
+    UpstreamError,
+    Usage,
+    message_of,
+    upstream_headers,
+)
+
+OPENAI_COMPATIBLE = OPENAI_WIRE_TYPES
+GOOGLE_OPENAI_PATH = "/v1beta/openai"
+
+
+def endpoint(channel: Channel, path: str) -> str:
+    """The URL of `path` (`chat/completions`, `embeddings`, …) on an OpenAI-format upstream."""
+    base = channel.base_url or default_base(channel.type)
+    if channel.type == ChannelType.GEMINI:
+        return f"{base}{GOOGLE_OPENAI_PATH}/{path}"
+    return f"{base}/v1/{path}"
+
+
+def bearer_headers(channel: Channel, key: str, *, stream: bool = False) -> dict[str, str]:
+    return upstream_headers(channel, {"Authorization": f"Bearer {key}"},
+                            "text/event-stream" if stream else "application/json")
+
+
+def with_model(asked: Asked, upstream_model: str, body: bytes, extra: dict[str, Any] | None = None) -> bytes:
+    """The caller's bytes, or, when the model is mapped or a field is added, its JSON re-encoded."""
+    if upstream_model == asked.model and not extra:
+        return body
+    data = dict(asked.fields or {})
+    data["model"] = upstream_model
+    if extra:
+        data.update(extra)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def whole_count(value: Any) -> int:
+    """A token count as reported: a non-negative JSON integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+class OpenAIPassThrough:
+    """An OpenAI-format route served by an OpenAI-format upstream: bytes both ways.
+
+    `usage` reads a complete reply's usage, `texts` its text (counted when there is no usage), `mapper`
+    builds a stream's mapper (None: the route never streams)."""
+
+    def __init__(self, path: str, usage: Callable[[Any], Usage | None], texts: Callable[[Any], list[str]],
+                 mapper: Callable[[Operation, Asked, Channel, Counter], StreamMapper] | None = None,
+                 request_extra: Callable[[Asked, Channel], dict[str, Any] | None] | None = None) -> None:
+        self.path, self._usage, self._texts = path, usage, texts
+        self._mapper, self._extra = mapper, request_extra
+
+    def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
+                body: bytes) -> UpstreamCall:
+        extra = self._extra(asked, channel) if self._extra is not None else None
+        return UpstreamCall("POST", endpoint(channel, self.path),
+                            bearer_headers(channel, key, stream=asked.stream),
+                            with_model(asked, upstream_model, body, extra), asked.stream)
+
+    def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
+        data = json_or_none(body)
+        if not isinstance(data, dict):
+            return Answer(body, None, [])
+        return Answer(body, self._usage(data.get("usage")), self._texts(data))
+
+    def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
+        assert self._mapper is not None
+        return self._mapper(op, asked, channel, count)
+
+    def upstream_error(self, status: int, body: bytes) -> UpstreamError:
+        return UpstreamError(status, message_of(body))

@@ -1,0 +1,99 @@
+"""OpenAI embeddings (`POST /v1/embeddings`): the body checks and the usage (docs/API.md#embeddings).
+
+Checked, each a 400 naming the field: `model` (non-empty string); `input`: a non-empty string, a
+non-empty array of non-empty strings, a non-empty array of token ids, or a non-empty array of non-empty
+arrays of token ids; `encoding_format` (`float` or `base64`); `dimensions` (int ≥ 1). The reply (floats
+or base64, as asked) comes back byte for byte. Reserved on the prompt estimate alone (token ids count one
+each), with no `PreConsumedQuota` floor; billed on `usage.prompt_tokens`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.upstream.formats.base import Fixed
+from server.upstream.formats.openai_compat import OPENAI_COMPATIBLE, OpenAIPassThrough, whole_count
+from server.upstream.providers.base import Asked, Operation, Provider, Usage
+from server.upstream.providers.bodies import check_model_name, invalid, parse_object
+from server.upstream.providers.gemini import GEMINI
+from server.upstream.providers.openai import OPENAI
+
+EMBEDDINGS = Operation("embeddings")
+ENCODINGS = ("float", "base64")
+INPUT_RULE = ("input: must be a non-empty string, a non-empty array of non-empty strings, a non-empty array "
+              "of token ids, or a non-empty array of non-empty arrays of token ids")
+
+
+def _token_ids(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value))
+
+
+def read_input(value: Any) -> tuple[list[str], int]:
+    """The input's texts and its count of token ids."""
+    bad = invalid(INPUT_RULE, "input")
+    if isinstance(value, str):
+        if not value:
+            raise bad
+        return [value], 0
+    if not isinstance(value, list) or not value:
+        raise bad
+    if all(isinstance(v, str) for v in value):
+        if not all(value):
+            raise bad
+        return list(value), 0
+    if _token_ids(value):
+        return [], len(value)
+    if all(_token_ids(v) for v in value):
+        return [], sum(len(v) for v in value)
+    raise bad
+
+
+def read_embeddings(body: bytes) -> Asked:
+    data = parse_object(body)
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid("model: must be a non-empty string", "model")
+    check_model_name(model)
+    texts, counted = read_input(data.get("input"))
+    encoding = data.get("encoding_format")
+    if encoding is not None and encoding not in ENCODINGS:
+        raise invalid('encoding_format: must be "float" or "base64"', "encoding_format")
+    dimensions = data.get("dimensions")
+    if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int)
+                                   or dimensions < 1):
+        raise invalid("dimensions: must be an integer ≥ 1", "dimensions")
+    return Asked(model, texts, False, 0, data, floor=False, counted=counted)
+
+
+def usage_of_embeddings(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict) or "prompt_tokens" not in usage:
+        return None
+    return Usage(whole_count(usage.get("prompt_tokens")), 0)
+
+
+def no_texts(data: Any) -> list[str]:
+    return []
+
+
+_PASS = OpenAIPassThrough("embeddings", usage_of_embeddings, no_texts)
+
+
+class EmbeddingsFormat(Fixed):
+    name = "embeddings"
+    dialect: Provider = OPENAI
+    channel_types = OPENAI_COMPATIBLE | {GEMINI.channel_type}
+
+    def __init__(self) -> None:
+        super().__init__(EMBEDDINGS)
+
+    def read_body(self, op: Operation, body: bytes) -> Asked:
+        return read_embeddings(body)
+
+    def exchange(self, channel_type: int) -> OpenAIPassThrough:
+        if channel_type not in self.channel_types:
+            raise KeyError(channel_type)
+        return _PASS
+
+
+EMBEDDINGS_FORMAT = EmbeddingsFormat()
