@@ -31,7 +31,7 @@ from server.relay.routes import bp as relay_bp
 from server.system.routes import bp as system_bp
 from server.topups.routes import bp as topups_bp
 from server.web import errors
-from server.web.connections import END_MARGIN, ConnectionLimits
+from server.web.connections import END_MARGIN, ConnectionLimits, ended_at_deadline
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
@@ -117,6 +117,9 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
     async def pipeline(request: Request) -> None:  # the guard's steps; a model call awaits nothing here
         guard = services_of(request).guard
         guard.identify(request)
+        if ended_at_deadline(request):  # answered 408 and nothing else: no rate limit counted, no lookup
+            request.ctx.principal = None
+            return
         for step in guard.checks_for(request):
             await step(request)
 

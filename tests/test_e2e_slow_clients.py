@@ -11,6 +11,10 @@
     long answers      a streamed model call that lasts longer than both deadlines together completes; a
                       model call whose upstream answers after 100 s, and a stream whose upstream pauses 100 s,
                       are answered in full (Sanic's own 60 s timer cut both)
+    nothing counted   logins whose body trickles, more of them than the critical rate limit allows, are each
+                      answered 408 (Sanic ran the guard before the error answer: the limit was counted, and
+                      past it the answer was a 429) and leave the whole limit to the logins that follow, and
+                      the global limit to the requests that follow; their access lines say 408, not 500
 
 Each trickle could go on for 30 s (60 pieces), fifteen times the deadlines set here (2 s): it passes when
 the server ends it before it is over, so nothing here measures time.
@@ -25,7 +29,7 @@ import httpx
 import pytest
 
 from tests.fakes.gemini import FakeGemini
-from tests.test_e2e_serve import start, stop, wait_until_serving
+from tests.test_e2e_serve import Proc, clean_env, free_port, start, stop, wait_until_serving
 from tests.test_e2e_stop import FAKES_NETWORK, SPEECH, TTS, open_gateway, stack_env, stream_speech
 
 pytestmark = pytest.mark.slow
@@ -136,4 +140,54 @@ async def test_model_calls_longer_than_a_minute_are_answered_in_full(tmp_path: P
                 assert len(events) == 2 and events[-1]["candidates"][0]["finishReason"] == "STOP"
             finally:
                 await asyncio.to_thread(stop, proc)
+    assert "Traceback" not in proc.stderr, proc.output()
+
+
+
+async def until_serving(proc: Proc, client: httpx.AsyncClient) -> int:
+    """Wait for the first answer of `GET /api/status`; the number of requests the server answered (each
+    counts against the global rate limit; a refused connection does not)."""
+    answered = 0
+    for _ in range(900):  # 0.1 s apart: a bound on a hang
+        if proc.popen.poll() is not None:
+            pytest.fail(f"tollway serve ended\n{proc.output()}")
+        try:
+            status = (await client.get("/api/status")).status_code
+        except httpx.TransportError:
+            await asyncio.sleep(0.1)
+            continue
+        answered += 1
+        if status == 200:
+            return answered
+    pytest.fail(f"tollway serve did not answer\n{proc.output()}")
+
+
+async def test_a_trickled_login_is_a_408_and_costs_no_rate_limit(tmp_path: Path) -> None:
+    critical, overall = 3, 40
+    port = free_port()
+    env = clean_env(DATA_DIR=str(tmp_path / "data"), HOST="127.0.0.1", PORT=str(port), ACCESS_LOG="true",
+                    REQUEST_HEAD_TIMEOUT=DEADLINE, REQUEST_BODY_TIMEOUT=DEADLINE,
+                    CRITICAL_RATE_LIMIT=str(critical), CRITICAL_RATE_LIMIT_DURATION="3600",
+                    GLOBAL_API_RATE_LIMIT=str(overall), GLOBAL_API_RATE_LIMIT_DURATION="3600")
+    proc = start(tmp_path, env, "serve")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            used = await until_serving(proc, client)
+            jobs = [slow_body("/api/user/login") for _ in range(2 * critical)]
+            ended = await asyncio.gather(*(trickle(port, *job) for job in jobs))
+            assert ended == [("408", True)] * len(jobs)  # none answered 429
+
+            wrong = {"username": "root", "password": "not-the-password"}
+            logins = [(await client.post("/api/user/login", json=wrong)).status_code
+                      for _ in range(critical + 1)]
+            assert all(status != 429 for status in logins[:critical]) and logins[critical] == 429, logins
+            used += critical  # the refused one charged neither limit (server/auth/guard.py: both or neither)
+            left = 0
+            while (await client.get("/api/status")).status_code == 200 and left <= overall:
+                left += 1
+        assert left == overall - used  # the trickled logins used none of the global limit either
+    finally:
+        await asyncio.to_thread(stop, proc)
+    access = [line for line in proc.stderr.splitlines() if " tollway.access: " in line]
+    assert sum(" POST /api/user/login 408 " in line for line in access) == 2 * critical, proc.output()
     assert "Traceback" not in proc.stderr, proc.output()

@@ -13,6 +13,11 @@ cut a model call whose upstream took longer than 60 s. `Connection` replaces tho
   when nobody reads it (a refused request whose body is still arriving); past it: 408 and close (after an
   error answer Sanic would go on reading the rest of the body, with no deadline: the connection is closed
   as soon as the 408 is written, or `CUT_LINGER` seconds after the deadline);
+- a request ended at a deadline is answered with its 408 and nothing else: Sanic runs the app's request
+  middleware before an error answer too, which counted the guard's rate limits for it (a login whose body
+  trickled in used up the critical limit and was answered 429), and would look its caller up; the app's
+  pipeline skips the guard's steps when `ended_at_deadline(request)` (server/app.py). The request's
+  metrics and access line name the status it is answered with, the 408, not a 500;
 - between requests a connection may stay idle `KEEP_ALIVE_TIMEOUT` seconds (`server/app.py`);
 - while the handler works (the whole request received, nothing answered yet) the connection sets no
   deadline: the work has its own (`UPSTREAM_TIMEOUT`, `REDIS_TIMEOUT`, …), and a slow client cannot
@@ -93,6 +98,13 @@ class ConnectionLimits:
         return max(0.05, min(self.head, self.body, self.keep_alive, self.send_idle) / 4)
 
 
+def ended_at_deadline(request: Request) -> bool:
+    """Whether a connection deadline ended `request` (its answer is the 408 the deadline chose; for a head
+    that never arrived whole, `request` is the stand-in Sanic makes to answer it)."""
+    protocol = getattr(request.stream, "protocol", None)
+    return isinstance(protocol, Connection) and protocol.deadline_passed
+
+
 class Connection(HttpProtocol):
     """Sanic's HTTP/1.1 protocol with whole-request deadlines and a bounded, clean shutdown."""
 
@@ -119,17 +131,24 @@ class Connection(HttpProtocol):
         finally:
             self._count(request)
 
+    @property
+    def deadline_passed(self) -> bool:
+        """Whether a deadline has ended the request in progress (the connection ends with it)."""
+        return self._cut_at is not None
+
     def _count(self, request: Request) -> None:
         """`tollway_http_requests_total` and the duration histogram: by the route's template, every
         request (the model calls run without the app's middleware, so it is counted here); and its access
-        line when `ACCESS_LOG` asks for one."""
+        line when `ACCESS_LOG` asks for one. A request cancelled before it answered (a deadline, the end of
+        the shutdown grace) is counted with the status of the error it is about to be answered with."""
         http = self._http
         if http is None:
             return
         route = request.route
         template = getattr(route.ctx, "path_template", route.path) if route is not None else metrics.UNMATCHED
         response = http.response
-        status = response.status if response is not None else 500
+        pending = getattr(http, "exception", None)
+        status = response.status if response is not None else getattr(pending, "status_code", 500)
         seconds = perf_counter() - http.perft0
         metrics.observe_http(template, request.method, status, seconds)
         if self._access_log:
