@@ -32,6 +32,7 @@ from server.system.routes import bp as system_bp
 from server.topups.routes import bp as topups_bp
 from server.web import errors
 from server.web.connections import END_MARGIN, ConnectionLimits, ended_at_deadline
+from server.web.page_headers import protect_html
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
@@ -127,6 +128,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
     def after(request: Request, response: BaseHTTPResponse) -> None:
         if getattr(getattr(request.route, "ctx", None), "cors", False):
             response.headers["access-control-allow-origin"] = "*"
+        protect_html(response)  # no framing, no sniffing, a Content-Security-Policy on every page
         services_of(request).guard.finish(request, response)
 
     return app

@@ -27,11 +27,19 @@ from server.system.schemas import (
 )
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
-from server.web.openapi import DOCS_PAGE, ApiDocument, document
+from server.web.openapi import DOCS_PAGE, DOCS_SCRIPT, DOCS_STYLE, ApiDocument, document
+from server.web.page_headers import inline_source
 from server.web.site import request_site
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("system")
+# `/api/docs` runs its own inline script and style (allowed by their hashes), reads the API document from
+# this origin, and loads nothing else; no site may frame it (server/web/page_headers.py)
+DOCS_CSP = "; ".join((
+    "default-src 'none'", f"script-src {inline_source(DOCS_SCRIPT)}",
+    f"style-src {inline_source(DOCS_STYLE)}", "connect-src 'self'", "img-src 'self'", "base-uri 'none'",
+    "form-action 'none'", "frame-ancestors 'none'",
+))
 WALLET_ONLY = "wallet_only"  # new-api's billing preference for "the balance pays, never a subscription"
 
 
@@ -92,8 +100,10 @@ async def get_openapi(request: Request) -> HTTPResponse:
 
 @route(bp, "GET", "/api/docs", access=Access.PUBLIC, reply=str, wire=Wire.RAW, media_type="text/html")
 async def get_docs(request: Request) -> HTTPResponse:
-    """A page listing every route of this API, read from `/api/openapi.json` (no external resources)."""
-    return html(DOCS_PAGE)
+    """A page listing every route of this API, read from `/api/openapi.json` (no external resources).
+    Its `Content-Security-Policy` allows its own inline script and style and requests to this origin only,
+    and no framing."""
+    return html(DOCS_PAGE, headers={"Content-Security-Policy": DOCS_CSP})
 
 
 # ---- what new-api's console reads -----------------------------------------------------------------------

@@ -237,18 +237,15 @@ def _version() -> str:
     return str(__version__)
 
 
-DOCS_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Tollway API</title>
-<style>
+# The page served at `/api/docs`: its style and script are inline, and allowed by their hashes alone
+# (server/system/routes.py `DOCS_CSP`), each the whole text between its tags.
+DOCS_STYLE = """
 body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 h2{margin-top:2rem;border-bottom:1px solid #ddd}.m{display:inline-block;width:4.5rem;font-weight:bold}
 details{margin:.4rem 0}summary{cursor:pointer}code,pre{background:#f5f5f5;padding:.1rem .3rem}
 pre{padding:.6rem;overflow:auto;font-size:13px}.a{color:#666;font-size:13px}
-</style></head><body>
-<h1>Tollway API</h1>
-<p>The machine-readable document is <a href="/api/openapi.json">/api/openapi.json</a> (OpenAPI 3.1).</p>
-<div id="ops">Loading…</div>
-<script>
+"""
+DOCS_SCRIPT = """
 fetch("/api/openapi.json").then(r => r.json()).then(doc => {
   const root = document.getElementById("ops"); root.textContent = "";
   const esc = s => String(s).replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
@@ -272,5 +269,12 @@ fetch("/api/openapi.json").then(r => r.json()).then(doc => {
   root.insertAdjacentHTML("beforeend", "<h2>Schemas</h2><pre>" +
     esc(JSON.stringify(doc.components.schemas, null, 1)) + "</pre>");
 });
-</script></body></html>
+"""
+DOCS_PAGE = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Tollway API</title>
+<style>{DOCS_STYLE}</style></head><body>
+<h1>Tollway API</h1>
+<p>The machine-readable document is <a href="/api/openapi.json">/api/openapi.json</a> (OpenAPI 3.1).</p>
+<div id="ops">Loading…</div>
+<script>{DOCS_SCRIPT}</script></body></html>
 """
