@@ -344,3 +344,16 @@ async def test_models_equal_only_for_the_database_are_a_400_not_a_500(app: Runni
     else:
         [cid] = data_of(reply)
         assert {a[1] for a in await abilities_of(app, cid)} == {"GPT-4o", "gpt-4o"}
+
+
+async def test_a_custom_channel_needs_its_address(app: Running) -> None:
+    admin = await admin_of(app)
+    body = channel_body(type=8, base_url="")
+    fails(await admin.post("/api/channel/", json={"mode": "single", "channel": body}), 400, "base_url:")
+    [cid] = await create(admin)  # a Gemini channel: its type has a default address
+    key = {"key": "AIza-key-one"}  # an admin moves a key only where they could send it anyway
+    fails(await admin.put("/api/channel/", json={"id": cid, "type": 8, **key}), 400, "base_url:")
+    assert data_of(await admin.get(f"/api/channel/{cid}"))["type"] == GEMINI  # nothing changed
+    moved = await admin.put("/api/channel/", json={"id": cid, "type": 8, "base_url": "https://llm.example.com",
+                                                   **key})
+    assert data_of(moved)["type"] == 8

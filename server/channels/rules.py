@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.enums import ChannelStatus
+from core.enums import ChannelStatus, ChannelType
 from core.headers import header_refusal
 from server.components.catalog import CHANNEL_TYPES
 from server.errors import BadRequest
@@ -252,6 +252,12 @@ def clean_fields(raw: dict[str, Any], *, creating: bool) -> dict[str, Any]:
                 raise BadRequest(f"{name}: is required")
         out = {**DEFAULTS, **out}
     return out
+
+
+def require_address(channel_type: int, base_url: str) -> None:
+    """A Custom channel (type 8) has no default address: it cannot be saved without a `base_url`."""
+    if channel_type == ChannelType.CUSTOM and not base_url:
+        raise BadRequest("base_url: is required for a Custom channel (type 8), which has no default address")
 
 
 def key_lines(text: str | None) -> list[str]:

@@ -31,6 +31,7 @@ from server.channels.rules import (
     clean_fields,
     key_lines,
     key_text,
+    require_address,
     unique,
 )
 from server.channels.schemas import CatalogModel, ChannelView
@@ -81,6 +82,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
         keys = key_lines(fields.get("key"))
         if not keys:
             raise BadRequest("key: is required")
+        require_address(values["type"], values["base_url"])
         await self.destinations.check_base_url(values["base_url"])
         now = self.clock.now_s()
         values["created_time"] = now
@@ -160,6 +162,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
                     values["other_info"] = status_info(KEYS_BACK, now, channel.other_info)
                 for name, value in values.items():
                     setattr(channel, name, value)
+                require_address(channel.type, channel.base_url)
                 await repo.save(channel)
                 view = ChannelView.of(channel)
         except IntegrityError:
