@@ -6,6 +6,15 @@ call goes through the worker's upstream client — the same pooled transport and
 every other outgoing call — within `timeout` seconds for the whole exchange, reading at most `MAX_BODY`
 bytes of the answer. Any failure (no connection, timeout, non-2xx, an answer without `url`) is a
 `CheckoutFailed` whose message never carries the API secret.
+
+The session's `url` is where the payer's browser is sent next, so it is the provider's word put into our
+page: it is accepted only as an absolute `https:` address with a host, no user name or password (the
+`https://checkout.example@evil.example/` disguise), nothing but printable ASCII (a browser drops tabs and
+line breaks, so `java\tscript:` would be `javascript:`) and at most `URL_MAX` characters (`payer_url`).
+Anything else — `javascript:`, `data:`, plain `http:`, a relative path — fails the checkout like any other
+bad answer. No exception is made for a provider addressed over `http:` (a test fake, a local mock): the
+link is followed by the payer's browser, not by this server, and a checkout page is `https:` wherever a
+real payer pays (the tests' fake Stripe answers `https:` links too).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -27,10 +36,29 @@ log = logging.getLogger("tollway.payments")
 TIMEOUT = 30.0
 MAX_BODY = 1024 * 1024
 SESSIONS_PATH = "/v1/checkout/sessions"
+URL_MAX = 8192
 
 
 class CheckoutFailed(Exception):
     """The provider did not open a session; the message is safe to log."""
+
+
+def payer_url(url: object) -> str:
+    """`url` if a payer's browser may be sent there (see the module docstring), else `CheckoutFailed`."""
+    if not isinstance(url, str) or not url:
+        raise CheckoutFailed("the provider's answer has no url")
+    refused = CheckoutFailed("the provider's checkout url is not an https: address a payer may be sent to")
+    if len(url) > URL_MAX or not all("!" <= c <= "~" for c in url):
+        raise refused
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises on a port that is not a number in range)
+    except ValueError:
+        raise refused from None
+    if parts.scheme != "https" or not parts.hostname or parts.username is not None \
+            or parts.password is not None:
+        raise refused
+    return url
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +96,7 @@ class Checkout:
         self.max_body = max_body
 
     async def open_session(self, req: CheckoutRequest) -> str:
-        """The URL the payer is sent to, else `CheckoutFailed`."""
+        """The URL the payer is sent to (an `https:` address: `payer_url`), else `CheckoutFailed`."""
         call = UpstreamCall("POST", req.api_base.rstrip("/") + SESSIONS_PATH, {
             "Authorization": f"Bearer {req.api_secret}", "Idempotency-Key": req.trade_no,
             "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json",
@@ -93,6 +121,4 @@ class Checkout:
             url = json.loads(body).get("url")
         except (ValueError, AttributeError):
             url = None
-        if not isinstance(url, str) or not url:
-            raise CheckoutFailed("the provider's answer has no url")
-        return url
+        return payer_url(url)

@@ -6,8 +6,9 @@ Stripe signs them.
   to it), `line_items[0][price]` (= `price_id` when set), a positive whole `line_items[0][quantity]`,
   `success_url` and `cancel_url`; the answer is a checkout session `{id, object, url,
   client_reference_id, amount_total: quantity × unit_amount, currency: "usd", status, payment_status,
-  customer, metadata}`. A repeated `Idempotency-Key` answers the session it opened the first time, as
-  Stripe does. Anything else is Stripe's 404 or 400 error object.
+  customer, metadata}`, its `url` made from `checkout_url` (Stripe's `https:` page by default; a test sets a
+  hostile one). A repeated `Idempotency-Key` answers the session it opened the first time, as Stripe does.
+  Anything else is Stripe's 404 or 400 error object.
 - The failure switch of every fake (`fail("500")`, `fail("drop")`, …) answers Stripe's `api_error`.
 
 `signed(secret, payload, t)` is the `Stripe-Signature` header for a delivery; `session_event(...)` a
@@ -43,6 +44,8 @@ class FakeStripe(FakeServer):
     def __init__(self, *, api_key: str = "sk_test_fake", price_id: str = "price_fake") -> None:
         super().__init__(valid_keys=[api_key])
         self.price_id = price_id
+        self.checkout_url = "https://checkout.stripe.test/c/pay/{id}"
+        """The `url` of a new session; `{id}` is replaced by the session's id."""
         self.sessions: dict[str, dict[str, Any]] = {}  # by id
         self._by_idempotency: dict[str, dict[str, Any]] = {}
 
@@ -87,7 +90,7 @@ class FakeStripe(FakeServer):
             return json_reply(200, self._by_idempotency[key])
         session_id = f"cs_test_{secrets.token_hex(12)}"
         session = {"id": session_id, "object": "checkout.session",
-                   "url": f"https://checkout.stripe.test/c/pay/{session_id}",
+                   "url": self.checkout_url.replace("{id}", session_id),
                    "client_reference_id": form["client_reference_id"],
                    "amount_total": int(quantity) * UNIT_AMOUNT, "currency": "usd", "status": "open",
                    "payment_status": "unpaid", "customer": form.get("customer"),

@@ -2,8 +2,9 @@
  * Top up (`/topup`, every signed-in user): the balance; redeem a code (`POST /api/user/topup`); buy quota
  * online when the site takes payments (`GET /api/user/topup/info`; the price of an amount from
  * `POST /api/user/stripe/amount`; `POST /api/user/stripe/pay` answers the provider's checkout page, which
- * opens in this tab); and your own orders (`GET /api/user/topup/self`). Calls at load: the top-up settings
- * and the orders (2), and `/api/user/self` when the one read at load is older than 5 s.
+ * opens in this tab — only when it is an `https:` address, as the server checks too); and your own orders
+ * (`GET /api/user/topup/self`). Calls at load: the top-up settings and the orders (2), and `/api/user/self`
+ * when the one read at load is older than 5 s.
  */
 
 import { h, replace } from "../dom.js";
@@ -92,6 +93,25 @@ export async function render(ctx) {
 }
 
 /**
+ * The provider's checkout page, if the payer may be sent there: an absolute `https:` address without a user
+ * name or password (server/payments/checkout.py `payer_url` says why); else an error, and nothing opens.
+ * @param {unknown} link
+ * @returns {string}
+ */
+function checkoutPage(link) {
+  let url = null;
+  try {
+    url = typeof link === "string" ? new URL(link) : null;
+  } catch {
+    url = null;
+  }
+  if (!url || url.protocol !== "https:" || !url.hostname || url.username || url.password) {
+    throw new Error("The payment provider did not answer an https: checkout page; nothing was opened.");
+  }
+  return url.href;
+}
+
+/**
  * @param {import("../types.js").PageContext} ctx
  * @param {TopUpInfo} info
  */
@@ -105,9 +125,9 @@ function buyForm({ api }, info) {
   const element = form("Buy quota online", async (buy) => {
     const amount = amountOf(buy);
     const here = `${window.location.origin}/topup`;
-    /** @type {{pay_link: string}} */
+    /** @type {{pay_link: unknown}} */
     const paid = await api.post("/api/user/stripe/pay", { amount, success_url: here, cancel_url: here });
-    window.location.assign(paid.pay_link);
+    window.location.assign(checkoutPage(paid.pay_link));
   },
   field("Amount", "amount", { type: "number", min: String(info.stripe_min_topup), step: "1",
     inputmode: "numeric", value: String(info.stripe_min_topup),
