@@ -4,6 +4,7 @@ starts it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from typing import Any
 
@@ -19,7 +20,7 @@ from server.channels.routes import bp as channels_bp
 from server.clock import Clock
 from server.config import Config
 from server.console.routes import bp as console_bp
-from server.container import build_services
+from server.container import Services, build_services
 from server.context import State
 from server.keys.routes import bp as keys_bp
 from server.logs.routes import bp as logs_bp
@@ -38,6 +39,7 @@ from server.web.state import services_of
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
               keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, observability_bp, console_bp)
 APP_NAME = "tollway"
+READINESS_TASK = "readiness"
 
 
 def undeclared_routes(app: Sanic[Any, Any]) -> list[str]:
@@ -79,6 +81,15 @@ def new_api_errors(request: Request) -> bool:
     return state is not None and state.options.settings.new_api_compatible_errors
 
 
+async def watch_readiness(state: State, services: Services) -> None:
+    """Run the worker's first round of readiness checks before it accepts a connection, so `/readyz`
+    answers from a real result from the first request on; then the task `readiness` runs one every
+    `READY_INTERVAL` (server/observability/service.py says why the route itself asks nothing)."""
+    await services.observability.check()
+    stop = asyncio.Event()
+    state.tasks.start(READINESS_TASK, services.observability.watch(stop), stop=stop.set)
+
+
 def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NAME) -> Sanic[Any, Any]:
     app: Sanic[Any, Any] = Sanic(name)
     app.config.REQUEST_MAX_SIZE = config.max_body_size
@@ -105,7 +116,8 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
             raise RuntimeError(f"routes without an access level: {', '.join(missing)}")
         state = await State.open(config, clock)
         app.ctx.state = state  # the infrastructure: closed below; tests inspect its stores directly
-        app.ctx.services = build_services(state)
+        app.ctx.services = services = build_services(state)
+        await watch_readiness(state, services)
         without_middleware(app, relay_bp.name)
 
     @app.after_server_stop

@@ -54,6 +54,8 @@ REQUEST_BODY_TIMEOUT = Seconds("REQUEST_BODY_TIMEOUT", 120.0, 1.0, 3600.0)
 SHUTDOWN_GRACE = Seconds("SHUTDOWN_GRACE", 30.0, 0.0, 3600.0)
 # `GET /readyz`: how long each dependency may take to answer, and how far the quota sync may lag behind.
 READY_TIMEOUT = Seconds("READY_TIMEOUT", 1.0, 0.05, 30.0)
+# … and how often each worker asks them, in the background (the route answers from the last round).
+READY_INTERVAL = Seconds("READY_INTERVAL", 1.0, 0.1, 60.0)
 READY_MAX_SYNC_LAG = Seconds("READY_MAX_SYNC_LAG", 60.0, 1.0, 86_400.0)
 LOG_FORMATS = ("text", "json")
 
@@ -115,6 +117,7 @@ class Config:
     # prometheus-client's multiprocess directory (`tollway serve` sets a fresh one for its processes)
     metrics_dir: Path | None = None
     ready_timeout: float = READY_TIMEOUT.default
+    ready_interval: float = READY_INTERVAL.default
     ready_max_sync_lag: float = READY_MAX_SYNC_LAG.default
     log_format: str = "text"  # or "json": one JSON object per line (server/logging_setup.py)
     access_log: bool = False  # one log line per request answered (server/logging_setup.py `access_line`)
@@ -415,6 +418,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         metrics_allow=_networks("METRICS_ALLOW", env.get("METRICS_ALLOW", "")),
         metrics_dir=Path(metrics_dir) if metrics_dir else None,
         ready_timeout=READY_TIMEOUT.read(env),
+        ready_interval=READY_INTERVAL.read(env),
         ready_max_sync_lag=READY_MAX_SYNC_LAG.read(env),
         log_format=log_format,
         access_log=_bool(env, "ACCESS_LOG", False),

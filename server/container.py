@@ -124,7 +124,7 @@ def build_services(state: State) -> Services:
     observability = ObservabilityService(
         db=state.db, backend=state.backend, sync=state.quota_sync, quota=state.quota,
         redis=not config.embedded, token=config.metrics_token, allow=config.metrics_allow,
-        metrics_dir=config.metrics_dir,
+        metrics_dir=config.metrics_dir, clock=state.clock, interval=config.ready_interval,
         timeout=config.ready_timeout, max_sync_lag=config.ready_max_sync_lag)
     return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
                     passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,

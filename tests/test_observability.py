@@ -14,8 +14,8 @@
                       over both workers and the quota-sync process (its batches: no worker syncs there);
                       then one worker is killed (SIGKILL), the supervisor restarts it, more calls come, and
                       the next scrape shows the earlier counts plus the new calls, exactly
-    readiness         `/readyz` on a Redis the test started: 200, 503 naming Redis while it is stopped,
-                      200 once it is back
+
+Readiness (`/readyz`) has its own tests: tests/test_readiness.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +32,10 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from models.db import Database
-from models.migrate import upgrade
 from server import metrics
 from tests.fakes.gemini import FakeGemini, prompt_tokens
 from tests.gateway import seed_channel
-from tests.harness import Running, make_config, serve
-from tests.redis_server import own_redis
+from tests.harness import Running
 from tests.test_e2e_serve import (
     ROOT_PASSWORD,
     Proc,
@@ -269,25 +265,6 @@ async def test_embedded_serve_counts_a_known_workload(tmp_path: Path) -> None:
     assert lines, proc.output()
     for line in lines:
         assert isinstance(json.loads(line), dict), line
-
-
-async def test_readyz_follows_redis(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'ready.db'}"
-    db = Database(url, pool_size=1)
-    await upgrade(db.engine)
-    await db.dispose()
-    with own_redis(tmp_path / "redis") as redis:
-        config = make_config(url, tmp_path / "data", redis_url=redis.url, prefix=f"t:{secrets.token_hex(4)}:",
-                             redis_timeout=0.5, ready_timeout=0.5)
-        async with serve(config) as running, httpx.AsyncClient(base_url=running.url, timeout=30) as client:
-            assert (await client.get("/readyz")).status_code == 200
-            await asyncio.to_thread(redis.stop)
-            down = await client.get("/readyz")
-            assert (down.status_code, down.text) == (503, "not ready: redis")
-            assert (await client.get("/healthz")).status_code == 200
-            await asyncio.to_thread(redis.start)
-            up = await client.get("/readyz")
-            assert (up.status_code, up.text) == (200, "ok")
 
 
 async def scrape_of(client: httpx.AsyncClient) -> str:

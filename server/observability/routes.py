@@ -40,8 +40,9 @@ async def healthz(request: Request) -> HTTPResponse:
        real_statuses=True)
 async def readyz(request: Request) -> HTTPResponse:
     """Readiness: 200 `ok` when the database (schema at the head revision), Redis and the quota sync
-    answer in time; else 503 with `not ready:` and the failed checks."""
-    failed = await services_of(request).observability.not_ready()
+    answered in time in the worker's last round of checks (one every `READY_INTERVAL`, in the
+    background); else 503 with `not ready:` and the failed checks (`stale`: that round is too old)."""
+    failed = services_of(request).observability.not_ready()
     if not failed:
         return text("ok")
     return text("not ready: " + ", ".join(failed), status=503)
