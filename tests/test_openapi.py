@@ -96,6 +96,7 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
         refs = [e["$ref"].rsplit("/", 1)[1] for e in error.get("anyOf", [error])]
         expected = {"/v1/models": ["OpenAIError"], "/v1/moderations": ["OpenAIError"],
                     "/v1/chat/completions": ["OpenAIError"], "/v1/embeddings": ["OpenAIError"],
+                    "/v1/responses": ["OpenAIError"],
                     "/v1/models/<target:path>": ["GoogleError", "OpenAIError"]}.get(
             path, ["GoogleError"] if path.startswith("/v1beta/") else ["ErrorEnvelope"])
         assert refs == expected, (method, path)

@@ -1,6 +1,6 @@
 """The model-call routes: Gemini under `/v1beta` and `/v1` (the google-genai default); OpenAI chat
-completions, embeddings, moderations and model lists under `/v1`. Authenticated by API key, not by a
-login; bodies pass through as bytes (their schemas only document them).
+completions, responses, embeddings, moderations and model lists under `/v1`. Authenticated by API key,
+not by a login; bodies pass through as bytes (their schemas only document them).
 
 This is the edge of the relay: each handler hands the worker's `Relay` (`server/relay/pipeline.py`) the
 request as plain values (`incoming`) and the format of its route (`server/upstream/formats/`), and turns
@@ -29,11 +29,14 @@ from server.relay.schemas import (
     ModerationRequest,
     ModerationResponse,
     OpenAIModelList,
+    ResponsesRequest,
+    ResponsesResponse,
 )
 from server.upstream.formats.gemini_generate import GENERATE_FORMAT
 from server.upstream.formats.openai_chat import CHAT_FORMAT
 from server.upstream.formats.openai_embeddings import EMBEDDINGS_FORMAT
 from server.upstream.formats.openai_moderation import MODERATION_FORMAT
+from server.upstream.formats.openai_responses import RESPONSES_FORMAT
 from server.upstream.providers import provider
 from server.web.access import Access, Wire, route
 from server.web.state import services_of
@@ -45,7 +48,8 @@ bp = Blueprint("relay")
 
 GEMINI = provider(ChannelType.GEMINI)
 OPENAI = provider(ChannelType.OPENAI)
-OPENAI_LISTED = CHAT_FORMAT.channel_types | EMBEDDINGS_FORMAT.channel_types | MODERATION_FORMAT.channel_types
+OPENAI_LISTED = (CHAT_FORMAT.channel_types | EMBEDDINGS_FORMAT.channel_types | MODERATION_FORMAT.channel_types
+                 | RESPONSES_FORMAT.channel_types)
 """The channel types whose models `GET /v1/models` lists (every type an OpenAI-format route is served by)."""
 FAMILIES = (("/v1beta/", Wire.GOOGLE), ("/v1/", Wire.GOOGLE_OR_OPENAI))
 """The wire of a path that matched no route (its errors are shaped like its family's)."""
@@ -123,6 +127,18 @@ async def chat_completions(request: Request) -> HTTPResponse | None:
     `CacheRatio` and `CreateCacheRatio`; the reply and every stream event are the upstream's, unchanged,
     except the usage chunk, which reaches the caller only when `stream_options.include_usage` is true."""
     return _response(await relay_of(request).call(incoming(request), CHAT_FORMAT, "chat/completions"))
+
+
+@route(bp, "POST", "/v1/responses", access=Access.API_KEY, body=ResponsesRequest, passthrough=True,
+       reply=ResponsesResponse, wire=Wire.OPENAI)
+async def responses(request: Request) -> HTTPResponse | None:
+    """Create a model response (OpenAI's Responses API) on an OpenAI or Custom channel.
+    Plain or streamed (`stream: true`). Reserved up front from the input estimate and `max_output_tokens`
+    (`PreConsumedCompletionTokens` when the request names none), charged on the usage the upstream
+    reports, cached input priced by `CacheRatio`; the reply and every stream event are the upstream's,
+    unchanged. `background: true` is refused, and stored responses are not served (`GET`/`DELETE
+    /v1/responses/{id}` are 404s)."""
+    return _response(await relay_of(request).call(incoming(request), RESPONSES_FORMAT, "responses"))
 
 
 @route(bp, "POST", "/v1/embeddings", access=Access.API_KEY, body=EmbeddingsRequest, passthrough=True,

@@ -133,6 +133,34 @@ class EmbeddingsResponse(Open):
     usage: dict[str, Any] | None = None
 
 
+class ResponsesRequest(Open):
+    """An OpenAI Responses body; fields not named here pass to the upstream as sent
+    (`previous_response_id` too)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"model": "gpt-4.1-mini", "input": "Say hello"}]})
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] | None = Field(
+        None, description="a text, or input items; their text is counted for the prompt estimate")
+    instructions: str | None = Field(None, description="counted for the prompt estimate")
+    stream: bool | None = Field(None, description="answer as server-sent events")
+    max_output_tokens: int | None = Field(None, ge=1, description="reserved for up front")
+    background: bool | None = Field(
+        None, description="`true` is refused: background responses are not served")
+
+
+class ResponsesResponse(Open):
+    """The upstream's response, forwarded as sent (`usage` is what the call is charged on). A stream is
+    the upstream's server-sent events (`response.created` … `response.completed`), unchanged."""
+
+    id: str | None = None
+    object: str | None = None
+    status: str | None = None
+    output: list[dict[str, Any]] | None = None
+    usage: dict[str, Any] | None = None
+
+
 class OpenAIModel(Open):
     id: str
     object: str

@@ -1,5 +1,5 @@
-"""A fake OpenAI API (moderations, models; chat completions and embeddings in `openai_text.py`) on a real
-socket, for the gateway's end-to-end tests.
+"""A fake OpenAI API (moderations, models; chat completions and embeddings in `openai_text.py`, responses in
+`openai_responses.py`) on a real socket, for the gateway's end-to-end tests.
 
 - `POST /v1/moderations` — `{"input": str | [str] | [parts], "model"?}`: one result per string, ONE
   result for a list of parts (text / image_url), as the real API does. Each result has the 13 categories
@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tests.fakes.base import FakeServer, Recorded, Reply, json_reply
+from tests.fakes.openai_responses import responses
 from tests.fakes.openai_text import Text, chat, embeddings, text_path
 
 DEFAULT_MODELS = ("omni-moderation-latest", "text-moderation-latest")
@@ -113,7 +114,7 @@ class FakeOpenAI(FakeServer):
         self.used = 20.0
         self.balance_currency = "CNY"
         self.text = Text()
-        """What chat completions and embeddings answer (tests/fakes/openai_text.py)."""
+        """What chat completions, embeddings and responses answer (tests/fakes/openai_text.py)."""
         """The currency of DeepSeek's balance entry."""
 
     # -- hooks ------------------------------------------------------------------------------------------
@@ -143,6 +144,8 @@ class FakeOpenAI(FakeServer):
         kind = text_path(path) if request.method == "POST" else None
         if kind is not None:
             return chat(self.text, request) if kind == "chat/completions" else embeddings(self.text, request)
+        if request.method == "POST" and path == "/v1/responses":
+            return responses(self.text, request)
         if request.method == "POST" and path == "/v1/moderations":
             return self._moderate(request)
         if request.method == "GET" and path == "/v1/models":
