@@ -243,3 +243,69 @@ async def test_a_stream_cut_before_any_content_costs_nothing(app: Running, opena
     (log,) = await consume_logs(app)
     assert (log.quota, log.prompt_tokens, log.completion_tokens) == (0, 0, 0)
     assert await app.state.quota.balance("user", uid) == START
+
+
+async def test_a_caller_who_leaves_mid_stream_cancels_the_upstream_call_and_is_settled_once(
+        app: Running, openai_fake: FakeOpenAI) -> None:
+    uid, key = await setup(app, openai_fake)
+    openai_fake.hold_stream()  # the upstream sends its first event, then nothing until released
+    body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    async with httpx.AsyncClient(base_url=app.url, timeout=30) as http, http.stream(
+            "POST", "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}) as reply:
+        assert reply.status_code == 200
+        async for line in reply.aiter_lines():
+            assert line.startswith("data: ")
+            break  # the caller leaves after the first event
+    # settled without waiting for the upstream: it is still holding the rest of its answer
+    for _ in range(100):
+        logs = await consume_logs(app)
+        if logs:
+            break
+        await asyncio.sleep(0.1)
+    (log,) = logs
+    assert json.loads(log.other)["stream_interrupted"] is True
+    assert (log.quota, log.completion_tokens) == (0, 0)  # nothing but the role chunk reached the caller
+    assert await app.state.quota.balance("user", uid) == START
+    openai_fake.release_stream()
+
+
+async def test_thirty_concurrent_calls_on_a_balance_for_twenty_never_overdraw(
+        app: Running, openai_fake: FakeOpenAI) -> None:
+    uid, key = await setup(app, openai_fake, quota=20_500)
+    # price mode: 1000 points a call, reserved exactly
+    await app.state.options.put("ModelPrice", json.dumps({CHAT: 0.002}))
+    sdk = client(app, key)
+
+    async def one() -> int:
+        try:
+            await sdk.chat.completions.create(model=CHAT, messages=[{"role": "user", "content": "hi"}])
+        except openai.RateLimitError as refused:
+            assert refused.code == "insufficient_quota"
+            return 429
+        return 200
+
+    results = await asyncio.gather(*(one() for _ in range(30)))
+    assert (results.count(200), results.count(429)) == (20, 10)
+    logs = await consume_logs(app)
+    assert len(logs) == 20 and all(log.quota == 1000 for log in logs)
+    assert await app.state.quota.balance("user", uid) == 20_500 - sum(log.quota for log in logs) == 500
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_2xx_that_is_not_the_routes_reply_fails_over_and_is_never_charged(
+        app: Running, openai_fake: FakeOpenAI, stream: bool) -> None:
+    uid, key = await setup(app, openai_fake)
+    body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    async with httpx.AsyncClient(base_url=app.url, timeout=30,
+                                 headers={"Authorization": f"Bearer {key}"}) as http:
+        openai_fake.fail("garbage")  # 200 text/html, every time
+        refused = await http.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "upstream_failed"
+        assert await app.state.quota.balance("user", uid) == START  # released whole
+        await seed_channel(app.state, type=8, base_url=openai_fake.url, models=CHAT)  # a second channel
+        openai_fake.fail("garbage", times=1)  # the first attempt only: the retry is answered
+        answered = await http.post("/v1/chat/completions", json=body)
+    assert answered.status_code == 200 and len(openai_fake.received) == 3
+    (log,) = await consume_logs(app)
+    assert len(json.loads(log.other)["channels_tried"]) == 2
+    assert await app.state.quota.balance("user", uid) == START - log.quota

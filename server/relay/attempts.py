@@ -3,8 +3,9 @@
 
 Each attempt picks a channel (priority tier, weight) not tried yet in this call, a key of it (random or
 polling), maps the model, lets the exchange of the channel's type (the route format's, for that type) build
-the request, and sends it. A connection error, a timeout
-or a status in `AutomaticRetryStatusCodes` tries the next channel; a status in
+the request, and sends it. A connection error, a timeout, a 2xx that is not the route's reply (not a JSON
+object; not an event stream for a streamed call) or a status in `AutomaticRetryStatusCodes` tries the next
+channel; a status in
 `AutomaticDisableStatusCodes` (or a retryable failure whose message holds a disable keyword) takes the
 channel — or the key of a multi-key channel — out of routing first; any other upstream answer goes back to
 the caller (`UpstreamPassthrough`). What an upstream said is redacted with the channel's keys before it is
@@ -32,8 +33,13 @@ from server.redaction import redact
 from server.relay.call import Call
 from server.upstream.client import Upstream
 from server.upstream.faults import describe, is_timeout, judge, keyword_disables
+from server.upstream.providers.base import UnreadableReply
 
 log = logging.getLogger("tollway.relay")
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    return content_type is not None and content_type.split(";")[0].strip().lower() == "text/event-stream"
 
 
 def mapped_status(channel: RoutedChannel, status: int) -> int:
@@ -83,6 +89,14 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         ttfb = time.perf_counter() - sent
         status = response.status
         if 200 <= status < 300:
+            if asked.stream and not is_event_stream(response.headers.get("content-type")):
+                # not a stream (an HTML page, a JSON answer that ignored `stream`): the next channel
+                await response.close()
+                metrics.upstream_attempt(kind, channel_id, UpstreamResult.BAD_REPLY, ttfb=ttfb,
+                                         seconds=time.perf_counter() - sent)
+                log.warning("channel %d answered a stream with %s (request id %s)", channel.id,
+                            (response.headers.get("content-type") or "no content type")[:80], request_id)
+                continue
             if asked.stream:  # its duration is observed when the stream ends (pipeline `_stream`)
                 call.sent = sent
                 metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb, seconds=None)
@@ -99,6 +113,14 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                     continue
                 finally:
                     await response.close()
+                try:  # a 2xx that is not the route's reply (an HTML page, a cut JSON): the next channel
+                    call.answer = exchange.reply(op, asked, call.body)
+                except UnreadableReply as unreadable:
+                    metrics.upstream_attempt(kind, channel_id, UpstreamResult.BAD_REPLY, ttfb=ttfb,
+                                             seconds=time.perf_counter() - sent)
+                    log.warning("channel %d answered 2xx with %s (request id %s)", channel.id, unreadable,
+                                request_id)
+                    continue
                 metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb,
                                          seconds=time.perf_counter() - sent)
             call.channel, call.exchange = channel, exchange

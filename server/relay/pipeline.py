@@ -313,8 +313,8 @@ class Relay:
         assert op is not None and asked is not None and response is not None and exchange is not None
         if asked.stream:
             return self._stream(call, response)
-        assert call.body is not None
-        call.answer = answer = exchange.reply(op, asked, call.body)
+        answer = call.answer  # read by the attempt that answered (a 2xx it could not read was retried)
+        assert answer is not None
         kind = response.headers.get("content-type")
         call.reply = Reply(response.status, answer.body, "application/json" if kind is None else kind,
                            _passthrough_headers(response, call.incoming.request_id))

@@ -90,7 +90,8 @@ class Exchange(Protocol):
         """The upstream request (`body`: the caller's bytes, forwarded as sent unless mapped)."""
 
     def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
-        """A 2xx reply, as the caller gets it."""
+        """A 2xx reply, as the caller gets it; `UnreadableReply` when it is not the route's reply (the
+        attempt then counts as failed, and the next channel is tried)."""
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
         """A mapper for one streamed reply."""

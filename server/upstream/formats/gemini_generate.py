@@ -22,6 +22,7 @@ from server.upstream.providers.base import (
     Params,
     Provider,
     StreamForm,
+    UnreadableReply,
     UpstreamCall,
     UpstreamError,
     Usage,
@@ -102,7 +103,7 @@ class GeminiNative:
     def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
         data = json_or_none(body)
         if not isinstance(data, dict):
-            return Answer(body, None, [])
+            raise UnreadableReply("a reply that is not a JSON object")
         return Answer(body, usage_of_metadata(data.get("usageMetadata")), texts_of_generate(data))
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> GenerateStream:

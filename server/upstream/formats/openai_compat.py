@@ -22,6 +22,7 @@ from server.upstream.providers import OPENAI_WIRE_TYPES, default_base
 from server.upstream.providers.base import (
     Asked,
     Operation,
+    UnreadableReply,
     UpstreamCall,
     UpstreamError,
     Usage,
@@ -91,7 +92,7 @@ class OpenAIPassThrough:
     def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
         data = json_or_none(body)
         if not isinstance(data, dict):
-            return Answer(body, None, [])
+            raise UnreadableReply("a reply that is not a JSON object")
         return Answer(body, self._usage(data.get("usage")), self._texts(data))
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
