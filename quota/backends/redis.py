@@ -473,7 +473,7 @@ class RedisBackend:
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]  # typed in newer redis-py
 
     async def close(self) -> None:
         if self.pipe is not None:
