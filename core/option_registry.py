@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from core import numerals
 from core import option_values as read
+from core.money import BALANCE_MAX
 from core.option_rules import (
     AtLeast,
     Between,
@@ -121,6 +122,8 @@ SIDEBAR_MODULES_ADMIN = json.dumps({"console": {"midjourney": False, "task": Fal
 EMAIL_WHITELIST = "gmail.com,yahoo.com,outlook.com,hotmail.com,icloud.com,qq.com,163.com,126.com,foxmail.com"
 
 NO_EFFECT = "Kept for new-api's clients; no effect."
+# an amount of quota: a balance made of it must stay where the quota engine computes exactly (core/money.py)
+QUOTA_AMOUNT = Between(0, BALANCE_MAX)
 
 SECTIONS: tuple[Section, ...] = (
     Section("site", "Site", "What every visitor sees, and where the site lives.", (
@@ -159,12 +162,13 @@ SECTIONS: tuple[Section, ...] = (
              label="Refuse e-mail aliases (name+tag@…)"),
         Spec("EmailDomainWhitelist", "str", EMAIL_WHITELIST, attr="email_domain_whitelist", read=read.domains,
              label="Allowed e-mail domains", hint="Comma-separated."),
-        Spec("QuotaForNewUser", "int", 0, AtLeast(0), attr="quota_for_new_user",
+        Spec("QuotaForNewUser", "int", 0, QUOTA_AMOUNT, attr="quota_for_new_user", read=read.quota_amount,
              label="Quota for a new user"),
-        Spec("QuotaForInviter", "int", 0, AtLeast(0), attr="quota_for_inviter",
-             label="Quota for the inviter"),
-        Spec("QuotaForInvitee", "int", 0, AtLeast(0), attr="quota_for_invitee",
-             label="Quota for the invitee"),
+        Spec("QuotaForInviter", "int", 0, QUOTA_AMOUNT, attr="quota_for_inviter", read=read.quota_amount,
+             label="Quota for the inviter", hint="Added to the inviter's invitation rewards."),
+        Spec("QuotaForInvitee", "int", 0, QUOTA_AMOUNT, attr="quota_for_invitee", read=read.quota_amount,
+             label="Quota for the invitee",
+             hint="Added to the starting balance, as far as it stays within the largest balance."),
     )),
     Section("quota", "Quota and pricing", "How quota is counted and shown, and what each model costs. JSON "
             "fields are checked before saving.", (
@@ -181,9 +185,9 @@ SECTIONS: tuple[Section, ...] = (
              label="Custom currency symbol"),
         Spec("custom_currency_exchange_rate", "float", 1.0, AtLeast(0, strict=True),
              attr="custom_currency_exchange_rate", label="Custom currency per dollar"),
-        Spec("PreConsumedQuota", "int", 500, AtLeast(0), attr="pre_consumed_quota",
+        Spec("PreConsumedQuota", "int", 500, QUOTA_AMOUNT, attr="pre_consumed_quota", read=read.quota_amount,
              label="Quota reserved before a call"),
-        Spec("QuotaRemindThreshold", "int", 1000, AtLeast(0), label="Low-balance reminder threshold"),
+        Spec("QuotaRemindThreshold", "int", 1000, QUOTA_AMOUNT, label="Low-balance reminder threshold"),
         Spec("RetryTimes", "int", 2, Between(0, 10), attr="retry_times", label="Retries on another channel"),
         Spec("ModelRatio", "json", {}, number_map, attr="model_ratio", read=read.numbers,
              label="Model ratios", hint="A JSON object: model → ratio (a number ≥ 0)."),

@@ -27,6 +27,11 @@ def _fail(msg: str) -> None:
     raise ValueError(msg)
 
 
+def _number(value: float) -> str:
+    """A bound as people read it: a whole number with all its digits (`:g` made 2^53 − 1 "9.0072e+15")."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True, slots=True)
 class Bounds:
     """What a rule allows, told before anything is sent: the values to choose from, a number's range
@@ -92,9 +97,9 @@ class AtLeast(BoundedRule):
 
     def __call__(self, value: Any) -> None:
         if self.strict and not value > self.lo:
-            _fail(f"must be greater than {self.lo:g}")
+            _fail(f"must be greater than {_number(self.lo)}")
         if not self.strict and not value >= self.lo:
-            _fail(f"must be at least {self.lo:g}")
+            _fail(f"must be at least {_number(self.lo)}")
 
     @property
     def bounds(self) -> Bounds:
@@ -108,7 +113,7 @@ class Between(BoundedRule):
 
     def __call__(self, value: Any) -> None:
         if not self.lo <= value <= self.hi:
-            _fail(f"must be between {self.lo:g} and {self.hi:g}")
+            _fail(f"must be between {_number(self.lo)} and {_number(self.hi)}")
 
     @property
     def bounds(self) -> Bounds:

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from core import numerals
+from core.money import BALANCE_MAX
 
 StatusRanges = tuple[tuple[int, int], ...]
 USER_VERIFICATION = ("required", "preferred", "discouraged")
@@ -38,6 +39,12 @@ def parse_status_ranges(text: str) -> StatusRanges:
             raise ValueError(f"{part!r} must be within 100–599")
         ranges.append((lo, hi))
     return tuple(ranges)
+
+
+def quota_amount(value: Any) -> int:
+    """An amount of quota within 0 … BALANCE_MAX: a value stored before the bound existed (or by hand) is
+    held to it, so no balance made from it can pass what the quota engine computes exactly."""
+    return min(max(int(value), 0), BALANCE_MAX)
 
 
 def status_in(status: int, ranges: StatusRanges) -> bool:

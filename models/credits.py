@@ -75,6 +75,14 @@ class PendingCreditRepository:
         found = (await self.s.scalars(select(Log.ref).where(Log.ref.in_(list(refs))))).all()
         return {ref for ref in found if ref is not None}
 
+    async def owed(self, user_id: int) -> int:
+        """The sum of the user's pending credits: decided, and perhaps not applied yet (failed ones never
+        will be). A credit already applied but not yet synced is counted too, on top of the live balance
+        that holds it: the room left for another credit is under-, never overestimated."""
+        total = await self.s.scalar(select(func.coalesce(func.sum(PendingCredit.amount), 0)).where(
+            PendingCredit.user_id == user_id, PendingCredit.status == CreditStatus.PENDING))
+        return int(total or 0)
+
     async def remove(self, ref: str) -> None:
         await self.s.execute(delete(PendingCredit).where(PendingCredit.ref == ref))
 

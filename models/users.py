@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.identity import Role
+from core.money import BALANCE_MAX
 from models import query
 from models.tables import User, email_key, username_key
 
@@ -107,6 +108,20 @@ class UserRepository:
             .values(aff_quota=User.aff_quota - amount).execution_options(synchronize_session=False))
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
 
-    async def increment(self, user_id: int, **deltas: int) -> None:
-        values = {name: getattr(User, name) + delta for name, delta in deltas.items()}
-        await self.s.execute(update(User).where(User.id == user_id).values(**values))
+    async def lock_balance(self, user_id: int) -> int | None:
+        """Lock the user's row (SELECT … FOR UPDATE, deleted or not) and read its durable balance; None
+        when there is no such row. Every decision to raise the user's balance takes this lock first, so
+        they are made one at a time across workers and nodes (SQLite: its transactions already are)."""
+        stmt = select(User.quota).where(User.id == user_id).with_for_update()
+        quota: int | None = await self.s.scalar(stmt)
+        return quota
+
+    async def reward_inviter(self, user_id: int, reward: int) -> None:
+        """One more invitee, and `reward` (≥ 0) added to the invitation rewards and their history, each
+        held to BALANCE_MAX: the rewards are moved into the balance later, which must stay within it."""
+        def capped(column: Any) -> Any:
+            return case((column > BALANCE_MAX - reward, BALANCE_MAX), else_=column + reward)
+
+        await self.s.execute(update(User).where(User.id == user_id).values(
+            aff_count=User.aff_count + 1, aff_quota=capped(User.aff_quota),
+            aff_history_quota=capped(User.aff_history_quota)))

@@ -232,7 +232,8 @@ class QuotaEngine:
         return released
 
     async def _adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
-                      log: dict[str, Any] | None, allow_negative: bool = False, owner: int = 0) -> Adjustment:
+                      log: dict[str, Any] | None, allow_negative: bool = False, owner: int = 0,
+                      load: bool = True) -> Adjustment:
         owner = owner_of(account, account_id, owner)
         for _ in range(3):
             try:
@@ -240,6 +241,8 @@ class QuotaEngine:
                     account, account_id, mode, value, ref, log, allow_negative, owner=owner
                 )
             except NeedsLoad:
+                if not load:
+                    raise
                 await self._load(account, account_id, owner)
                 continue
             if status == 0:
@@ -249,35 +252,50 @@ class QuotaEngine:
             return Adjustment(status == 1, before, after, delta)
         raise CursorMoved()
 
-    # `owner`: for a key account, the user id of the key's owner (the partition the key lives in)
+    # `owner`: for a key account, the user id of the key's owner (the partition the key lives in).
+    # `load=False`: an account the store has not loaded raises NeedsLoad instead of being loaded from SQL —
+    # for a caller holding a SQL row lock, which must not wait for another SQL connection (the load's).
+    # A raise (credit, or a set above the balance) is refused with BalanceOutOfRange when the balance plus
+    # the open holds — what it returns to when the calls in flight end — would pass BALANCE_MAX.
 
     async def credit(self, account: Account, account_id: int, amount: int, *, ref: str,
-                     log: dict[str, Any] | None = None, owner: int = 0) -> Adjustment:
+                     log: dict[str, Any] | None = None, owner: int = 0, load: bool = True) -> Adjustment:
         """Add `amount` > 0 once per `ref` (redemption code, order, admin request …)."""
         if amount <= 0:
             raise ValueError("amount must be > 0")
-        return await self._adjust(account, account_id, "add", amount, ref, log, owner=owner)
+        return await self._adjust(account, account_id, "add", amount, ref, log, owner=owner, load=load)
 
     async def debit(self, account: Account, account_id: int, amount: int, *, ref: str,
                     log: dict[str, Any] | None = None, allow_negative: bool = False,
-                    owner: int = 0) -> Adjustment:
+                    owner: int = 0, load: bool = True) -> Adjustment:
         """Subtract `amount` > 0 once per `ref`; SubtractTooLarge above the live balance."""
         if amount <= 0:
             raise ValueError("amount must be > 0")
-        return await self._adjust(account, account_id, "sub", amount, ref, log, allow_negative, owner)
+        return await self._adjust(account, account_id, "sub", amount, ref, log, allow_negative, owner, load)
 
     async def set(self, account: Account, account_id: int, value: int, *, ref: str,
-                  log: dict[str, Any] | None = None, owner: int = 0) -> Adjustment:
+                  log: dict[str, Any] | None = None, owner: int = 0, load: bool = True) -> Adjustment:
         """Override the balance to `value` ≥ 0 as of now; calls in flight are charged on top of it."""
         if value < 0:
             raise ValueError("value must be ≥ 0")
-        return await self._adjust(account, account_id, "set", value, ref, log, owner=owner)
+        return await self._adjust(account, account_id, "set", value, ref, log, owner=owner, load=load)
 
     async def can_credit(self, account: Account, account_id: int, amount: int, *, owner: int = 0) -> bool:
-        """Whether `credit(amount)` would be taken now: the live balance plus `amount` stays within
-        `BALANCE_MAX` (loading the account on first use; BalanceUnknown when it does not exist). Only a
-        check: a credit that lands in between may still fill the room first."""
-        return await self.balance(account, account_id, owner=owner) + amount <= BALANCE_MAX
+        """Whether `credit(amount)` would be taken now: the balance with its open holds plus `amount`
+        stays within `BALANCE_MAX` (loading the account on first use; BalanceUnknown when it does not
+        exist). Only a check: a credit that lands in between may still fill the room first."""
+        owner = owner_of(account, account_id, owner)
+        await self.balance(account, account_id, owner=owner)  # loaded
+        ceiling = (await self.ceilings(account, [account_id], [owner])).get(account_id)
+        if ceiling is None:  # lost again meanwhile: the balance it loads with has no holds
+            ceiling = await self.balance(account, account_id, owner=owner)
+        return ceiling + amount <= BALANCE_MAX
+
+    async def ceilings(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        """The live balance plus the open holds of those accounts that are loaded (nothing is loaded): the
+        balance each returns to if every call in flight is released, which a credit must keep within
+        `BALANCE_MAX`."""
+        return await self.store.ceilings(account, ids, owners)
 
     async def balance(self, account: Account, account_id: int, *, owner: int = 0) -> int:
         """The live balance, loading it from SQL on first use."""

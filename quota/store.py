@@ -126,6 +126,11 @@ class QuotaStore(Protocol):
         """Live balances of the accounts that have one (`owners`: of key accounts, in the order of `ids`)."""
         ...
 
+    async def ceilings(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        """As `live`, plus each account's open holds: the balance it returns to if every call in flight is
+        released — what `adjust` keeps within 2^53 − 1 when it raises a balance."""
+        ...
+
     async def renew(self, hold: Reservation, lease_ms: int) -> bool: ...
 
     async def sweep(self, limit: int = 100) -> int:

@@ -24,8 +24,17 @@ refusal: the row stays, with its reason, for an admin; one error line names it o
 UPDATE lets one worker settle it); the replay never takes it again. A pass of the replay pages through
 every pending row (no head of refused rows can hide the ones behind it) and stops at the first
 "store unreachable"; its warnings are one line per streak of failing passes, repeated at most every
-`WARN_EVERY` seconds. Before spending a fact, a service asks `refusal` whether the credit would fit, so
-a refusal is a 409 with the fact untouched rather than a spent fact and a failed credit.
+`WARN_EVERY` seconds.
+
+Whether the credit fits under the balance cap (`BALANCE_MAX`) is decided in the fact's transaction, one
+decision at a time per user: `record`, after the fact's conditional UPDATE, locks the user's row (SELECT
+… FOR UPDATE; SQLite runs one transaction at a time anyway) and counts the live balance with its open
+holds, every credit already decided for the user and still pending, and the new one. A credit that does
+not fit raises `CreditRefused`; the transaction rolls back and the fact stays unspent (a 409), so two
+concurrent facts on any workers or nodes are never both spent for room that only one of them has. Every
+transaction that raises a balance takes the fact's row first and the user's row second (the admin's
+quota edits take only the user's), so the locks cannot deadlock. `refusal`, before the transaction, is
+only an early answer, and loads the account, which must never happen under the lock.
 Details and the failure table: docs/ARCHITECTURE.md#credits-decided-in-sql.
 """
 
@@ -43,6 +52,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from models.credits import PendingCredit, PendingCreditRepository
 from models.db import Database
+from models.users import UserRepository
 from quota.backends.base import BackendUnavailable
 from quota.engine import QuotaEngine
 from quota.types import BALANCE_MAX, BalanceOutOfRange, BalanceUnknown
@@ -54,6 +64,23 @@ REPLAY_INTERVAL = 5.0
 REPLAY_BATCH = 100
 WARN_EVERY = 300  # seconds between two warnings of the same streak of failing replay passes
 OUT_OF_RANGE = f"the balance would exceed the largest supported amount ({BALANCE_MAX})"
+
+
+async def headroom(tx: AsyncSession, quota: QuotaEngine, user_id: int, durable: int) -> int:
+    """How much more the user's balance can take, for a caller holding the user's row lock in `tx`
+    (`durable`: the SQL balance read with it): `BALANCE_MAX` − the live balance with its open holds (the
+    SQL balance when the store has not loaded the account — then it is the balance a load would make — or
+    cannot answer) − the user's pending credits. Loads nothing (see `CreditOutbox._admit`)."""
+    try:
+        ceiling = (await quota.ceilings("user", [user_id])).get(user_id, durable)
+    except BackendUnavailable:  # the best we know; a credit that then does not fit settles as failed
+        ceiling = durable
+    return BALANCE_MAX - ceiling - await PendingCreditRepository(tx).owed(user_id)
+
+
+class CreditRefused(Exception):
+    """The credit does not fit under the balance cap; raised inside the fact's transaction, which then
+    rolls back (the service answers 409 with the fact unspent). The message is the reason."""
 
 
 def kill_self() -> None:
@@ -120,18 +147,34 @@ class CreditOutbox:
         self._pass_streak = _Streak(clock)  # passes that failed as a whole (SQL unreachable)
 
     async def refusal(self, user_id: int, amount: int) -> str | None:
-        """Before the fact is spent: why the engine would refuse to credit `amount` to `user_id` now, or
-        None. A store that cannot answer is no refusal (the outbox delivers the credit later). Only a
-        check: a credit landing in between may still fill the room, and the outbox then settles this
-        one as failed."""
+        """Before the fact's transaction: why the engine would refuse to credit `amount` to `user_id` now,
+        or None — an early answer, which also loads the account into the store (never done under the
+        lock `record` takes). A store that cannot answer is no refusal here; `record` decides."""
         try:
             fits = await self.quota.can_credit("user", user_id, amount)
-        except (BalanceUnknown, BackendUnavailable):  # no user: the outbox settles it; no store: later
+        except (BalanceUnknown, BackendUnavailable):  # no user: the outbox settles it; no store: `record`
             return None
         return None if fits else OUT_OF_RANGE
 
+    async def _admit(self, tx: AsyncSession, user_id: int, amount: int) -> str | None:
+        """Inside the fact's transaction: why a credit of `amount` to `user_id` cannot be granted, or None.
+        Locks the user's row until the transaction ends, so the decisions for one user are taken one at a
+        time on every worker and node, and counts the live balance with its open holds (the SQL balance
+        when the store has not loaded the account or cannot answer), the user's pending credits (decided,
+        maybe not applied) and `amount` against `BALANCE_MAX`. Nothing here loads the account: a load
+        waits for SQL locks that a sync waiting for this row may hold."""
+        durable = await UserRepository(tx).lock_balance(user_id)
+        if durable is None:
+            return None  # no such user: the credit is settled as failed when it is applied
+        return None if await headroom(tx, self.quota, user_id, durable) >= amount else OUT_OF_RANGE
+
     async def record(self, tx: AsyncSession, credit: Credit) -> None:
-        """Inside the transaction that commits the fact granting the credit."""
+        """Inside the transaction that commits the fact granting the credit, after the fact's UPDATE:
+        decide whether it fits (`_admit`; CreditRefused when not: the caller lets the transaction roll
+        back) and write its outbox row."""
+        reason = await self._admit(tx, credit.user_id, credit.amount)
+        if reason is not None:
+            raise CreditRefused(reason)
         await PendingCreditRepository(tx).add(ref=credit.ref, user_id=credit.user_id, amount=credit.amount,
                                               log=credit.log, created_at=self.clock.now_s())
 

@@ -9,7 +9,8 @@ Proved here, with the worker's own `CreditOutbox`:
   applied again — the engine's idempotency key absorbs it;
 - a recorded credit whose log row the sync already wrote is only deleted, never handed to the engine;
 - when the quota store cannot take the credit during the request, the request still succeeds (the code is
-  used, the credit is durable) and the replay applies it once the store answers again;
+  used, the credit is durable) and the replay applies it once the store answers again; whether it fits
+  under the cap is then decided on the SQL balance (a code that would pass it stays unused, 409);
 - credits the engine refuses for good (the balance would pass 2^53 − 1, the user is gone), 101 of them
   ahead of a normal one: one replay pass settles each as failed — kept, with its reason — and applies the
   normal one; later passes leave them alone; each is named in one error line, with no traceback; a
@@ -29,7 +30,7 @@ import pytest
 from sqlalchemy import select
 
 from core.enums import CreditStatus, LogType
-from models.credits import PendingCredit
+from models.credits import PendingCredit, PendingCreditRepository
 from models.logs import Log
 from models.users import UserRepository
 from quota.backends.base import BackendUnavailable
@@ -55,6 +56,15 @@ async def recorded(app: Running, credit: Credit) -> None:
     """What a request commits before it delivers: here, the process 'dies' right after."""
     async with app.state.db.transaction() as tx:
         await app.state.credits.record(tx, credit)
+
+
+async def recorded_unchecked(app: Running, credit: Credit) -> None:
+    """An outbox row whose credit no longer fits when it is applied: `record` decides under the user's
+    row lock and would refuse it now, but a row decided while the store could not answer (on the SQL
+    balance) or written before that decision existed can still meet a refusal for good."""
+    async with app.state.db.transaction() as tx:
+        await PendingCreditRepository(tx).add(ref=credit.ref, user_id=credit.user_id, amount=credit.amount,
+                                              log=credit.log, created_at=app.clock.now_s())
 
 
 async def pending(app: Running) -> list[str]:
@@ -148,6 +158,9 @@ class Unreachable:
     async def can_credit(self, *args: Any, **kwargs: Any) -> Any:
         raise BackendUnavailable("redis is down")
 
+    async def ceilings(self, *args: Any, **kwargs: Any) -> Any:
+        raise BackendUnavailable("redis is down")
+
 
 async def test_a_store_outage_during_a_redeem_is_caught_up_by_the_replay(quiet: Running) -> None:
     app = quiet
@@ -173,6 +186,26 @@ async def test_a_store_outage_during_a_redeem_is_caught_up_by_the_replay(quiet: 
     assert await books(app, uid) == (61, 61, [60])
 
 
+async def test_with_the_store_unreachable_the_sql_balance_decides(quiet: Running) -> None:
+    app = quiet
+    await add_user(app.state, "root", role=100)
+    await add_user(app.state, "brim", quota=BALANCE_MAX - 100)
+    root, brim = await logged_in(app, "root"), await logged_in(app, "brim")
+    [key] = data_of(await root.post("/api/redemption/", json={"name": "n", "quota": 500, "count": 1}))
+    outbox = app.state.credits
+    engine = outbox.quota
+    outbox.quota = Unreachable()  # type: ignore[assignment]
+    try:
+        reply = await brim.post("/api/user/topup", json={"key": key})
+    finally:
+        outbox.quota = engine
+    assert reply.status_code == 409, reply.text
+    assert "largest supported amount" in reply.json()["message"]
+    assert await pending(app) == []  # nothing decided: the code is still unused
+    code = data_of(await root.get("/api/redemption/"))["items"][0]
+    assert (code["status"], code["used_user_id"]) == (1, 0)
+
+
 async def rows(app: Running) -> dict[str, PendingCredit]:
     async with app.state.db.transaction() as tx:
         return {row.ref: row for row in (await tx.scalars(select(PendingCredit))).all()}
@@ -191,7 +224,7 @@ async def test_credits_refused_for_good_are_settled_as_failed_and_never_block_th
     refused = [credit_for(full, f"test:full:{n}", 100) for n in range(100)]
     refused.append(credit_for(gone, "test:gone", 5))
     for credit in refused:
-        await recorded(app, credit)
+        await recorded_unchecked(app, credit)
     uid = await add_user(app.state, "normal", quota=10)
     await recorded(app, credit_for(uid, "test:normal", 70))  # its process died before delivering it
 
@@ -216,7 +249,7 @@ async def test_credits_refused_for_good_are_settled_as_failed_and_never_block_th
     assert not [r for r in caplog.records if r.exc_info], caplog.text
 
     late = credit_for(full, "test:full:late", 100)  # a delivery meeting the refusal settles it at once
-    await recorded(app, late)
+    await recorded_unchecked(app, late)
     assert await app.state.credits.deliver(late) is False
     assert (await rows(app))[late.ref].status == CreditStatus.FAILED
     assert len(lines_naming(caplog, late.ref + " ")) == 1

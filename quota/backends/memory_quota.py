@@ -345,6 +345,7 @@ class MemoryQuotaStore:
         live = self._live.get((account, account_id))
         if live is None:
             raise NeedsLoad(account, account_id, owner or account_id)
+        held = self._held.get((account, account_id), 0)
         if mode == "add":
             delta = value
         elif mode == "sub":
@@ -352,9 +353,9 @@ class MemoryQuotaStore:
                 return 0, live, live, 0
             delta = -value
         else:
-            delta = value - self._held.get((account, account_id), 0) - live
+            delta = value - held - live
         after = live + delta
-        if abs(after) > MAX_EXACT:
+        if after + held > MAX_EXACT or after < -MAX_EXACT:  # upward with the holds, as adjust.lua
             return 3, live, live, 0
         self._live[(account, account_id)] = after
         if log is not None:
@@ -401,6 +402,10 @@ class MemoryQuotaStore:
 
     async def live(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
         return {i: self._live[(account, i)] for i in ids if (account, i) in self._live}
+
+    async def ceilings(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        return {i: self._live[(account, i)] + self._held.get((account, i), 0) for i in ids
+                if (account, i) in self._live}
 
     async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
         start = bisect.bisect_right(self._ids, stream_id(after))

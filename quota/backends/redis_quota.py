@@ -341,6 +341,23 @@ class RedisQuotaStore:
         return {i: int(v) for i, v in zip(ids, values, strict=True) if v is not None}
 
     @idempotent
+    async def ceilings(self, account: Account, ids: list[int], owners: Sequence[int] = ()) -> dict[int, int]:
+        if not ids:
+            return {}
+        if account == "key" and len(owners) != len(ids):
+            raise ValueError("the ceilings of keys need their owners' user ids")
+        pairs = [(self._live(q, account, i), self._held(q, account, i))
+                 for i, owner in zip(ids, owners if account == "key" else ids, strict=True)
+                 for q in (self._q[self.partition(owner if account == "key" else i)],)]
+        async with self.r.pipeline(transaction=False) as pipe:  # two GETs each: the keys span slots
+            for live, held in pairs:
+                pipe.get(live)
+                pipe.get(held)
+            values = await pipe.execute()
+        return {i: int(live) + int(held or 0)
+                for i, live, held in zip(ids, values[0::2], values[1::2], strict=True) if live is not None}
+
+    @idempotent
     async def read(self, partition: int, after: str, count: int) -> tuple[str, list[Entry]]:
         """A batch of the partition's stream after `after`, and the epoch it was read under.
 

@@ -5,7 +5,8 @@
 -- ARGV: 1 mode add|sub|set, 2 value, 3 account field u|t, 4 account id, 5 ref, 6 log json,
 --       7 marker ttl s, 8 allow negative (1|0)
 -- returns {1|2, before, after, delta} applied now | applied before; {0, live} refused (subtract above the
--- balance); {3, live} refused (the balance would leave ±2^53, where arithmetic stops being exact);
+-- balance); {3, live} refused (the balance would leave ±2^53, where arithmetic stops being exact — upward
+-- counted with the open holds, live + held: the balance they return to when the calls in flight end);
 -- {-1} not loaded
 local prior = redis.call('GET', KEYS[1])
 if prior then
@@ -16,6 +17,7 @@ local live = redis.call('GET', KEYS[2])
 if not live then return {-1} end
 live = tonumber(live)
 local value = tonumber(ARGV[2])
+local held = tonumber(redis.call('GET', KEYS[3]) or '0')
 local delta
 if ARGV[1] == 'add' then
   delta = value
@@ -23,9 +25,9 @@ elseif ARGV[1] == 'sub' then
   if ARGV[8] ~= '1' and live < value then return {0, live} end
   delta = -value
 else
-  delta = value - tonumber(redis.call('GET', KEYS[3]) or '0') - live
+  delta = value - held - live
 end
-if live + delta > 9007199254740991 or live + delta < -9007199254740991 then return {3, live} end
+if live + held + delta > 9007199254740991 or live + delta < -9007199254740991 then return {3, live} end
 local after = redis.call('INCRBY', KEYS[2], delta)
 local log = ARGV[6]
 if log ~= '' then

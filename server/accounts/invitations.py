@@ -5,9 +5,10 @@ The move is one SQL transaction — ONE conditional update that takes the amount
 if it is there (`WHERE aff_quota >= :amount`), and the credit recorded beside it — followed by the credit
 through the quota engine with a key of its own, so the amount reaches the live balance exactly once, even
 when the process dies between the two (server/credits.py). Concurrent transfers can never move more
-than the rewards held. A credit the balance cannot take (the quota engine's exact range) is refused
-before anything moves: 409, the rewards untouched. The rewards themselves are paid at registration
-(server/auth/service.py).
+than the rewards held. A credit the balance cannot take (the quota engine's exact range, counting the
+credits already decided for the caller) is refused in that transaction, under the caller's row lock:
+it rolls back — 409, the rewards untouched. The rewards themselves are paid at registration
+(server/auth/service.py), held to the same range.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from models.users import UserRepository
 from server.clock import Clock
 from server.components.options import Options
 from server.components.user_rules import fresh_aff_code
-from server.credits import Credit, CreditOutbox
+from server.credits import Credit, CreditOutbox, CreditRefused
 from server.errors import BadRequest, Conflict, NotFound
 
 CODE_ATTEMPTS = 3  # a fresh code that another user took at the same instant is drawn again
@@ -79,5 +80,8 @@ class InvitationService:
                                 "type": LogType.SYSTEM, "username": principal.user.username, "quota": amount,
                                 "content": f"moved {amount} quota of invitation rewards to the balance",
                                 "created_at": self.clock.now_s()})
-            await self.credits.record(tx, credit)
+            try:
+                await self.credits.record(tx, credit)  # decided here, under the caller's row lock
+            except CreditRefused as refused:  # rolls the transaction back: the rewards stay
+                raise Conflict(f"invitation rewards not moved: {refused}") from None
         await self.credits.deliver(credit)

@@ -15,12 +15,14 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Principal, Role
+from models.credits import PendingCreditRepository
 from models.db import Database
 from models.logs import LogRepository
 from models.tables import User
 from models.users import UserRepository
 from quota.engine import QuotaEngine
-from quota.types import BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
+from quota.store import NeedsLoad
+from quota.types import BALANCE_MAX, Adjustment, BalanceOutOfRange, BalanceUnknown, SubtractTooLarge
 from server.accounts.schemas import ManageResult, SelfView, UserView
 from server.clock import Clock
 from server.components.options import Options
@@ -34,13 +36,15 @@ from server.components.user_rules import (
 )
 from server.components.user_settings import merge_settings, settings_of
 from server.components.users import UserDirectory
+from server.credits import OUT_OF_RANGE, headroom
 from server.crypto import Passwords
-from server.errors import BadRequest, Conflict, Forbidden, NotFound
+from server.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable
 from server.web.pagination import Page
 
 MANAGE_ACTIONS = ("disable", "enable", "delete", "promote", "demote", "add_quota")
 QUOTA_MODES = ("add", "subtract", "override")
 ID_MAX = 10**18 - 1  # the largest id a path accepts (18 digits)
+LOAD_ATTEMPTS = 3  # an account lost by the store between its load and the locked edit is loaded again
 
 
 async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock: bool = False) -> User:
@@ -340,19 +344,39 @@ class AccountService:
                "content": content, "created_at": self.clock.now_s()}
         ref = f"manage:{secrets.token_hex(12)}"
         try:
-            if mode == "add":
-                adjusted = await self.quota.credit("user", user.id, value, ref=ref, log=log)
-            elif mode == "subtract":
+            if mode == "subtract":
                 adjusted = await self.quota.debit("user", user.id, value, ref=ref, log=log)
             else:
-                adjusted = await self.quota.set("user", user.id, value, ref=ref, log=log)
+                adjusted = await self._raise_quota(actor, user.id, mode, value, ref, log)
         except SubtractTooLarge:
             raise Conflict("cannot subtract more than the current balance") from None
         except BalanceOutOfRange:
-            raise Conflict("the balance would exceed the largest supported amount") from None
+            raise Conflict(OUT_OF_RANGE) from None
         except BalanceUnknown:
             raise NotFound("user not found") from None
         return ManageResult.of(user, adjusted.after)
+
+    async def _raise_quota(self, actor: Principal, user_id: int, mode: str, value: int, ref: str,
+                           log: dict[str, Any]) -> Adjustment:
+        """`add` or `override`, under the user's row lock — the lock every credit decision takes
+        (server/credits.py) — leaving room for the credits already decided for the user and not yet
+        applied, so that none of them fails for an admin's edit made in between. The account is loaded
+        before the lock is taken (a load under it could wait for the quota sync, which waits for the row)."""
+        for _ in range(LOAD_ATTEMPTS):
+            await self.quota.balance("user", user_id)
+            try:
+                async with self.db.transaction() as tx:
+                    user = await _target(UserRepository(tx), actor, user_id, lock=True)
+                    if mode == "add":
+                        if value > await headroom(tx, self.quota, user.id, user.quota):
+                            raise BalanceOutOfRange(0)
+                        return await self.quota.credit("user", user.id, value, ref=ref, log=log, load=False)
+                    if value + await PendingCreditRepository(tx).owed(user.id) > BALANCE_MAX:
+                        raise BalanceOutOfRange(0)
+                    return await self.quota.set("user", user.id, value, ref=ref, log=log, load=False)
+            except NeedsLoad:  # the store lost the account meanwhile: load it again, outside the lock
+                continue
+        raise ServiceUnavailable("the quota store keeps losing the account's balance; try again")
 
     async def _live_quota(self, user_id: int, durable: int) -> int:
         """The live balance when the engine has one, else the durable one (then nothing is pending)."""

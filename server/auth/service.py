@@ -1,4 +1,9 @@
-"""Login, logout, registration and access tokens (docs/API.md#authentication-and-sessions)."""
+"""Login, logout, registration and access tokens (docs/API.md#authentication-and-sessions).
+
+A registered user's starting balance is `QuotaForNewUser`, plus `QuotaForInvitee` with an invitation code
+as far as the sum stays within the quota engine's exact range (2^53 − 1; each option alone is bounded by
+it): the row is new, so nothing else can be credited to it before it commits.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType, UserStatus
 from core.identity import Role
+from core.money import BALANCE_MAX
 from models.db import Database
 from models.logs import LogRepository
 from models.tables import User, username_key
@@ -155,7 +161,10 @@ class AuthService:
                     # a code longer than any we issue is unknown (no lookup with a caller's megabytes)
                     inviter = (await users.by_aff_code(aff_code) if 0 < len(aff_code) <= AFF_CODE_MAX
                                else None)
-                    quota = s.quota_for_new_user + (s.quota_for_invitee if inviter else 0)
+                    # the starting balance stays within the engine's exact range: each option is
+                    # bounded by it, their sum is held to it (the invitee's part is what is left)
+                    bonus = min(s.quota_for_invitee, BALANCE_MAX - s.quota_for_new_user) if inviter else 0
+                    quota = s.quota_for_new_user + bonus
                     user_id = await users.add(User(
                         username=username, password=hashed, display_name=username, email=email,
                         role=Role.COMMON, status=UserStatus.ENABLED, group="default", quota=quota,
@@ -163,15 +172,13 @@ class AuthService:
                         created_at=now, setting="", remark="", stripe_customer="",
                     ))
                     if inviter is not None:
-                        reward = s.quota_for_inviter  # rewards, not balance: moved later by aff_transfer
-                        await users.increment(inviter.id, aff_count=1, aff_quota=reward,
-                                              aff_history_quota=reward)
-                        if s.quota_for_invitee > 0:  # part of the new row's starting balance, logged too
+                        # rewards, not balance (moved later by aff_transfer), held to BALANCE_MAX too
+                        await users.reward_inviter(inviter.id, s.quota_for_inviter)
+                        if bonus > 0:  # part of the new row's starting balance, logged too
                             await LogRepository(tx).add(
                                 type=LogType.SYSTEM, user_id=user_id, username=username, created_at=now,
-                                quota=s.quota_for_invitee,
-                                content=f"invitation reward: +{s.quota_for_invitee} quota for registering "
-                                        f"with the code of user #{inviter.id}")
+                                quota=bonus, content=f"invitation reward: +{bonus} quota for registering "
+                                                     f"with the code of user #{inviter.id}")
         except IntegrityError:  # a concurrent registration won the race on a unique key
             async with self.db.transaction() as tx:
                 if email and await UserRepository(tx).email_taken(email) and not await UserRepository(

@@ -8,8 +8,10 @@ balance through the quota engine, keyed by the order (`topup:<trade_no>`), retri
 SQL has it (server/credits.py). A delivery is acknowledged (2xx) only once its transaction has
 committed; one that could not commit is a 500, and the provider delivers it again
 (docs/ARCHITECTURE.md#payment-webhooks-exactly-once). A paid order whose credit the owner's balance
-cannot take (the quota engine's exact range, checked before the transaction) is held for `review`
-instead of completed: the payment is recorded, nothing is credited, an admin completes it later.
+cannot take (the quota engine's exact range, counting the credits already decided for the owner) is
+held for `review` instead of completed: the payment is recorded, nothing is credited, an admin completes
+it later. That is decided in the transaction, under the owner's row lock (server/credits.py): a credit
+refused there rolls it back, and the event is applied again as a `review`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from models.users import UserRepository
 from server import metrics
 from server.clock import Clock
 from server.components.options import Options
-from server.credits import Credit, CreditOutbox
+from server.credits import Credit, CreditOutbox, CreditRefused
 from server.errors import (
     BadRequest,
     Forbidden,
@@ -234,7 +236,8 @@ class PaymentService:
         return outcome
 
     async def _room(self, event: Event, per_unit: float) -> str | None:
-        """Before the order moves: why its owner's balance cannot take its credit now, or None."""
+        """Before the transaction: why its owner's balance cannot take its credit now, or None — an early
+        answer; the decision is `CreditOutbox.record`'s, in the transaction."""
         if event.type not in (COMPLETED, ASYNC_SUCCEEDED):
             return None
         async with self.db.transaction() as tx:
@@ -248,8 +251,12 @@ class PaymentService:
         per_unit = self.options.settings.quota_per_unit
         try:
             refused = await self._room(event, per_unit)
-            async with self.db.transaction() as tx:
-                outcome, credit = await self._in_transaction(tx, event, refused, per_unit)
+            try:
+                async with self.db.transaction() as tx:
+                    outcome, credit = await self._in_transaction(tx, event, refused, per_unit)
+            except CreditRefused as no_room:  # decided under the owner's row lock: rolled back; hold it
+                async with self.db.transaction() as tx:
+                    outcome, credit = await self._in_transaction(tx, event, str(no_room), per_unit)
         except IntegrityError:  # the same event, committed by a concurrent delivery meanwhile
             async with self.db.transaction() as tx:
                 if await PaymentEventRepository(tx).seen(PROVIDER, event.id):

@@ -4,9 +4,11 @@
 Redeeming is one SQL transaction — the code's single conditional UPDATE (enabled, live, not expired →
 used by the caller) and, only if it changed the row, the credit recorded beside it — followed by the
 credit through the quota engine, keyed by the code (`redeem:<id>`), so the quota is added exactly once
-even when the process dies between the two (server/credits.py). Before that transaction the credit is
-checked against the caller's live balance: one the quota engine would refuse (the balance would pass
-its exact range) is a 409 and the code stays unused.
+even when the process dies between the two (server/credits.py). Whether the caller's balance can take
+the credit (its exact range, 2^53 − 1) is decided inside that transaction, under the lock of the
+caller's row, counting the credits already decided for them: one that does not fit rolls the
+transaction back — a 409, the code unused — even when another redemption is decided at the same
+instant on another worker or node. (A check before the transaction answers the obvious case early.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from core.identity import Principal
 from models.db import Database
 from models.redemptions import KEY_LENGTH, Redemption, RedemptionRepository
 from server.clock import Clock
-from server.credits import Credit, CreditOutbox
+from server.credits import Credit, CreditOutbox, CreditRefused
 from server.errors import BadRequest, Conflict, NotFound, TollwayError
 from server.redemptions.schemas import RedemptionView
 from server.web.pagination import Page
@@ -125,7 +127,8 @@ class RedemptionService:
 
     async def redeem(self, principal: Principal, key: str) -> int:
         """Use the code for the caller; the quota it adds (live at once on every worker and node). A credit
-        the caller's balance cannot take is refused before the code is used (409, the code unchanged)."""
+        the caller's balance cannot take is refused in the transaction that would use the code (409, the
+        code unchanged)."""
         now = self.clock.now_s()
         if len(key) > KEY_LENGTH:  # no code has a longer key: nothing to look up
             raise refusal(None, now)
@@ -146,6 +149,9 @@ class RedemptionService:
             credit = Credit(ref=f"redeem:{code.id}", user_id=principal.id, amount=code.quota, log={
                 "type": LogType.TOPUP, "username": principal.user.username, "quota": code.quota,
                 "content": f"redeemed code #{code.id} ({code.name}): +{code.quota} quota", "created_at": now})
-            await self.credits.record(tx, credit)
+            try:
+                await self.credits.record(tx, credit)  # decided here, under the caller's row lock
+            except CreditRefused as refused:  # rolls the transaction back: the code stays unused
+                raise Conflict(f"redemption code not used: {refused}") from None
         await self.credits.deliver(credit)
         return code.quota

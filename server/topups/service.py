@@ -4,8 +4,9 @@ Completing is one SQL transaction — the order's conditional move from `pending
 `success` and, only if it moved, the credit recorded beside it — followed by the credit through the quota
 engine, keyed by the order (`topup:<trade_no>`), so the order's quota is added exactly once, whoever
 completes it and even when the process dies between the two (server/credits.py). The payment webhook
-completes orders the same way. A credit the owner's balance cannot take (the quota engine's exact range)
-is refused before the order moves: 409, the order still completable.
+completes orders the same way. A credit the owner's balance cannot take (the quota engine's exact range,
+counting the credits already decided for the owner) is refused in that transaction, under the owner's
+row lock: it rolls back — 409, the order still completable.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from models.topups import TopUpRepository, credit_ref
 from models.users import UserRepository
 from server.clock import Clock
 from server.components.options import Options
-from server.credits import Credit, CreditOutbox
+from server.credits import Credit, CreditOutbox, CreditRefused
 from server.errors import BadRequest, Conflict, NotFound
 from server.topups.schemas import TopUpView
 from server.web.pagination import Page
@@ -43,8 +44,8 @@ class TopUpService:
 
     async def complete(self, actor: Principal, trade_no: str) -> None:
         """Mark a pending (or held for review) order paid and credit its quota once; an order already
-        completed is left as it is. A credit the owner's balance cannot take is refused before the order
-        moves (409, the order unchanged)."""
+        completed is left as it is. A credit the owner's balance cannot take is refused in the transaction
+        that would move the order (409, the order unchanged)."""
         if not trade_no:
             raise BadRequest("trade_no: is required")
         now = self.clock.now_s()
@@ -76,5 +77,8 @@ class TopUpService:
                            f"units, +{quota} quota",
                 "other": {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}},
                 "created_at": now})
-            await self.credits.record(tx, credit)
+            try:
+                await self.credits.record(tx, credit)  # decided here, under the owner's row lock
+            except CreditRefused as refused:  # rolls the transaction back: the order does not move
+                raise Conflict(f"the top-up order is not completed: {refused}") from None
         await self.credits.deliver(credit)
