@@ -176,7 +176,8 @@ def test_gemini_usage_from_a_reply_and_from_stream_events() -> None:
     total_only = b'{"usageMetadata": {"promptTokenCount": 5, "totalTokenCount": 12}}'
     assert usage(total_only) == Usage(5, 7)
     assert usage(b'{"candidates": []}') is None
-    assert usage(b"not json") is None
+    with pytest.raises(UnreadableReply):  # not a reply at all: the attempt fails over
+        usage(b"not json")
     sse = GEMINI.operation(f"{TTS}:streamGenerateContent", Params(alt="sse"))
     mapper = native.stream(sse, asked, Channel(), len)
     events = Events().feed(b'data: {"candidates": []}\r\n\r\ndata: {"usageMetadata": {"promptTokenCount"'

@@ -115,13 +115,3 @@ class Format(Protocol):
 
     def exchange(self, channel_type: int) -> Exchange:
         """The exchange of a channel of one of `channel_types` (KeyError for another)."""
-
-
-class Fixed:
-    """A format whose path names one operation (every OpenAI-style route): `operation` answers it."""
-
-    def __init__(self, op: Operation) -> None:
-        self._op = op
-
-    def operation(self, target: str, args: Params) -> Operation:
-        return self._op

@@ -18,18 +18,18 @@ import json
 import time
 from typing import Any
 
-from server.upstream.formats.base import Channel, Counter, Fixed
+from server.upstream.formats.base import Channel, Counter
 from server.upstream.formats.openai_compat import (
     OPENAI_COMPATIBLE,
     OpenAIPassThrough,
+    OpenAIRoute,
     json_or_none,
     whole_count,
 )
 from server.upstream.formats.sse import data_of, frame
-from server.upstream.providers.base import SSE, Asked, Operation, Provider, Usage
+from server.upstream.providers.base import SSE, Asked, Operation, Usage
 from server.upstream.providers.bodies import check_model_name, invalid, parse_object
 from server.upstream.providers.gemini import GEMINI
-from server.upstream.providers.openai import OPENAI
 
 CHAT = Operation("chat/completions")
 DONE = b"[DONE]"
@@ -214,24 +214,7 @@ class ChatStream:
         return frame(json.dumps({"error": error}, ensure_ascii=False).encode())
 
 
-_PASS = OpenAIPassThrough("chat/completions", usage_of_chat, texts_of_chat, ChatStream, ask_for_usage)
-
-
-class ChatFormat(Fixed):
-    name = "chat"
-    dialect: Provider = OPENAI
-    channel_types = OPENAI_COMPATIBLE | {GEMINI.channel_type}
-
-    def __init__(self) -> None:
-        super().__init__(CHAT)
-
-    def read_body(self, op: Operation, body: bytes) -> Asked:
-        return read_chat(body)
-
-    def exchange(self, channel_type: int) -> OpenAIPassThrough:
-        if channel_type not in self.channel_types:
-            raise KeyError(channel_type)
-        return _PASS
-
-
-CHAT_FORMAT = ChatFormat()
+CHAT_FORMAT = OpenAIRoute("chat", CHAT, read_chat,
+                          OpenAIPassThrough("chat/completions", usage_of_chat, texts_of_chat, ChatStream,
+                                            ask_for_usage),
+                          OPENAI_COMPATIBLE | {GEMINI.channel_type})

@@ -22,6 +22,8 @@ from server.upstream.providers import OPENAI_WIRE_TYPES, default_base
 from server.upstream.providers.base import (
     Asked,
     Operation,
+    Params,
+    Provider,
     UnreadableReply,
     UpstreamCall,
     UpstreamError,
@@ -29,6 +31,7 @@ from server.upstream.providers.base import (
     message_of,
     upstream_headers,
 )
+from server.upstream.providers.openai import OPENAI
 
 OPENAI_COMPATIBLE = OPENAI_WIRE_TYPES
 GOOGLE_OPENAI_PATH = "/v1beta/openai"
@@ -101,3 +104,36 @@ class OpenAIPassThrough:
 
     def upstream_error(self, status: int, body: bytes) -> UpstreamError:
         return UpstreamError(status, message_of(body))
+
+
+def no_usage(usage: Any) -> Usage | None:
+    """A reply that reports no usage (moderation): billed on the prompt estimate."""
+    return None
+
+
+def no_texts(data: Any) -> list[str]:
+    """A reply without text to count (embeddings, moderation)."""
+    return []
+
+
+class OpenAIRoute:
+    """An OpenAI-format route (its path names one operation) served by one pass-through exchange on each
+    of its channel types."""
+
+    dialect: Provider = OPENAI
+
+    def __init__(self, name: str, op: Operation, read: Callable[[bytes], Asked], exchange: OpenAIPassThrough,
+                 channel_types: frozenset[int]) -> None:
+        self.name, self._op, self._read, self._exchange = name, op, read, exchange
+        self.channel_types = channel_types
+
+    def operation(self, target: str, args: Params) -> Operation:
+        return self._op
+
+    def read_body(self, op: Operation, body: bytes) -> Asked:
+        return self._read(body)
+
+    def exchange(self, channel_type: int) -> OpenAIPassThrough:
+        if channel_type not in self.channel_types:
+            raise KeyError(channel_type)
+        return self._exchange

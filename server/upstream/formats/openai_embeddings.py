@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.upstream.formats.base import Fixed
-from server.upstream.formats.openai_compat import OPENAI_COMPATIBLE, OpenAIPassThrough, whole_count
-from server.upstream.providers.base import Asked, Operation, Provider, Usage
+from server.upstream.formats.openai_compat import (
+    OPENAI_COMPATIBLE,
+    OpenAIPassThrough,
+    OpenAIRoute,
+    no_texts,
+    whole_count,
+)
+from server.upstream.providers.base import Asked, Operation, Usage
 from server.upstream.providers.bodies import check_model_name, invalid, parse_object
 from server.upstream.providers.gemini import GEMINI
-from server.upstream.providers.openai import OPENAI
 
 EMBEDDINGS = Operation("embeddings")
 ENCODINGS = ("float", "base64")
@@ -72,28 +76,6 @@ def usage_of_embeddings(usage: Any) -> Usage | None:
     return Usage(whole_count(usage.get("prompt_tokens")), 0)
 
 
-def no_texts(data: Any) -> list[str]:
-    return []
-
-
-_PASS = OpenAIPassThrough("embeddings", usage_of_embeddings, no_texts)
-
-
-class EmbeddingsFormat(Fixed):
-    name = "embeddings"
-    dialect: Provider = OPENAI
-    channel_types = OPENAI_COMPATIBLE | {GEMINI.channel_type}
-
-    def __init__(self) -> None:
-        super().__init__(EMBEDDINGS)
-
-    def read_body(self, op: Operation, body: bytes) -> Asked:
-        return read_embeddings(body)
-
-    def exchange(self, channel_type: int) -> OpenAIPassThrough:
-        if channel_type not in self.channel_types:
-            raise KeyError(channel_type)
-        return _PASS
-
-
-EMBEDDINGS_FORMAT = EmbeddingsFormat()
+EMBEDDINGS_FORMAT = OpenAIRoute("embeddings", EMBEDDINGS, read_embeddings,
+                               OpenAIPassThrough("embeddings", usage_of_embeddings, no_texts),
+                               OPENAI_COMPATIBLE | {GEMINI.channel_type})

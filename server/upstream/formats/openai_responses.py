@@ -25,12 +25,11 @@ import json
 from typing import Any
 
 from core.enums import ChannelType
-from server.upstream.formats.base import Channel, Counter, Fixed
-from server.upstream.formats.openai_compat import OpenAIPassThrough, json_or_none, whole_count
+from server.upstream.formats.base import Channel, Counter
+from server.upstream.formats.openai_compat import OpenAIPassThrough, OpenAIRoute, json_or_none, whole_count
 from server.upstream.formats.sse import data_of
-from server.upstream.providers.base import SSE, Asked, Operation, Provider, Usage
+from server.upstream.providers.base import SSE, Asked, Operation, Usage
 from server.upstream.providers.bodies import check_model_name, invalid, parse_object
-from server.upstream.providers.openai import OPENAI
 
 RESPONSES = Operation("responses")
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -183,24 +182,7 @@ class ResponsesStream:
         return b"event: error\ndata: " + json.dumps(error, ensure_ascii=False).encode() + b"\n\n"
 
 
-_PASS = OpenAIPassThrough("responses", usage_of_responses, texts_of_responses, ResponsesStream)
-
-
-class ResponsesFormat(Fixed):
-    name = "responses"
-    dialect: Provider = OPENAI
-    channel_types: frozenset[int] = frozenset({ChannelType.OPENAI, ChannelType.CUSTOM})
-
-    def __init__(self) -> None:
-        super().__init__(RESPONSES)
-
-    def read_body(self, op: Operation, body: bytes) -> Asked:
-        return read_responses(body)
-
-    def exchange(self, channel_type: int) -> OpenAIPassThrough:
-        if channel_type not in self.channel_types:
-            raise KeyError(channel_type)
-        return _PASS
-
-
-RESPONSES_FORMAT = ResponsesFormat()
+RESPONSES_FORMAT = OpenAIRoute("responses", RESPONSES, read_responses,
+                              OpenAIPassThrough("responses", usage_of_responses, texts_of_responses,
+                                                ResponsesStream),
+                              frozenset({ChannelType.OPENAI, ChannelType.CUSTOM}))
