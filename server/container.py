@@ -18,6 +18,7 @@ from server.accounts.service import AccountService
 from server.auth.cookies import SessionCookies
 from server.auth.guard import Guard
 from server.auth.identity import Identity
+from server.auth.origin import SameSite
 from server.auth.passkeys import PasskeyService
 from server.auth.second_factor import TotpFactor
 from server.auth.service import AuthService
@@ -77,7 +78,7 @@ def build_services(state: State) -> Services:
     identity = Identity(state.sessions, state.users, state.box, state.clock)
     guard = Guard(trusted_proxies=config.trusted_proxies, global_limit=config.global_rate_limit,
                   critical_limit=config.critical_rate_limit, backend=state.backend, versions=state.versions,
-                  identity=identity, cookies=cookies)
+                  identity=identity, cookies=cookies, same_site=SameSite(config.public_url, state.options))
     codes = EmailCodes(state.kv, state.box, state.clock)
     factor = TotpFactor(db=state.db, backend=state.kv, box=state.box, clock=state.clock)
     verifier = SessionVerifier(state.clock)

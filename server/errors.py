@@ -7,7 +7,9 @@ Services raise these; handlers never build error responses themselves.
      ├── Unauthorized          401
      │    └── Unauthenticated  401  no valid credential: no login, a session gone, a bad access token or key
      ├── Forbidden             403  optional `code` (e.g. VERIFICATION_REQUIRED)
-     │    └── NotOffered       403  a feature of new-api Tollway does not have; the message is also `data`
+     │    ├── NotOffered       403  a feature of new-api Tollway does not have; the message is also `data`
+     │    └── CrossSiteRequest 403  CROSS_SITE_REQUEST: a browser sent a state-changing request from
+     │                              another site (`Origin`, `Sec-Fetch-Site`: server/auth/origin.py)
      ├── NotFound              404
      ├── MethodNotAllowed      405
      ├── RequestTimedOut       408  the request's head or body did not arrive in time
@@ -15,6 +17,7 @@ Services raise these; handlers never build error responses themselves.
      │    └── PaymentsNotReady 409  online top-up is off: a payment event cannot be taken now (the provider
      │                              delivers it again)
      ├── PayloadTooLarge       413
+     ├── UnsupportedMediaType  415  a JSON body not labelled `application/json` (server/web/body.py)
      ├── TooManyRequests           429  `retry_after` seconds → `Retry-After`
      ├── UpstreamFailed        502  a provider called on an admin's behalf failed; optional `fields` in the
      │                              body (the channel test's `time`: 0)
@@ -107,6 +110,18 @@ class NotOffered(Forbidden):
         return {"data": self.message}
 
 
+class CrossSiteRequest(Forbidden):
+    """A browser sent a state-changing request from a page of another site: refused before anything else
+    is looked at (login CSRF and its kin, server/auth/origin.py). new-api has no such refusal: its status is
+    kept in both error modes, so no client mistakes it for an ordinary answer."""
+
+    default_message = "cross-site request refused"
+    keeps_status = True
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, code="CROSS_SITE_REQUEST")
+
+
 class NotFound(TollwayError):
     status = 404
     default_message = "not found"
@@ -138,6 +153,17 @@ class RequestTimedOut(TollwayError):
 class PayloadTooLarge(TollwayError):
     status = 413
     default_message = "request body too large"
+
+
+class UnsupportedMediaType(TollwayError):
+    """A body sent under another `Content-Type` than JSON's (server/web/body.py): a cross-site form can
+    post `text/plain`, `application/x-www-form-urlencoded` or `multipart/form-data` without asking, never
+    `application/json`. Like Sanic's own refusals of a request's form (405, 413), its status is kept in both
+    error modes."""
+
+    status = 415
+    default_message = "the request body must be sent as application/json"
+    keeps_status = True
 
 
 class TooManyRequests(TollwayError):

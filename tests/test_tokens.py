@@ -260,7 +260,8 @@ async def test_invalid_fields_are_400s_naming_the_field(app: Running) -> None:
     assert token["group"] == "svip"  # the user's own group is usable even if not in UserUsableGroups
     for body, field in cases:
         fails(await alice.put("/api/token/", json={"id": token["id"], **body}), 400, field)
-    fails(await alice.post("/api/token/", content=b"not json"), 400)
+    fails(await alice.post("/api/token/", content=b"not json",
+                           headers={"Content-Type": "application/json"}), 400)
     fails(await alice.post("/api/token/", json=[1]), 400)
     fails(await alice.put("/api/token/", json={"name": "x"}), 400, "id")
     fails(await alice.put("/api/token/", json={"id": "abc"}), 400, "id")

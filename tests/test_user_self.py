@@ -170,7 +170,8 @@ async def test_put_self_refuses_a_taken_or_invalid_username(app: Running) -> Non
     fails(await me.put("/api/user/self", json={"username": "u" * 21}), 400, "username")
     fails(await me.put("/api/user/self", json={"username": 5}), 400, "username")
     fails(await me.put("/api/user/self", json={"display_name": "d" * 21}), 400, "display_name")
-    fails(await me.put("/api/user/self", content=b"{not json"), 400)
+    fails(await me.put("/api/user/self", content=b"{not json",
+                       headers={"Content-Type": "application/json"}), 400)
     row = await stored(app, uid)
     assert (row.username, row.display_name) == ("mover", "mover")
     # a combined edit is all or nothing

@@ -475,7 +475,8 @@ async def test_create_refuses_invalid_fields(app: Running) -> None:
     ]
     for body, field in cases:
         fails(await admin.post("/api/user/", json=body), 400, field)
-    fails(await admin.post("/api/user/", content=b"not json"), 400)
+    fails(await admin.post("/api/user/", content=b"not json",
+                           headers={"Content-Type": "application/json"}), 400)
     fails(await admin.post("/api/user/", json=["a"]), 400)
     assert data_of(await admin.get("/api/user/"))["total"] == 1
 

@@ -19,6 +19,7 @@ from server.auth.factor_schemas import (
 from server.auth.qr import qr_svg
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
+from server.web.no_store import Secret
 from server.web.schema import UserPath
 from server.web.state import principal_of, services_of
 
@@ -31,23 +32,22 @@ async def two_factor_status(request: Request) -> HTTPResponse:
     return ok(await services_of(request).two_factor.status(principal_of(request).id))
 
 
-@route(bp, "POST", "/api/user/2fa/setup", access=Access.USER, reply=TwoFactorSetup)
+@route(bp, "POST", "/api/user/2fa/setup", access=Access.USER, reply=TwoFactorSetup, secret=True)
 async def two_factor_setup(request: Request) -> HTTPResponse:
     """Start setting up 2FA: a new secret, its `otpauth://` URI and 10 backup codes, shown this once.
     Replaces a setup not yet enabled; 409 when 2FA is on. Nothing changes for logins until `enable`."""
     return ok(await services_of(request).two_factor.setup(principal_of(request)))
 
 
-@route(bp, "GET", "/api/user/2fa/qr", access=Access.USER, session_only=True, reply=str, wire=Wire.RAW,
-       media_type="image/svg+xml")
+@route(bp, "GET", "/api/user/2fa/qr", access=Access.USER, session_only=True, reply=Secret, wire=Wire.RAW,
+       media_type="image/svg+xml", secret=True)
 async def two_factor_qr(request: Request) -> HTTPResponse:
     """The pending 2FA setup's `otpauth://` URI (`qr_code_data` of `setup`) as a QR code, an SVG image for
     an authenticator app to scan; never stored by the browser (`no-store`). 404 without a pending setup,
     409 when 2FA is on. Sessions only; the console fetches it (with `New-Api-User`, like every call) and
     shows it as an image."""
     uri = await services_of(request).two_factor.pending_uri(principal_of(request))
-    return raw(qr_svg(uri), content_type="image/svg+xml",
-               headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+    return raw(qr_svg(uri), content_type="image/svg+xml", headers={"X-Content-Type-Options": "nosniff"})
 
 
 @route(bp, "POST", "/api/user/2fa/enable", access=Access.USER, body=CodeBody, reply=None)
@@ -67,7 +67,8 @@ async def two_factor_disable(request: Request, body: CodeBody) -> HTTPResponse:
     return ok()
 
 
-@route(bp, "POST", "/api/user/2fa/backup_codes", access=Access.USER, body=CodeBody, reply=BackupCodes)
+@route(bp, "POST", "/api/user/2fa/backup_codes", access=Access.USER, body=CodeBody, reply=BackupCodes,
+       secret=True)
 async def two_factor_backup_codes(request: Request, body: CodeBody) -> HTTPResponse:
     """Replace all your backup codes, with a TOTP code (not a backup code); the new ones are shown once.
     404 when 2FA is off, 400 for a wrong code, 429 while 2FA checks are locked."""

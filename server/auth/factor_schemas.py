@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from server.web.no_store import Secret
 from server.web.schema import Schema, TextRule
 
 CODE_MAX = 32  # far above any code we issue (6 digits, `XXXX-XXXX`); refused before any lookup
@@ -33,15 +34,15 @@ class TwoFactorStatus(Schema):
 class TwoFactorSetup(Schema):
     """Shown once: the secret, the `otpauth://` URI to show as a QR code, and the backup codes."""
 
-    secret: str
-    qr_code_data: str
-    backup_codes: list[str]
+    secret: Secret
+    qr_code_data: Secret
+    backup_codes: list[Secret]
 
 
 class BackupCodes(Schema):
     """Shown once: the new backup codes (every earlier one stops working)."""
 
-    backup_codes: list[str]
+    backup_codes: list[Secret]
 
 
 class TwoFactorStats(Schema):

@@ -4,16 +4,19 @@ server/app.py: `identify`, then each of `checks_for(request)`).
 1. request id     — `X-Request-Id` echoed or made                      ┐ `identify`, synchronous,
 2. client ip      — peer or trusted `X-Forwarded-For`                  ┘ every request
 3. rate limits    — `/api` global and critical limits per IP (Redis or in process)   ┐ `checks`, for
-4. current view   — `/api`: read the version counters of the cached shared state and │ every route but
-                    catch up if this worker is behind (users, options, channels      │ the model calls
+4. same site      — a state-changing route (`same_site_only`) that a browser sent    │ every route but
+                    from another site is a 403 (server/auth/origin.py)               │ the model calls
+5. current view   — `/api`: read the version counters of the cached shared state and │
+                    catch up if this worker is behind (users, options, channels      │
                     changed on another worker a moment ago)                          │
-5. access         — the route's declared level; login, `New-Api-User`, role,         │
+6. access         — the route's declared level; login, `New-Api-User`, role,         │
                     session-only                                                     ┘
 
-Steps 3–5 do nothing for a route outside `/api` that is public or authenticated by API key — the
+Steps 3–6 do nothing for a route outside `/api` that is public or authenticated by API key — the
 model-call routes, whose key and limits the relay checks itself — so `checks_for` gives those routes none
-(decided once per route), and a model call runs no awaited step here. After every handler (`Guard.finish`):
-the request id header and, when the session slid or rotated, its cookie.
+(decided once per route, step 4 only to the routes it concerns), and a model call runs no awaited step
+here. After every handler (`Guard.finish`): the request id header, `Cache-Control: no-store` on a route
+declared `secret` (server/web/no_store.py) and, when the session slid or rotated, its cookie.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from quota.versions import VersionTracker
 from server import logging_setup
 from server.auth.cookies import SessionCookies
 from server.auth.identity import Identity, check_user_header
+from server.auth.origin import SameSite
 from server.components.sessions import COOKIE
 from server.config import RateLimit
 from server.errors import Forbidden, TooManyRequests
-from server.web.access import Access
+from server.web.access import Access, same_site_only
 from server.web.client_ip import Network, client_ip
+from server.web.no_store import NO_STORE
 from server.web.request_id import request_id_from
 
 Step = Callable[[Request], Awaitable[None]]
@@ -44,7 +49,7 @@ class Guard:
 
     def __init__(self, *, trusted_proxies: tuple[Network, ...], global_limit: RateLimit,
                  critical_limit: RateLimit, backend: Backend, versions: VersionTracker, identity: Identity,
-                 cookies: SessionCookies) -> None:
+                 cookies: SessionCookies, same_site: SameSite) -> None:
         self.trusted_proxies = trusted_proxies
         self.global_limit = global_limit
         self.critical_limit = critical_limit
@@ -52,7 +57,10 @@ class Guard:
         self.versions = versions
         self.identity = identity
         self.cookies = cookies
+        self.same_site = same_site
         self.checks: tuple[Step, ...] = (self.limit_rate, self.catch_up, self.check_access)
+        self.checks_same_site: tuple[Step, ...] = (self.limit_rate, self.check_origin, self.catch_up,
+                                                   self.check_access)
         self._checks_by_route: dict[str, tuple[Step, ...]] = {}
 
     def identify(self, request: Request) -> None:
@@ -63,7 +71,8 @@ class Guard:
         ctx.client_ip = client_ip(request, self.trusted_proxies)
 
     def checks_for(self, request: Request) -> tuple[Step, ...]:
-        """Steps 3–5, or none for a route outside `/api` that is public or authenticated by API key."""
+        """Steps 3–6 (step 4 only for a `same_site_only` route), or none for a route outside `/api` that is
+        public or authenticated by API key."""
         route = request.route
         if route is None:
             return self.checks
@@ -71,7 +80,10 @@ class Guard:
         if checks is None:
             access = getattr(route.ctx, "access", None)
             api = route.path.startswith("api") or route.path.startswith("/api")
-            checks = self.checks if api or access not in (Access.PUBLIC, Access.API_KEY) else ()
+            if any(same_site_only(method, route.ctx) for method in route.methods):
+                checks = self.checks_same_site
+            else:
+                checks = self.checks if api or access not in (Access.PUBLIC, Access.API_KEY) else ()
             self._checks_by_route[route.name] = checks
         if not checks:
             request.ctx.principal = None  # as check_access leaves it for these levels
@@ -91,6 +103,9 @@ class Guard:
         result = await self.backend.gcra_many(limits)  # both or neither are charged
         if not result.allowed:
             raise TooManyRequests(retry_after=result.retry_after)
+
+    async def check_origin(self, request: Request) -> None:
+        self.same_site.check(request)
 
     async def catch_up(self, request: Request) -> None:
         if request.path.startswith("/api"):
@@ -120,6 +135,8 @@ class Guard:
         rid = getattr(ctx, "request_id", None)
         if rid and "x-request-id" not in response.headers:
             response.headers["X-Request-Id"] = rid
+        if getattr(getattr(request.route, "ctx", None), "secret", False):
+            response.headers.update(NO_STORE)
         raw = getattr(ctx, "set_session_cookie", None)
         if raw and not response.cookies.has_cookie(COOKIE):
             self.cookies.set(response, raw)

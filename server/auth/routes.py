@@ -10,6 +10,7 @@ from server.auth.identity import session_cookie
 from server.auth.schemas import Login, LoginReply, LoginView, Register
 from server.web.access import Access, route
 from server.web.envelope import ok
+from server.web.no_store import Secret
 from server.web.state import principal_of, services_of
 
 bp = Blueprint("auth")
@@ -71,7 +72,7 @@ async def register(request: Request, body: Register) -> HTTPResponse:
     return ok()
 
 
-@route(bp, "GET", "/api/user/token", access=Access.USER, reply=str)
+@route(bp, "GET", "/api/user/token", access=Access.USER, reply=Secret, secret=True)
 async def access_token(request: Request) -> HTTPResponse:
     """Issue a new access token for your account.
     Shown once; the previous token stops working at once. Send it as `Authorization: Bearer <token>`

@@ -122,7 +122,7 @@ async def delete_channel(request: Request, channel_id: int) -> HTTPResponse:
 
 
 @route(bp, "POST", "/api/channel/<channel_id>/key", access=Access.ROOT, critical=True,
-       path_params=ChannelPath, reply=KeyReveal)
+       path_params=ChannelPath, reply=KeyReveal, secret=True)
 async def reveal_channel_key(request: Request, channel_id: int) -> HTTPResponse:
     """Show a channel's key (one per line for a multi-key channel).
     Needs a secure verification made in the last 5 minutes, checked before the channel is looked up:

@@ -18,6 +18,7 @@ from core.multikey import MultiKeyState
 from server.channels.rules import KEY_ACTIONS, NAME_MAX, TAG_MAX
 from server.channels.runs import FAILURES_KEPT, Failure, RunState
 from server.channels.schemas import JsonText
+from server.web.no_store import Secret
 from server.web.schema import (
     ID_MAX,
     Int64,
@@ -51,7 +52,7 @@ TagText = Annotated[str, TextRule(trim=True, max_len=TAG_MAX)]
 
 
 class KeyReveal(Schema):
-    key: str = Field(description="the channel's key; a multi-key channel's keys one per line")
+    key: Secret = Field(description="the channel's key; a multi-key channel's keys one per line")
 
 
 class ChannelIds(Schema):

@@ -26,14 +26,16 @@ from server.web.state import principal_of, services_of
 bp = Blueprint("keys")
 
 
-@route(bp, "GET", "/api/token/", access=Access.USER, query=TokenListQuery, reply=Paged[TokenView])
+@route(bp, "GET", "/api/token/", access=Access.USER, query=TokenListQuery, reply=Paged[TokenView],
+       secret=True)
 async def list_tokens(request: Request, query: TokenListQuery) -> HTTPResponse:
     """List your API keys.
     Keys are masked; everyone, root included, sees only their own keys."""
     return ok(await services_of(request).keys.list_keys(principal_of(request), query.page()))
 
 
-@route(bp, "GET", "/api/token/search", access=Access.USER, query=TokenSearchQuery, reply=Paged[TokenView])
+@route(bp, "GET", "/api/token/search", access=Access.USER, query=TokenSearchQuery, reply=Paged[TokenView],
+       secret=True)
 async def search_tokens(request: Request, query: TokenSearchQuery) -> HTTPResponse:
     """Search your API keys by name or by the key itself.
     `token` must be a whole key (with or without `sk-`): a partial key matches nothing."""
@@ -41,14 +43,15 @@ async def search_tokens(request: Request, query: TokenSearchQuery) -> HTTPRespon
                                                         keyword=query.keyword, token=query.token))
 
 
-@route(bp, "GET", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=TokenView)
+@route(bp, "GET", "/api/token/<token_id>", access=Access.USER, path_params=TokenPath, reply=TokenView,
+       secret=True)
 async def get_token(request: Request, token_id: int) -> HTTPResponse:
     """One of your API keys (masked)."""
     return ok(await services_of(request).keys.get_key(principal_of(request), token_id))
 
 
 @route(bp, "POST", "/api/token/<token_id>/key", access=Access.USER, critical=True, path_params=TokenPath,
-       reply=RevealedKey)
+       reply=RevealedKey, secret=True)
 async def reveal_token_key(request: Request, token_id: int) -> HTTPResponse:
     """Show one of your API keys in full.
     `key` is the 48 characters without `sk-`, as new-api answers (its console, and ours, show and copy
@@ -56,7 +59,7 @@ async def reveal_token_key(request: Request, token_id: int) -> HTTPResponse:
     return ok(await services_of(request).keys.reveal_key(principal_of(request), token_id))
 
 
-@route(bp, "POST", "/api/token/", access=Access.USER, body=TokenFields, reply=TokenView)
+@route(bp, "POST", "/api/token/", access=Access.USER, body=TokenFields, reply=TokenView, secret=True)
 async def create_token(request: Request, body: TokenFields) -> HTTPResponse:
     """Create an API key.
     The reply shows the whole key (`sk-…`) this once; later reads mask it. A user has at most 1000 live
@@ -65,7 +68,7 @@ async def create_token(request: Request, body: TokenFields) -> HTTPResponse:
 
 
 @route(bp, "PUT", "/api/token/", access=Access.USER, body=TokenUpdate, query=TokenUpdateQuery,
-       reply=TokenView)
+       reply=TokenView, secret=True)
 async def update_token(request: Request, body: TokenUpdate, query: TokenUpdateQuery) -> HTTPResponse:
     """Edit one of your API keys.
     Only the fields sent change; with `status_only`, only `status`. Stored values sent back unchanged

@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field
 
 from models.keys import ApiKey
 from server.components.keys import KEY_PREFIX
+from server.web.no_store import Secret
 from server.web.pagination import PageQuery
 from server.web.schema import (
     ID_MAX,
@@ -96,7 +97,7 @@ class TokenView(Reply):
 
     id: int
     user_id: int
-    key: str
+    key: Secret = Field(description="masked (`abcd**********wxyz`), whole (`sk-…`) in the create reply")
     status: int = Field(description="1 enabled, 2 disabled, 3 expired, 4 exhausted")
     name: str
     created_time: int
@@ -127,7 +128,7 @@ class TokenView(Reply):
 
 
 class RevealedKey(Schema):
-    key: str = Field(description="the whole key without `sk-` (48 characters); a client shows and copies "
+    key: Secret = Field(description="the whole key without `sk-` (48 characters); a client shows and copies "
                                  "`sk-` + key")
 
 

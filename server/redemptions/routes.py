@@ -17,6 +17,7 @@ from server.redemptions.schemas import (
 )
 from server.web.access import Access, route
 from server.web.envelope import ok
+from server.web.no_store import Secret
 from server.web.pagination import Paged
 from server.web.state import principal_of, services_of
 
@@ -24,7 +25,7 @@ bp = Blueprint("redemptions")
 
 
 @route(bp, "GET", "/api/redemption/", access=Access.ADMIN, query=RedemptionListQuery,
-       reply=Paged[RedemptionView])
+       reply=Paged[RedemptionView], secret=True)
 async def list_redemptions(request: Request, query: RedemptionListQuery) -> HTTPResponse:
     """List redemption codes.
     Live (not deleted) codes, newest first, keys in full."""
@@ -32,7 +33,7 @@ async def list_redemptions(request: Request, query: RedemptionListQuery) -> HTTP
 
 
 @route(bp, "GET", "/api/redemption/search", access=Access.ADMIN, query=RedemptionSearchQuery,
-       reply=Paged[RedemptionView])
+       reply=Paged[RedemptionView], secret=True)
 async def search_redemptions(request: Request, query: RedemptionSearchQuery) -> HTTPResponse:
     """Search redemption codes.
     Digits match the id, a whole 32-character key matches that code, and any keyword matches names that
@@ -41,14 +42,15 @@ async def search_redemptions(request: Request, query: RedemptionSearchQuery) -> 
 
 
 @route(bp, "GET", "/api/redemption/<redemption_id>", access=Access.ADMIN, path_params=RedemptionPath,
-       reply=RedemptionView)
+       reply=RedemptionView, secret=True)
 async def get_redemption(request: Request, redemption_id: int) -> HTTPResponse:
     """One redemption code.
     A deleted code is a 404."""
     return ok(await services_of(request).redemptions.get_code(redemption_id))
 
 
-@route(bp, "POST", "/api/redemption/", access=Access.ADMIN, body=RedemptionCreate, reply=list[str])
+@route(bp, "POST", "/api/redemption/", access=Access.ADMIN, body=RedemptionCreate, reply=list[Secret],
+       secret=True)
 async def create_redemptions(request: Request, body: RedemptionCreate) -> HTTPResponse:
     """Create redemption codes.
     `count` (1–100) enabled codes, each adding `quota` (more than 0) once, made in one transaction: all
@@ -59,7 +61,7 @@ async def create_redemptions(request: Request, body: RedemptionCreate) -> HTTPRe
 
 
 @route(bp, "PUT", "/api/redemption/", access=Access.ADMIN, body=RedemptionUpdate, query=RedemptionUpdateQuery,
-       reply=RedemptionView)
+       reply=RedemptionView, secret=True)
 async def update_redemption(request: Request, body: RedemptionUpdate, query: RedemptionUpdateQuery
                             ) -> HTTPResponse:
     """Edit a redemption code.

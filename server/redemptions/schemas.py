@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from models.redemptions import NAME_MAX, Redemption
+from server.web.no_store import Secret
 from server.web.pagination import PageQuery
 from server.web.schema import ID_MAX, Flag, Int64, IntRule, PathId, QueryTextRule, Reply, Schema, TextRule
 
@@ -68,7 +69,7 @@ class RedemptionView(Reply):
 
     id: int
     user_id: int = Field(description="the admin who created it")
-    key: str
+    key: Secret
     status: int = Field(description="1 enabled, 2 disabled, 3 used")
     name: str
     quota: int

@@ -12,8 +12,10 @@ error object of their provider's wire, for every error of the tree (`register`'s
 With the option `NewApiCompatibleErrors` on, an envelope error answers the status `new_api_status` gives
 (docs/API.md#envelope-and-status-codes): 200 for a refusal, as new-api does, except where new-api keeps a
 status too (`keeps_status`: no valid credential 401, rate limits 429, a missing secure verification 403,
-a request no route took). The provider wires never change, and neither does a route declared with
-`real_statuses` (the payment webhook: its provider reads the status, and takes any 2xx as delivered).
+a request no route took) and for the refusals of a request's form that new-api does not have (a cross-site
+request 403, a body not sent as JSON 415). The provider wires never change, and neither does a route
+declared with `real_statuses` (the payment webhook: its provider reads the status, and takes any 2xx as
+delivered).
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ docstring on its `ctx`; `document(app)` turns them into paths, operations and co
   that do not answer the envelope (the model calls, this document);
 - the errors of the route family: the envelope `{success: false, message}` on `/api`, OpenAI's
   `{error: {message, type, param, code}}` or Google's `{error: {code, message, status}}` on model calls;
-- the access level as security requirements and as `x-access` (plus `x-critical`, `x-session-only`).
+- the access level as security requirements and as `x-access` (plus `x-critical`, `x-session-only`);
+- `x-no-store` and the `Cache-Control: no-store` header on a route whose reply carries a secret (a field
+  marked `x-secret`: server/web/no_store.py); the 415 of a route that reads a JSON body, and the 403 of a
+  route a browser may send only from this site (`same_site_only`).
 
 `/api/docs` serves `DOCS_PAGE`, a self-contained page that reads the document and lists the routes.
 """
@@ -21,7 +24,7 @@ from typing import Any
 from pydantic import ConfigDict, TypeAdapter
 from sanic import Sanic
 
-from server.web.access import Access, Wire
+from server.web.access import Access, Wire, same_site_only
 from server.web.schema import Schema
 
 REF = "#/components/schemas/{model}"
@@ -149,17 +152,28 @@ def _error(description: str, refs: tuple[str, ...]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _responses(ctx: Any, reply: dict[str, Any], takes_input: bool) -> dict[str, Any]:
+def _responses(ctx: Any, reply: dict[str, Any], takes_input: bool, same_site: bool) -> dict[str, Any]:
     error = _ERROR_OF[ctx.wire]
     body = _envelope(reply) if ctx.wire is Wire.ENVELOPE else reply
     out: dict[str, Any] = {"200": {"description": "Success.", "content": {ctx.media_type: {"schema": body}}}}
+    if ctx.secret:
+        out["200"]["headers"] = {"Cache-Control": {
+            "description": "The reply carries a secret: no cache may keep it (`Pragma: no-cache` too).",
+            "schema": {"type": "string", "const": "no-store"}}}
     if getattr(ctx, "conditional", False):
         out["304"] = {"description": "Not modified: `If-None-Match` named the current `ETag` (no body)."}
     if takes_input:
         out["400"] = _error("A field or parameter is invalid (the message names it).", error)
+    cross_site = "a browser sent it from another site (`Origin`, `Sec-Fetch-Site`: code CROSS_SITE_REQUEST)"
     if ctx.access is not Access.PUBLIC:
         out["401"] = _error("No valid credentials.", error)
-        out["403"] = _error("The credentials do not allow this.", error)
+        out["403"] = _error(f"The credentials do not allow this, or {cross_site}." if same_site
+                            else "The credentials do not allow this.", error)
+    elif same_site:
+        out["403"] = _error(f"Refused: {cross_site}.", error)
+    if ctx.body is not None and not ctx.passthrough:
+        out["415"] = _error("The body was not sent as `application/json` (the message names the "
+                            "`Content-Type` sent).", error)
     out["429"] = _error("Too many requests (see `Retry-After`).", error)
     out["4XX"] = _error("Refused (not found, conflict, too large, …).", error)
     if ctx.calls_upstream:
@@ -196,16 +210,24 @@ def document(app: Sanic[Any, Any]) -> dict[str, Any]:
             description += " Needs a login session (an access token is not enough)."
         if ctx.real_statuses:
             description += " Its errors keep their HTTP status in both error modes (NewApiCompatibleErrors)."
+        same_site = any(same_site_only(method, ctx) for method in r.methods)
+        if same_site:
+            description += " A browser may send it only from this site's own pages."
+        if ctx.secret:
+            description += " Answers `Cache-Control: no-store`: the reply carries a secret."
         operation: dict[str, Any] = {
             "operationId": key, "summary": ctx.summary, "description": description,
             "tags": [_tag(ctx.path_template)],
             "security": security_of(ctx), "x-access": ctx.access.name.lower(),
-            "responses": _responses(ctx, schemas[((key, "reply"), "serialization")], takes_input),
+            "responses": _responses(ctx, schemas[((key, "reply"), "serialization")], takes_input,
+                                    same_site),
         }
         if ctx.critical:
             operation["x-critical"] = True
         if ctx.session_only:
             operation["x-session-only"] = True
+        if ctx.secret:
+            operation["x-no-store"] = True
         if params:
             operation["parameters"] = params
         if ctx.body is not None:
@@ -225,7 +247,8 @@ def document(app: Sanic[Any, Any]) -> dict[str, Any]:
                                 "answer `{success, message, data}`; the model-call routes answer in their "
                                 "provider's shape. With the option `NewApiCompatibleErrors` on, an `/api` "
                                 "refusal answers 200 with the error envelope, except no credential (401), a "
-                                "rate limit (429), a secure verification (403) and unknown routes."},
+                                "rate limit (429), a secure verification (403), a cross-site request "
+                                "(403), a body not sent as JSON (415) and unknown routes."},
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": SECURITY_SCHEMES},
     }

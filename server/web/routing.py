@@ -6,14 +6,15 @@
         \"\"\"Change one of your API keys. <the rule, in a sentence or two>\"\"\"
 
 What is declared is stored on the Sanic route's `ctx` (`access`, `critical`, `session_only`, `body`,
-`query`, `path`, `reply`, `wire`, `real_statuses`, ...). The guard reads the access level from there, the
-OpenAPI document (`server.web.openapi`) is generated from it, and the tests check that every route
-declares it.
+`query`, `path`, `reply`, `wire`, `real_statuses`, `secret`, ...). The guard reads the access level from
+there, the OpenAPI document (`server.web.openapi`) is generated from it, and the tests check that every
+route declares it.
 
-Validation happens here, once, after the guard has admitted the request: the body (a JSON object) is
-validated against `body`, the query string against `query`, the path parameters against `path`; the
-handler receives the validated models as keyword arguments of the same names (`body=`, `query=`, and each
-path parameter by its name). A failure is the usual 400 naming the field (`server.web.schema`).
+Validation happens here, once, after the guard has admitted the request: the body (a JSON object, sent as
+`application/json`: server/web/body.py) is validated against `body`, the query string against `query`,
+the path parameters against `path`; the handler receives the validated models as keyword arguments of the
+same names (`body=`, `query=`, and each path parameter by its name). A failure is the usual 400 naming
+the field (`server.web.schema`).
 
 `passthrough=True` (the model-call routes) keeps the body as the caller's bytes: `body`, `query` and
 `path_params` then only document what the gateway reads, and nothing is parsed here (the hot path does
@@ -76,7 +77,8 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
           path_params: type[BaseModel] | None = None, passthrough: bool = False,
           wire: Wire = Wire.ENVELOPE, media_type: str = "application/json", critical: bool = False,
           session_only: bool = False, calls_upstream: bool = False, cors: bool = False,
-          real_statuses: bool = False, conditional: bool = False) -> Callable[[Handler], Handler]:
+          real_statuses: bool = False, conditional: bool = False, secret: bool = False,
+          ) -> Callable[[Handler], Handler]:
     """Register a handler with its access level and its schemas (see the module docstring).
 
     `reply` is the type of the envelope's `data` (None when it is always null) or, for a route that does
@@ -85,7 +87,9 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
     carries `Access-Control-Allow-Origin: *` (a route any web page may call with an API key).
     `real_statuses`: the route's errors answer their real HTTP status whatever `NewApiCompatibleErrors`
     says (a machine reads the status: the payment webhook, whose provider takes any 2xx as delivered).
-    `conditional`: the route answers 304 to an `If-None-Match` naming its `ETag` (the console's files)."""
+    `conditional`: the route answers 304 to an `If-None-Match` naming its `ETag` (the console's files).
+    `secret`: the reply carries a secret (its `reply` holds a `Secret`, server/web/no_store.py): every
+    answer says `Cache-Control: no-store`."""
 
     def decorate(handler: Handler) -> Handler:
         validated_body = body if body is not None and not passthrough else None
@@ -110,7 +114,7 @@ def route(bp: Blueprint, method: str, path: str, *, access: Access, reply: Any,
             ctx_passthrough=passthrough, ctx_wire=wire, ctx_media_type=media_type,
             ctx_summary=summary.strip(), ctx_description=" ".join(description.split()),
             ctx_operation_id=handler.__name__, ctx_path_template=path, ctx_calls_upstream=calls_upstream,
-            ctx_cors=cors, ctx_real_statuses=real_statuses, ctx_conditional=conditional,
+            ctx_cors=cors, ctx_real_statuses=real_statuses, ctx_conditional=conditional, ctx_secret=secret,
         )
         register(target)
         return handler
