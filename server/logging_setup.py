@@ -19,7 +19,8 @@ client or an upstream said (a provider's error text in an auto-disable reason, a
   JSON allows raw (U+0085, U+2028, U+2029), which line readers such as Python's `splitlines` take for
   line breaks.
 
-Sanic's own loggers write through the same handler in both formats.
+Sanic's own lines are formatted the same way: with JSON they go through the root's handler (stderr); in
+text, Sanic's handlers keep their streams (its news, `Worker ready`, on stdout) and take `TextFormatter`.
 
 The request's fields live in context variables: a request runs in its connection's task, so they are set
 where the request learns them (`Guard.identify`, `Guard.check_access`, the relay's `authenticate`) and
@@ -152,13 +153,18 @@ def announce(log_format: str, message: str, *, error: bool = False) -> None:
 
 def configure(level: str, log_format: str) -> None:
     """Set up the root logger (and Sanic's, which keeps handlers of its own) for this process."""
+    formatter = JsonFormatter() if log_format == "json" else TextFormatter()
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     access.setLevel(logging.INFO)  # the access log is asked for by ACCESS_LOG, whatever LOG_LEVEL says
-    for name in SANIC_LOGGERS:  # through the handler above: redacted and escaped as every line is
+    for name in SANIC_LOGGERS:  # redacted and escaped as every line is
         logger = logging.getLogger(name)
-        logger.handlers[:] = []
-        logger.propagate = True
+        if log_format == "json":
+            logger.handlers[:] = []
+            logger.propagate = True
+        else:
+            for own in logger.handlers:
+                own.setFormatter(formatter)
