@@ -69,11 +69,13 @@ from scripts.bench_env import (
     SCENARIOS,
     SETUPS,
     TTS,
+    Fixture,
     Ledger,
     Proc,
     cmdline,
     conserved,
     cpu_used,
+    fixed_locations,
     free_port,
     ledger,
     mariadb,
@@ -142,14 +144,16 @@ def wrk(url: str, key: str, body: str, concurrency: int, duration: float, workdi
     return Result(rps, p50, p99, errors + (int(non2xx.group(1)) if non2xx else 0), calls)
 
 
-async def first_byte_ms(url: str, key: str, n: int) -> list[float]:
-    """Sequential streamed G1 calls; time from sending to the first body byte."""
+async def first_byte_ms(url: str, key: str, n: int, body: str = GENERATE_BODY) -> list[float]:
+    """Sequential streamed calls (G1 by default); time from sending to the first body byte. The key goes in
+    both a Gemini and an OpenAI header, as with wrk."""
     out = []
     async with httpx.AsyncClient(timeout=30) as client:
         for _ in range(n):
             start = time.perf_counter()
-            headers = {"x-goog-api-key": key, "Content-Type": "application/json"}
-            async with client.stream("POST", url, content=GENERATE_BODY, headers=headers) as r:
+            headers = {"x-goog-api-key": key, "Authorization": f"Bearer {key}",
+                       "Content-Type": "application/json"}
+            async with client.stream("POST", url, content=body, headers=headers) as r:
                 assert r.status_code == 200, r.status_code
                 first: float | None = None
                 async for _chunk in r.aiter_raw():
@@ -224,17 +228,22 @@ def measure(target: Target, path: str, body: str, concurrency: int, args: argpar
 
 
 @contextlib.contextmanager
-def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, Target]]:
+def environment(args: argparse.Namespace, workdir: Path, fixture: Fixture | None = None
+                ) -> Iterator[dict[str, Target]]:
+    """The set-ups of `args.setups` (and `direct`), started and prepared; `fixture` adds upstream replies,
+    channels and options (`scripts/bench_chat.py`)."""
+    fixture = fixture or Fixture()
     procs: list[Proc] = []
     cleanups: list[Any] = []
     targets: dict[str, Target] = {}
     try:
         up_port = free_port()
         if shutil.which("nginx"):
-            procs.append(start_nginx(workdir, up_port, upstream_locations(), "1"))
+            locations = upstream_locations() + fixed_locations(workdir, fixture.replies)
+            procs.append(start_nginx(workdir, up_port, locations, "1"))
             upstream_kind = "nginx"
         else:
-            procs.append(start_python_upstream(workdir, up_port))
+            procs.append(start_python_upstream(workdir, up_port, fixture.replies))
             upstream_kind = "python"
         upstream = f"http://127.0.0.1:{up_port}"
         time.sleep(0.3)
@@ -288,7 +297,8 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
                 target_procs.append(sync)
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/api/status")
-            key = prepare_tollway(base, upstream, RATE_LIMITED if args.rate_limit else None)
+            options = {**(RATE_LIMITED if args.rate_limit else {}), **fixture.options}
+            key = prepare_tollway(base, upstream, options, fixture.channels)
             targets[setup] = Target(setup, base, key, target_procs, stall_log, sql_balance,
                                     ledger(base, sql_balance))
         print(f"upstream: {upstream_kind} on {upstream}; set-ups: {', '.join(targets)}", flush=True)
@@ -300,7 +310,7 @@ def environment(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, T
             cleanup()
 
 
-def _median_cell(runs: list[Result]) -> dict[str, Any]:
+def median_cell(runs: list[Result]) -> dict[str, Any]:
     cell: dict[str, Any] = {
         "rps": statistics.median(r.rps for r in runs),
         "p50_ms": statistics.median(r.p50_ms for r in runs),
@@ -341,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             measure(target, path, body, concurrency, args, workdir, label))
         for (scenario, name, concurrency), runs in raw.items():
             per_conc = results["runs"].setdefault(scenario, {}).setdefault(str(concurrency), {})
-            per_conc[name] = _median_cell(runs)
+            per_conc[name] = median_cell(runs)
         if args.stream_calls:
             stream_path = f"/v1beta/models/{TTS}:streamGenerateContent?alt=sse"
             ttfb = {name: asyncio.run(first_byte_ms(t.base + stream_path, t.key, args.stream_calls))

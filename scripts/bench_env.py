@@ -19,8 +19,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -189,6 +189,33 @@ def upstream_locations() -> str:
 """
 
 
+CONFIG_STRING_MAX = 3500
+"""The longest reply an nginx location returns inline (`return 200 '…'`): nginx refuses a configuration
+token over 4 KiB, so a longer reply is served from a file."""
+
+
+def fixed_locations(workdir: Path, replies: Mapping[str, tuple[str, bytes]]) -> str:
+    """nginx locations answering each exact path of `replies` (path → content type, body) with its fixed
+    body: inline when short, else from a file (the static module refuses a POST with 405, which
+    `error_page` turns into the file's 200). Started as root, nginx's workers run as an unprivileged user:
+    the files' directory is readable by all, and `workdir` may be passed through (not listed)."""
+    out = []
+    files = workdir / "replies"
+    for n, (path, (kind, body)) in enumerate(replies.items()):
+        text = body.decode()
+        if len(body) <= CONFIG_STRING_MAX and "'" not in text and "\\" not in text and "$" not in text:
+            out.append(f"        location = {path} {{ default_type {kind}; return 200 '{text}'; }}")
+        else:
+            files.mkdir(mode=0o755, exist_ok=True)
+            workdir.chmod(workdir.stat().st_mode | 0o111)
+            file = files / f"reply-{n}"
+            file.write_bytes(body)
+            file.chmod(0o644)
+            out.append(f"        location = {path} {{ default_type {kind}; alias {file}; "
+                       "error_page 405 =200 $uri; }")
+    return "\n".join(out) + "\n"
+
+
 def proxy_locations(upstream_port: int) -> str:
     return f"""
         location / {{
@@ -210,13 +237,17 @@ def start_nginx(workdir: Path, port: int, body: str, cpu: str | None) -> Proc:
     return proc
 
 
-def start_python_upstream(workdir: Path, port: int) -> Proc:
-    """The fallback upstream: the project's fake servers are for tests; here a minimal keep-alive server."""
+def start_python_upstream(workdir: Path, port: int, replies: Mapping[str, tuple[str, bytes]] | None = None
+                          ) -> Proc:
+    """The fallback upstream: the project's fake servers are for tests; here a minimal keep-alive server.
+    `replies` adds fixed replies (path → content type, body), chosen by the end of the request's path."""
+    extra = {path.encode(): (kind.encode(), body) for path, (kind, body) in (replies or {}).items()}
     code = f"""
 import asyncio
 REPLIES = {{b"/v1/moderations": (b"application/json", {MODERATION_REPLY.encode()!r}),
            b":generateContent": (b"application/json", {GENERATE_REPLY.encode()!r}),
-           b":streamGenerateContent": (b"text/event-stream", {STREAM_REPLY.encode()!r})}}
+           b":streamGenerateContent": (b"text/event-stream", {STREAM_REPLY.encode()!r}),
+           **{extra!r}}}
 async def handle(r, w):
     try:
         while True:
@@ -277,17 +308,41 @@ def _root(c: httpx.Client) -> int:
     return user_id
 
 
-def prepare_tollway(base: str, upstream: str, options: dict[str, str] | None = None) -> str:
-    """Setup, a balance, a Gemini and an OpenAI channel on the upstream, an API key, the `options`;
-    returns the key."""
+@dataclass(frozen=True)
+class ChannelSpec:
+    """A channel `prepare_tollway` adds: `base_url` is absolute (http…) or a path on the shared upstream."""
+
+    name: str
+    type: int
+    models: str
+    base_url: str = ""
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """What a benchmark adds to `scripts/bench.py`'s set-up (`scripts/bench_chat.py`): fixed upstream
+    replies (exact path → content type, body), channels and options."""
+
+    replies: Mapping[str, tuple[str, bytes]] = field(default_factory=dict)
+    channels: Sequence[ChannelSpec] = ()
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def prepare_tollway(base: str, upstream: str, options: Mapping[str, str] | None = None,
+                    channels: Sequence[ChannelSpec] = ()) -> str:
+    """Setup, a balance, a Gemini and an OpenAI channel on the upstream (and `channels`), an API key, the
+    `options`; returns the key."""
     with httpx.Client(base_url=base, timeout=30) as c:
         c.post("/api/setup", json={"username": "root", "password": ROOT_PASSWORD,
                                    "confirmPassword": ROOT_PASSWORD}).raise_for_status()
         login = c.post("/api/user/login", json={"username": "root", "password": ROOT_PASSWORD})
         login.raise_for_status()
         c.headers["New-Api-User"] = str(login.json()["data"]["id"])
-        for name, kind, model in (("gemini", 24, TTS), ("openai", 1, MODERATION)):
-            channel = {"name": name, "type": kind, "key": "k", "base_url": upstream, "models": model}
+        specs = [ChannelSpec("gemini", 24, TTS), ChannelSpec("openai", 1, MODERATION), *channels]
+        for spec in specs:
+            url = spec.base_url if spec.base_url.startswith("http") else upstream + spec.base_url
+            channel = {"name": spec.name, "type": spec.type, "key": "k", "base_url": url,
+                       "models": spec.models}
             c.post("/api/channel/", json={"mode": "single", "channel": {**channel, "group": "default"}}
                    ).raise_for_status()
         c.post("/api/user/manage", json={"id": login.json()["data"]["id"], "action": "add_quota",
