@@ -101,9 +101,14 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
             path, ["GoogleError"] if path.startswith("/v1beta/") else ["ErrorEnvelope"])
         assert refs == expected, (method, path)
     # gateway bodies are described, not enforced: other fields are allowed
-    generate = doc["paths"]["/v1beta/models/{target}"]["post"]["requestBody"]["content"]["application/json"]
-    assert doc["components"]["schemas"]["GenerateContentRequest"]["additionalProperties"] is True
-    assert generate["schema"]["$ref"].endswith("/GenerateContentRequest")
+    gemini = doc["paths"]["/v1beta/models/{target}"]["post"]
+    assert gemini["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/GeminiRequest")
+    bodies = [ref["$ref"].rsplit("/", 1)[1] for ref in doc["components"]["schemas"]["GeminiRequest"]["anyOf"]]
+    assert bodies == ["GenerateContentRequest", "EmbedContentRequest", "BatchEmbedContentsRequest"]
+    assert all(doc["components"]["schemas"][body]["additionalProperties"] is True for body in bodies)
+    target = next(p for p in gemini["parameters"] if p["name"] == "target")["description"]
+    assert all(method in target for method in ("generateContent", "streamGenerateContent", "embedContent",
+                                               "batchEmbedContents"))
 
 
 def test_the_routes_that_call_an_upstream_document_their_502_and_extra_fields(tmp_path: Any) -> None:

@@ -22,8 +22,8 @@ from server.relay.schemas import (
     EmbeddingsRequest,
     EmbeddingsResponse,
     GeminiModelList,
-    GenerateContentRequest,
-    GenerateContentResponse,
+    GeminiRequest,
+    GeminiResponse,
     GeneratePath,
     GenerateQuery,
     ModerationRequest,
@@ -32,7 +32,7 @@ from server.relay.schemas import (
     ResponsesRequest,
     ResponsesResponse,
 )
-from server.upstream.formats.gemini_generate import GENERATE_FORMAT
+from server.upstream.formats.gemini_methods import gemini_format
 from server.upstream.formats.openai_chat import CHAT_FORMAT
 from server.upstream.formats.openai_embeddings import EMBEDDINGS_FORMAT
 from server.upstream.formats.openai_moderation import MODERATION_FORMAT
@@ -76,22 +76,23 @@ def _response(reply: Reply | None) -> HTTPResponse | None:
     return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)
 
 
-@route(bp, "POST", "/v1beta/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
-       query=GenerateQuery, path_params=GeneratePath, passthrough=True, reply=GenerateContentResponse,
+@route(bp, "POST", "/v1beta/models/<target:path>", access=Access.API_KEY, body=GeminiRequest,
+       query=GenerateQuery, path_params=GeneratePath, passthrough=True, reply=GeminiResponse,
        wire=Wire.GOOGLE)
 async def generate_v1beta(request: Request, target: str) -> HTTPResponse | None:
-    """Call a Gemini model (generateContent, or streamGenerateContent).
-    The call is charged on the usage the provider reports (reserved up front from an estimate); the
-    reply is the provider's, unchanged."""
-    return _response(await relay_of(request).call(incoming(request), GENERATE_FORMAT, target))
+    """Call a Gemini model (generateContent, streamGenerateContent, embedContent or batchEmbedContents).
+    The call is charged on the usage the provider reports (reserved up front from an estimate: with the
+    output cap for text and speech, the prompt alone for embeddings); the reply is the provider's,
+    unchanged. Other methods (countTokens, …) are 404s."""
+    return _response(await relay_of(request).call(incoming(request), gemini_format(target), target))
 
 
-@route(bp, "POST", "/v1/models/<target:path>", access=Access.API_KEY, body=GenerateContentRequest,
-       query=GenerateQuery, path_params=GeneratePath, passthrough=True, reply=GenerateContentResponse,
+@route(bp, "POST", "/v1/models/<target:path>", access=Access.API_KEY, body=GeminiRequest,
+       query=GenerateQuery, path_params=GeneratePath, passthrough=True, reply=GeminiResponse,
        wire=Wire.GOOGLE_OR_OPENAI)
 async def generate_v1(request: Request, target: str) -> HTTPResponse | None:
     """Call a Gemini model (the same as under /v1beta, where the google-genai SDK sends it by default)."""
-    return _response(await relay_of(request).call(incoming(request), GENERATE_FORMAT, target))
+    return _response(await relay_of(request).call(incoming(request), gemini_format(target), target))
 
 
 @route(bp, "GET", "/v1beta/models", access=Access.API_KEY, reply=GeminiModelList, wire=Wire.GOOGLE)

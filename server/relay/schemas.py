@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, RootModel
 
 from server.web.schema import Schema
 
@@ -57,12 +57,59 @@ class GenerateContentResponse(Open):
     usageMetadata: dict[str, Any] | None = None
 
 
+class EmbedContentRequest(Open):
+    """A Gemini embedContent body."""
+
+    content: Content = Field(description="its parts' text is counted for the prompt estimate")
+
+
+class EmbedRequest(Open):
+    content: Content
+    model: str | None = Field(None, description="forwarded as sent (only the path's model is mapped)")
+
+
+class BatchEmbedContentsRequest(Open):
+    """A Gemini batchEmbedContents body (what the google-genai SDK's `embed_content` sends)."""
+
+    requests: list[EmbedRequest] = Field(min_length=1)
+
+
+class GeminiRequest(RootModel[GenerateContentRequest | EmbedContentRequest | BatchEmbedContentsRequest]):
+    """The body of the path's method: generateContent and streamGenerateContent take `contents`,
+    embedContent `content`, batchEmbedContents `requests`."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"contents": [{"parts": [{"text": "Say hello"}]}],
+         "generationConfig": {"responseModalities": ["AUDIO"]}}]})
+
+
+class EmbedContentResponse(Open):
+    """The provider's embedContent answer, forwarded as sent (`usageMetadata`, when it is there, is what
+    the call is charged on; else the estimate)."""
+
+    embedding: dict[str, Any] | None = None
+    usageMetadata: dict[str, Any] | None = None
+
+
+class BatchEmbedContentsResponse(Open):
+    """The provider's batchEmbedContents answer, forwarded as sent (one embedding per request)."""
+
+    embeddings: list[dict[str, Any]] | None = None
+    usageMetadata: dict[str, Any] | None = None
+
+
+GeminiResponse = GenerateContentResponse | EmbedContentResponse | BatchEmbedContentsResponse
+"""The answer of the path's method."""
+
+
 class GenerateQuery(Schema):
     alt: str | None = Field(None, description="sse: stream as server-sent events")
 
 
 class GeneratePath(Schema):
-    target: str = Field(description="`{model}:generateContent` or `{model}:streamGenerateContent`",
+    target: str = Field(description="`{model}:{method}`, the method one of generateContent, "
+                                    "streamGenerateContent, embedContent, batchEmbedContents (another is a "
+                                    "404)",
                         examples=["gemini-2.5-flash-preview-tts:generateContent"])
 
 

@@ -3,12 +3,15 @@
 It answers what the gateway's Gemini channels call, in Gemini's own wire format:
 
 - `POST /v1beta/models/{model}:generateContent` — audio (16-bit little-endian PCM at 24 kHz, base64) when
-  `generationConfig.responseModalities` asks for AUDIO, text otherwise; `usageMetadata` with
-  promptTokenCount = the number of whitespace-separated words of every `contents[].parts[].text` (at least
-  1, see `prompt_tokens`) and candidatesTokenCount = `audio_tokens` (audio) or the words of `text_reply`.
-- `POST …:streamGenerateContent?alt=sse` — `stream_chunks` events `data: {json}\\r\\n\\r\\n`, each with a
-  slice of the answer and the cumulative usage (the last one has the final counts and `finishReason`);
-  without `alt=sse`, the same chunks as a streamed JSON array `[chunk,\\r\\nchunk]`.
+  `generationConfig.responseModalities` asks for AUDIO, text otherwise (`gemini_text.py`, set by `text`);
+  `usageMetadata` with promptTokenCount = the number of whitespace-separated words of every
+  `contents[].parts[].text` (at least 1, see `prompt_tokens`) and candidatesTokenCount = `audio_tokens`
+  (audio) or the words of `text_reply`.
+- `POST …:streamGenerateContent?alt=sse` — events `data: {json}\\r\\n\\r\\n` (`stream_chunks` of audio, one
+  per word of text), each with a slice of the answer and the cumulative usage (the last one has the final
+  counts and `finishReason`); without `alt=sse`, the same chunks as a streamed JSON array
+  `[chunk,\\r\\nchunk]`.
+- `POST …:embedContent`, `POST …:batchEmbedContents` — embeddings (`gemini_text.py`).
 - `GET /v1beta/models` (paged with `pageSize`, default `page_size`, and `pageToken`),
   `GET /v1beta/models/{id}`.
 - Anything else is a Google 404. Errors are Google's `{"error": {"code", "message", "status", "details"}}`.
@@ -29,6 +32,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from tests.fakes.base import BASE_FAILURES, FakeServer, Recorded, Reply, json_reply
+from tests.fakes.gemini_text import BadEmbed, GeminiText, embed_answer, prompt_tokens, text_chunks
+
+__all__ = ["FakeGemini", "GeminiText", "google_error", "pcm_audio", "prompt_tokens"]
 
 DEFAULT_MODELS = ("gemini-2.5-flash-preview-tts", "gemini-2.5-pro-preview-tts", "gemini-2.5-flash")
 AUDIO_MIME = "audio/L16;codec=pcm;rate=24000"
@@ -38,6 +44,8 @@ JSON_TYPE = "application/json; charset=UTF-8"
 
 _GENERATE = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>generateContent"
                        r"|streamGenerateContent)$")
+_EMBED = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>embedContent"
+                    r"|batchEmbedContents)$")
 _LIST = re.compile(r"^/v1(?:beta|alpha)?/models/?$")
 _GET = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+)$")
 
@@ -80,18 +88,6 @@ ERRORS: dict[str, tuple[int, str, str, list[dict[str, Any]] | None]] = {
 }
 
 
-def prompt_tokens(body: Any) -> int:
-    """The promptTokenCount the fake reports for a request body: words of all contents' texts, at least 1."""
-    words = 0
-    contents = body.get("contents") if isinstance(body, dict) else None
-    for content in contents if isinstance(contents, list) else []:
-        parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else []:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                words += len(part["text"].split())
-    return max(words, 1)
-
-
 def pcm_audio(samples: int) -> bytes:
     """`samples` of a 440 Hz sine, 16-bit little-endian at 24 kHz."""
     values = (int(8000 * math.sin(2 * math.pi * 440 * i / SAMPLE_RATE)) for i in range(samples))
@@ -108,12 +104,6 @@ def wants_audio(body: Any) -> bool:
     return isinstance(modalities, list) and any(str(m).upper() == "AUDIO" for m in modalities)
 
 
-def _split_text(text: str, pieces: int) -> list[str]:
-    """`text` cut at word boundaries into `pieces` parts whose concatenation is `text`."""
-    words = re.findall(r"\S+\s*", text)
-    return ["".join(words[len(words) * i // pieces: len(words) * (i + 1) // pieces]) for i in range(pieces)]
-
-
 class FakeGemini(FakeServer):
     """Fake Gemini. Attributes may be changed while it runs; they apply to the next request."""
 
@@ -128,9 +118,19 @@ class FakeGemini(FakeServer):
         self.audio_tokens = audio_tokens
         self.stream_chunks = stream_chunks
         self.page_size = page_size
-        self.text_reply = text_reply
+        self.text = GeminiText(reply=text_reply)
+        """What text and embedding answers hold (`gemini_text.GeminiText`)."""
         self.strict_models = strict_models
         """When True, generating with a model not in `models` is Google's 404 NOT_FOUND."""
+
+    @property
+    def text_reply(self) -> str:
+        """The text answer (`text.reply`)."""
+        return self.text.reply
+
+    @text_reply.setter
+    def text_reply(self, reply: str) -> None:
+        self.text.reply = reply
 
     # -- hooks ------------------------------------------------------------------------------------------
 
@@ -149,6 +149,8 @@ class FakeGemini(FakeServer):
     def route(self, request: Recorded) -> Reply:
         if request.method == "POST" and (match := _GENERATE.match(request.path)):
             return self._generate(request, match["model"], stream=match["method"] == "streamGenerateContent")
+        if request.method == "POST" and (match := _EMBED.match(request.path)):
+            return self._embed(request, match["model"], batch=match["method"] == "batchEmbedContents")
         if request.method == "GET" and _LIST.match(request.path):
             return self._list(request)
         if request.method == "GET" and (match := _GET.match(request.path)):
@@ -173,7 +175,7 @@ class FakeGemini(FakeServer):
                                 "* GenerateContentRequest.contents: contents is not specified\n")
         if self.strict_models and model not in self.models:
             return self._model_not_found(model)
-        chunks = self.chunks(body, model, 1 if not stream else max(1, self.stream_chunks))
+        chunks = self.chunks(body, model, stream=stream)
         if not stream:
             return json_reply(200, chunks[0], content_type=JSON_TYPE)
         encoded = [json.dumps(chunk).encode() for chunk in chunks]
@@ -184,22 +186,30 @@ class FakeGemini(FakeServer):
         pieces[-1] += b"]"
         return Reply(200, content_type=JSON_TYPE, chunks=pieces)
 
-    def chunks(self, body: dict[str, Any], model: str, count: int) -> list[dict[str, Any]]:
-        """The answer to `body` cut in `count` responses (one is the generateContent answer)."""
-        prompt = prompt_tokens(body)
+    def _embed(self, request: Recorded, model: str, *, batch: bool) -> Reply:
+        if self.strict_models and model not in self.models:
+            return self._model_not_found(model)
+        try:
+            return json_reply(200, embed_answer(self.text, request.json, batch=batch), content_type=JSON_TYPE)
+        except BadEmbed as bad:
+            return google_error(400, "INVALID_ARGUMENT", str(bad))
+
+    def chunks(self, body: dict[str, Any], model: str, *, stream: bool) -> list[dict[str, Any]]:
+        """The answer to `body`: one response, or (streamed) `stream_chunks` of audio or one per word of
+        text."""
         response_id = secrets.token_urlsafe(16)
-        if wants_audio(body):
-            total, modality = self.audio_tokens, "AUDIO"
-            samples = total * SAMPLES_PER_TOKEN
-            pcm = pcm_audio(samples)
-            parts: list[dict[str, Any]] = []
-            for i in range(count):
-                piece = pcm[2 * (samples * i // count): 2 * (samples * (i + 1) // count)]
-                data = base64.b64encode(piece).decode()
-                parts.append({"inlineData": {"mimeType": AUDIO_MIME, "data": data}})
-        else:
-            total, modality = len(self.text_reply.split()), "TEXT"
-            parts = [{"text": piece} for piece in _split_text(self.text_reply, count)]
+        if not wants_audio(body):
+            return text_chunks(self.text, body, model, response_id, stream=stream)
+        prompt = prompt_tokens(body)
+        count = max(1, self.stream_chunks) if stream else 1
+        total, modality = self.audio_tokens, "AUDIO"
+        samples = total * SAMPLES_PER_TOKEN
+        pcm = pcm_audio(samples)
+        parts: list[dict[str, Any]] = []
+        for i in range(count):
+            piece = pcm[2 * (samples * i // count): 2 * (samples * (i + 1) // count)]
+            data = base64.b64encode(piece).decode()
+            parts.append({"inlineData": {"mimeType": AUDIO_MIME, "data": data}})
         out = []
         for i, part in enumerate(parts):
             candidates = total * (i + 1) // count

@@ -96,14 +96,56 @@ async def test_stream_sse(gemini_fake: FakeGemini) -> None:
 
 
 async def test_stream_without_sse_is_a_json_array(gemini_fake: FakeGemini) -> None:
-    gemini_fake.stream_chunks = 4
     async with client_for(gemini_fake) as client:
         response = await client.post(STREAM, json={"contents": [{"parts": [{"text": "hi"}]}]})
     assert response.text.startswith("[{") and ",\r\n{" in response.text and response.text.endswith("}]")
     chunks = response.json()
-    assert len(chunks) == 4
+    assert len(chunks) == len(gemini_fake.text_reply.split())  # text streams one word per chunk
     text = "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks)
     assert text == gemini_fake.text_reply
+
+
+async def test_text_usage_counts_thoughts_cache_and_tool_use_cumulatively(gemini_fake: FakeGemini) -> None:
+    gemini_fake.text.reply = "one two  three"
+    gemini_fake.text.prompt, gemini_fake.text.cached = 1200, 800
+    gemini_fake.text.thoughts, gemini_fake.text.tool_use = 50, 7
+    body = {"contents": [{"parts": [{"text": "hi"}]}]}
+    async with client_for(gemini_fake) as client:
+        plain = (await client.post("/v1beta/models/gemini-2.5-flash:generateContent", json=body)).json()
+        events = (await client.post("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                                    json=body)).text.split("\r\n\r\n")[:-1]
+        gemini_fake.text.usage = False
+        bare = (await client.post("/v1beta/models/gemini-2.5-flash:generateContent", json=body)).json()
+    final = {"promptTokenCount": 1200, "candidatesTokenCount": 3, "cachedContentTokenCount": 800,
+             "toolUsePromptTokenCount": 7, "thoughtsTokenCount": 50, "totalTokenCount": 1260}
+    assert {k: v for k, v in plain["usageMetadata"].items() if not k.endswith("Details")} == final
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events]
+    assert [c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks] == ["one ", "two  ", "three"]
+    assert [c["usageMetadata"]["candidatesTokenCount"] for c in chunks] == [1, 2, 3]
+    assert all(c["usageMetadata"]["thoughtsTokenCount"] == 50 for c in chunks)
+    assert "usageMetadata" not in bare
+    for chunk in [plain, *chunks, bare]:
+        types.GenerateContentResponse.model_validate(chunk)
+
+
+async def test_embeddings_one_and_batch_with_usage_only_when_configured(gemini_fake: FakeGemini) -> None:
+    one = {"content": {"parts": [{"text": "one two"}, {"text": "three"}]}}
+    batch = {"requests": [{"model": "models/e", "content": {"parts": [{"text": "a b"}]}},
+                          {"model": "models/e", "content": {"parts": [{"text": "c"}]}}]}
+    async with client_for(gemini_fake) as client:
+        single = (await client.post("/v1beta/models/e:embedContent", json=one)).json()
+        many = (await client.post("/v1beta/models/e:batchEmbedContents", json=batch)).json()
+        gemini_fake.text.embed_usage, gemini_fake.text.dimensions = True, 3
+        counted = (await client.post("/v1beta/models/e:batchEmbedContents", json=batch)).json()
+        bad = await client.post("/v1beta/models/e:embedContent", json={"requests": []})
+        bad_batch = await client.post("/v1beta/models/e:batchEmbedContents", json={"requests": [{}]})
+    assert list(single) == ["embedding"] and len(single["embedding"]["values"]) == 4
+    assert list(many) == ["embeddings"] and [len(e["values"]) for e in many["embeddings"]] == [4, 4]
+    assert counted["usageMetadata"] == {"promptTokenCount": 3, "totalTokenCount": 3}
+    assert [len(e["values"]) for e in counted["embeddings"]] == [3, 3]
+    assert bad.status_code == bad_batch.status_code == 400
+    assert bad.json()["error"]["status"] == "INVALID_ARGUMENT"
+    types.EmbedContentResponse.model_validate({"embeddings": many["embeddings"]})
 
 
 async def test_bad_generate_requests(gemini_fake: FakeGemini) -> None:

@@ -1,3 +1,4 @@
 """The wire formats of the model-call routes, one module each, on the seam of `base.py`:
 `openai_chat`, `openai_embeddings`, `openai_moderation`, `openai_responses` (OpenAI's wire, on the
-OpenAI-format channels of `openai_compat`) and `gemini_generate` (Google's, on Gemini channels)."""
+OpenAI-format channels of `openai_compat`) and `gemini_generate`, `gemini_embed` (Google's, on Gemini
+channels; `gemini_methods` picks one by the method a Gemini path names)."""

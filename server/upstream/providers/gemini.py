@@ -1,4 +1,5 @@
-"""Google Gemini (channel type 24) as the gateway speaks it: generateContent, plain and streamed.
+"""Google Gemini (channel type 24) as the gateway speaks it: generateContent, plain and streamed (the
+embedding methods, `:embedContent` and `:batchEmbedContents`, are `formats/gemini_embed.py`'s).
 
     caller   POST /v1beta/models/{model}:generateContent          (also under /v1/models/, the SDK's default)
              POST /v1beta/models/{model}:streamGenerateContent    [?alt=sse]
@@ -16,7 +17,7 @@ into Google's JSON-array form. There is no balance query.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -68,6 +69,27 @@ def google_status(status: int) -> str:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def method_of(target: str) -> str:
+    """The method a Gemini path names (`{model}:{method}`, `%3A` = `:`); "" when it names none."""
+    _, sep, method = unquote(target).rpartition(":")
+    return method if sep else ""
+
+
+def read_target(target: str, methods: Collection[str]) -> tuple[str, str]:
+    """The model and the method of `{model}:{method}` (one path segment, `%3A` = `:`, a leading `models/`
+    stripped once): a method not in `methods` is a 404, an empty or malformed model a 400."""
+    target = unquote(target)
+    if target.startswith("models/"):
+        target = target[len("models/"):]
+    model, sep, method = target.rpartition(":")
+    if not sep or method not in methods:
+        raise UnknownMethod(f"unknown method {method or target!r}")
+    if not model or "/" in model:
+        raise invalid("model: must not be empty")
+    check_model_name(model)
+    return model, method
 
 
 def usage_of_metadata(meta: Any) -> Usage | None:
@@ -134,16 +156,8 @@ class Gemini:
         return bearer(headers.get("authorization") or "")
 
     def operation(self, target: str, args: Params) -> Operation:
-        """`{model}:{method}` (one path segment, `%3A` = `:`, a leading `models/` stripped once)."""
-        target = unquote(target)
-        if target.startswith("models/"):
-            target = target[len("models/"):]
-        model, sep, method = target.rpartition(":")
-        if not sep or method not in METHODS:
-            raise UnknownMethod(f"unknown method {method or target!r}")
-        if not model or "/" in model:
-            raise invalid("model: must not be empty")
-        check_model_name(model)
+        """`{model}:generateContent` or `{model}:streamGenerateContent` (`read_target`)."""
+        model, method = read_target(target, METHODS)
         if method == GENERATE:
             return Operation(GENERATE, model)
         return Operation(STREAM, model, True, SSE if args.get("alt") == "sse" else ARRAY)

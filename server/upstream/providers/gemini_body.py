@@ -42,7 +42,8 @@ def _string(value: Any, label: str) -> str | None:
     return value
 
 
-def _texts_of_parts(parts: Any, label: str, out: list[str]) -> None:
+def texts_of_parts(parts: Any, label: str, out: list[str]) -> None:
+    """Check `parts` is an array of objects (400 naming `label`); append the text of each to `out`."""
     if not isinstance(parts, list):
         raise invalid(f"{label}: must be an array of objects")
     for j, part in enumerate(parts):
@@ -71,12 +72,12 @@ def parse_generate(body: bytes) -> GenerateBody:
         if not isinstance(item, dict):
             raise invalid(f"contents[{i}]: must be an object")
         _string(item.get("role"), f"contents[{i}].role")
-        _texts_of_parts(item.get("parts"), f"contents[{i}].parts", texts)
+        texts_of_parts(item.get("parts"), f"contents[{i}].parts", texts)
     content_chars = sum(len(t) for t in texts)
 
     system = _object(_field(data, "systemInstruction", ""), "systemInstruction")
     if system is not None and system.get("parts") is not None:
-        _texts_of_parts(system.get("parts"), "systemInstruction.parts", texts)
+        texts_of_parts(system.get("parts"), "systemInstruction.parts", texts)
 
     wants_audio, max_tokens = False, None
     config = _object(_field(data, "generationConfig", ""), "generationConfig")
