@@ -1,5 +1,5 @@
 """Gemini embedContent and batchEmbedContents on Gemini channels (type 24), in pass-through
-(docs/API.md#gemini-embeddings).
+(docs/CHAT.md#gemini-embeddings).
 
     caller   POST /v1beta/models/{model}:embedContent          {"content": {"parts": [...]}}
              POST /v1beta/models/{model}:batchEmbedContents    {"requests": [{"content": ..., "model": ...}]}
@@ -26,6 +26,7 @@ from server.upstream.providers.base import (
     Operation,
     Params,
     Provider,
+    UnreadableReply,
     UpstreamCall,
     UpstreamError,
     Usage,
@@ -83,7 +84,10 @@ class GeminiEmbed:
         return UpstreamCall("POST", url, headers, body)
 
     def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
-        return Answer(body, usage_of_embed(json_or_none(body)), [])
+        data = json_or_none(body)
+        if not isinstance(data, dict):
+            raise UnreadableReply("a reply that is not a JSON object")
+        return Answer(body, usage_of_embed(data), [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
         raise AssertionError("an embedding call never streams")
