@@ -140,6 +140,9 @@ SECTIONS: tuple[Section, ...] = (
              hint="The address people reach this site at, e.g. https://example.com (no trailing /)."),
         Spec("TopUpLink", "str", "", attr="top_up_link", label="Top-up link"),
         Spec("LogConsumeEnabled", "bool", True, attr="log_consume_enabled", label="Log every model call"),
+        Spec("ErrorLogEnabled", "bool", True, attr="error_log_enabled", label="Log failed model calls",
+             hint="An error log for each model call of a valid API key that is refused or fails upstream; "
+                  "at most 20 a minute per API key on each worker."),
         Spec("DataExportEnabled", "bool", True, attr="data_export_enabled",
              label="Collect usage data for the dashboard"),
         Spec("DataExportInterval", "int", 5, Between(1, 60), label="Usage data interval (minutes)"),

@@ -98,6 +98,7 @@ class Settings:
     # model calls: retries and automatic disable
     retry_times: int
     log_consume_enabled: bool
+    error_log_enabled: bool  # an error log for a failed call of a known key (server/relay/failures.py)
     automatic_disable_channel_enabled: bool
     automatic_enable_channel_enabled: bool  # a channel test that passes brings a status-3 channel back
     channel_disable_threshold: float  # seconds: a channel test slower than this fails

@@ -1,8 +1,9 @@
 """The `logs` table (docs/API.md#logs): consume, top-up, manage, system, error and refund records.
 
-Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe)
-and by services for system events (`LogRepository`). `ref` is internal: the hold id or idempotency key of
-the entry that produced the row (a fresh random key for a service's log), unique, so no entry can ever
+Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe),
+by services for system events (`LogRepository`) and, for failed model calls, by each worker's error-log
+buffer (server/logs/error_logs.py). `ref` is internal: the hold id or idempotency key of the entry that
+produced the row (a fresh random key for a service's log or an error log), unique, so no entry can ever
 produce two rows; `entry_id` is the quota stream entry that carried it. Neither is ever shown.
 
 With `LOG_DATABASE_URL` the table lives in a database of its own (docs/ARCHITECTURE.md#logs-in-a-separate-

@@ -117,7 +117,8 @@ def build_services(state: State) -> Services:
                            database_kind=config.database_kind, started_at=state.started_at)
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
                   quota=state.quota, backend=state.backend, versions=state.versions, upstream=state.upstream,
-                  clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout)
+                  clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout,
+                  error_logs=state.error_logs)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
     payments = PaymentService(db=state.db, credits=state.credits, options=state.options,

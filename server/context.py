@@ -40,6 +40,7 @@ from server.components.users import UserDirectory
 from server.config import Config, ConfigError
 from server.credits import CreditOutbox, kill_self
 from server.crypto import Passwords, SecretBox
+from server.logs.error_logs import ErrorLogs
 from server.logs.outbox import LogOutboxMover
 from server.redis_client import redis_backend
 from server.upstream.client import Upstream
@@ -123,6 +124,7 @@ class State:
     credits: CreditOutbox
     started_at: int
     log_db: Database  # the database of the `logs` table: `db` itself unless LOG_DATABASE_URL names another
+    error_logs: ErrorLogs  # failed model calls' logs, written to `log_db` by the task `error-logs`
     log_outbox: LogOutboxMover | None = None  # with a separate log database: moves the services' logs
     tasks: Tasks = field(default_factory=Tasks)
 
@@ -172,6 +174,7 @@ class State:
             credits=CreditOutbox(db=db, quota=quota, clock=clock,
                                  kill_after_commit=config.kill_after_credit_commit),
             log_db=log_db, log_outbox=LogOutboxMover(db, log_db) if logs_url else None,
+            error_logs=ErrorLogs(log_db, clock),
         )
         versions.register(RECORDS, state._forget_records)
         broadcasts = Broadcasts(backend)  # each component registers the messages it owns
@@ -202,6 +205,8 @@ class State:
         state.tasks.start("pool-gauges", state._sample_pools(pool_stop), stop=pool_stop.set)
         flush_stop = asyncio.Event()
         state.tasks.start("metrics-flush", _flush_metrics(flush_stop), stop=flush_stop.set)
+        errors_stop = asyncio.Event()
+        state.tasks.start("error-logs", state.error_logs.run_forever(errors_stop), stop=errors_stop.set)
         if state.log_outbox is not None:
             outbox_stop = asyncio.Event()
             state.tasks.start("log-outbox", state.log_outbox.run_forever(outbox_stop), stop=outbox_stop.set)
@@ -247,6 +252,10 @@ class State:
                 await self.quota_sync.drain()
             except Exception:
                 log.exception("final quota sync failed; the entries stay queued in Redis")
+        try:
+            await self.error_logs.flush()
+        except Exception:
+            log.exception("writing the last error logs failed; they are lost")
         if self.log_outbox is not None:
             try:
                 await self.log_outbox.drain()

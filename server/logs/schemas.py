@@ -11,8 +11,9 @@ How a log row is shown (docs/API.md#logs): the admin view (`LogView`), with `cha
 position on the page as `id`). The internal `ref` column is never shown.
 
 A user's `other` keeps only the fields in `USER_OTHER_FIELDS` (an allow-list: the price ratios, timings,
-token split and model mapping of their own call). Channel ids (`channels_tried`), `admin_info` and any
-field added later stay in admin views until it is added here on purpose.
+token split and model mapping of their own call, and the status and error code an error log's call was
+answered). Channel ids (`channels_tried`), `admin_info` and any field added later stay in admin views until
+it is added here on purpose.
 
 `other` is always a JSON object as a string, or `""`; a stored value that is not an object shows as `""`.
 """
@@ -119,6 +120,7 @@ USER_OTHER_FIELDS = frozenset({
     "model_ratio", "group_ratio", "completion_ratio", "model_price", "cache_tokens", "cache_ratio",
     "user_group_ratio", "frt", "is_model_mapped", "upstream_model_name", "request_path",
     "audio_output_tokens", "text_output_tokens", "stream_interrupted",
+    "status_code", "error_code",  # an error log's: what the caller was answered
 })
 
 

@@ -18,8 +18,8 @@ up once per label set and kept, the figures every model call touches are summed 
 the multiprocess files once a second (`tally`: a scrape sees another worker's counts up to a second late),
 and every label set is bounded — route templates (never raw paths), the HTTP
 methods we route, the statuses we answer, the models a price was found for, channel ids and types (the
-admin's channels), and enums (`Outcome`, `UpstreamResult`, `DisableReason`, the quota results, `ErrorKind`,
-`SignInFailure`).
+admin's channels), and enums (`Outcome`, `UpstreamResult`, `DisableReason`, `ErrorLogDrop`, the quota
+results, `ErrorKind`, `SignInFailure`).
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ from server.metrics import calls, http, infra, quota, tally
 from server.metrics.calls import (
     OTHER_MODEL,
     DisableReason,
+    ErrorLogDrop,
     Outcome,
     UpstreamResult,
     auto_disabled,
     auto_enabled,
     charged,
     count_call,
+    error_logs_dropped,
     provider_label,
     result_of_status,
     retried,
@@ -62,9 +64,10 @@ from server.metrics.tally import FLUSH_INTERVAL, flush
 
 __all__ = [
     "CONTENT_TYPE", "DECLARED", "FLUSH_INTERVAL", "METRICS", "OTHER_MODEL", "QUOTA", "UNMATCHED",
-    "DisableReason", "Outcome",
+    "DisableReason", "ErrorLogDrop", "Outcome",
     "SignInFailure", "UpstreamResult", "authorized", "auto_disabled", "auto_enabled", "cache_reload",
-    "charged", "count_call", "db_error", "db_pool", "exposition", "flush", "holds_in_flight", "observe_http",
+    "charged", "count_call", "db_error", "db_pool", "error_logs_dropped", "exposition", "flush",
+    "holds_in_flight", "observe_http",
     "outbox", "payment_webhook", "process_gone", "provider_label", "redis_error", "result_of_status",
     "retried", "sign_in_failed", "sign_in_locked", "sync_progress", "upstream_attempt", "upstream_done",
 ]
@@ -88,6 +91,7 @@ DECLARED: dict[str, tuple[str, tuple[str, ...]]] = {
     "tollway_quota_charged": ("counter", ("model",)),
     "tollway_channel_auto_disables": ("counter", ("reason",)),
     "tollway_channel_auto_enables": ("counter", ()),
+    "tollway_error_logs_dropped": ("counter", ("reason",)),
     # ---- quota, outbox, payments, infrastructure
     "tollway_quota_reservations": ("counter", ("result",)),
     "tollway_quota_reservation_seconds": ("histogram", ()),

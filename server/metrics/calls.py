@@ -1,5 +1,6 @@
 """Model calls and their upstream attempts: outcomes, retries, tokens and quota charged, upstream latency
-and time to first byte, channels taken out of routing and brought back."""
+and time to first byte, channels taken out of routing and brought back, error logs of failed calls dropped
+by their bounds."""
 
 from __future__ import annotations
 
@@ -55,9 +56,11 @@ CHANNEL_AUTO_DISABLES = Counter("tollway_channel_auto_disables",
                                 "automatically, by reason", ("reason",))
 CHANNEL_AUTO_ENABLES = Counter("tollway_channel_auto_enables",
                                "Automatically disabled channels brought back by a channel test run")
+ERROR_LOGS_DROPPED = Counter("tollway_error_logs_dropped",
+                             "Error logs of failed model calls not written, by reason", ("reason",))
 
 METRICS = (MODEL_CALLS, UPSTREAM_REQUESTS, UPSTREAM_DURATION, UPSTREAM_TTFB, MODEL_CALL_RETRIES, TOKENS,
-           QUOTA_CHARGED, CHANNEL_AUTO_DISABLES, CHANNEL_AUTO_ENABLES)
+           QUOTA_CHARGED, CHANNEL_AUTO_DISABLES, CHANNEL_AUTO_ENABLES, ERROR_LOGS_DROPPED)
 
 _calls: dict[tuple[str, int, int, Outcome], BufferedCounter] = {}
 
@@ -96,6 +99,14 @@ class DisableReason(StrEnum):
     BALANCE_USED_UP = "balance_used_up"  # the balance update of every channel read 0 or less
 
 
+class ErrorLogDrop(StrEnum):
+    """Why the error log of a failed model call was not written (server/logs/error_logs.py)."""
+
+    KEY_LIMIT = "key_limit"  # its API key had as many error logs as it may in the last minute (this worker)
+    BUFFER_FULL = "buffer_full"  # the worker's buffer held as many rows as it may
+    WRITE_FAILED = "write_failed"  # the log database refused the batch, attempt after attempt
+
+
 def provider_label(channel_type: int) -> str:
     """The `provider` label of a channel type: the name of its `ChannelType` (`gemini`, `openai`), else
     `type_<n>` (a number from the channel catalog the code does not name)."""
@@ -121,6 +132,7 @@ _providers: dict[int, tuple[BufferedHistogram, BufferedHistogram]] = {}
 _retries: dict[str, BufferedCounter] = {}
 _charges: dict[str, tuple[BufferedCounter, BufferedCounter, BufferedCounter]] = {}
 _disables: dict[DisableReason, Any] = {}
+_error_log_drops: dict[ErrorLogDrop, BufferedCounter] = {}
 
 
 def _timings(channel_type: int) -> tuple[Any, Any]:
@@ -185,3 +197,11 @@ def auto_disabled(reason: DisableReason) -> None:
 def auto_enabled() -> None:
     """An automatically disabled channel passed a channel test run's test and serves again."""
     CHANNEL_AUTO_ENABLES.inc()
+
+
+def error_logs_dropped(reason: ErrorLogDrop, count: int = 1) -> None:
+    """`count` error logs of failed model calls were dropped (a flood of refusals passes here: buffered)."""
+    child = _error_log_drops.get(reason)
+    if child is None:
+        child = _error_log_drops[reason] = BufferedCounter(ERROR_LOGS_DROPPED.labels(reason.value))
+    child.inc(count)

@@ -9,6 +9,9 @@
     respond       the upstream's answer, unchanged; a stream as it arrives (server/relay/streaming.py)
     settle        the actual cost, one consume log                 ── and, in `finally`, the one release
 
+A call that ends with an error instead hands one error log to the worker's buffer (server/relay/
+failures.py: a known key's calls only; written by a background task, bounded per key).
+
 The per-user rate limit (step 6) is decided in its place and admitted by the reservation's own atomic step
 (`reserve(limits=…)`); a refusal by steps 7–11 admits it alone first, so the 429 still comes first. Its
 usage is charged by the settlement (`settle(charges=…)`).
@@ -72,7 +75,7 @@ from server.errors import (
     UserDisabled,
 )
 from server.metrics import Outcome
-from server.relay import attempts
+from server.relay import attempts, failures
 from server.relay.call import Call, Incoming, Reply
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
 from server.relay.estimate import count_all
@@ -156,10 +159,12 @@ class Relay:
 
     def __init__(self, *, keys: KeyDirectory, users: UserDirectory, options: Options, channels: ChannelTable,
                  quota: QuotaEngine, backend: Backend, versions: VersionTracker, upstream: Upstream,
-                 clock: Clock, tasks: Tasks, stream_idle_timeout: float) -> None:
+                 clock: Clock, tasks: Tasks, stream_idle_timeout: float, error_logs: failures.ErrorLogSink
+                 ) -> None:
         self.keys, self.users, self.options, self.channels = keys, users, options, channels
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
+        self.error_logs = error_logs
         self.limiter = ModelRateLimiter(backend, quota.partition)
         self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
         # the model call, in order
@@ -181,6 +186,7 @@ class Relay:
             return call.reply
         except BaseException as ended:
             outcome = outcome_of(ended)
+            failures.record(self.error_logs, self.options.settings, call, ended, self.clock.now_s())
             raise
         finally:
             if call.hold is not None and not call.settled:
