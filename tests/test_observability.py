@@ -119,8 +119,8 @@ async def test_the_relay_counts_attempts_retries_disables_and_charges(embedded_a
                 for channel in (bad, drop, good) for result in ("ok", "http_4xx", "connect_error")}
     assert {key: value for key, value in attempts.items() if value} == {
         (bad, "http_4xx"): 1, (drop, "connect_error"): 3, (good, "ok"): 3}
-    assert in_process("tollway_model_calls_total", model=TTS, provider="gemini", channel=str(good),
-                      outcome="success") == 3
+    assert in_process("tollway_model_calls_total", model=TTS, route="generate", provider="gemini",
+                      channel=str(good), outcome="success") == 3
     assert in_process("tollway_model_call_retries_total", model=TTS) - retries == 2 + 1 + 1
     assert in_process("tollway_channel_auto_disables_total", reason="upstream_status") - disabled == 1
     assert {direction: in_process("tollway_tokens_total", model=TTS, direction=direction) - charged[direction]
@@ -157,8 +157,10 @@ def counters(workload: Workload, charged: int, quota: float) -> dict[str, Series
     good, failing = str(workload.good), str(workload.failing)
     return {
         "tollway_model_calls_total": {
-            (("channel", good), ("model", TTS), ("outcome", "success"), ("provider", "gemini")): charged,
-            (("channel", ""), ("model", TTS), ("outcome", "insufficient_quota"), ("provider", "")): REFUSED},
+            (("channel", good), ("model", TTS), ("outcome", "success"), ("provider", "gemini"),
+             ("route", "generate")): charged,
+            (("channel", ""), ("model", TTS), ("outcome", "insufficient_quota"), ("provider", ""),
+             ("route", "generate")): REFUSED},
         "tollway_upstream_requests_total": {  # every charged call: the failing channel first, then the good
             (("channel", failing), ("provider", "gemini"), ("result", "http_5xx")): charged,
             (("channel", good), ("provider", "gemini"), ("result", "ok")): charged},

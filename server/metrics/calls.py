@@ -33,8 +33,8 @@ OTHER_MODEL = "-"
 """The model label of a call refused before a price was found for its model (a name from the caller)."""
 
 MODEL_CALLS = Counter("tollway_model_calls",
-                      "Model calls by model, provider and channel (the last one tried) and outcome "
-                      "(success: a charged call)", ("model", "provider", "channel", "outcome"))
+                      "Model calls by model, route, provider and channel (the last one tried) and outcome "
+                      "(success: a charged call)", ("model", "route", "provider", "channel", "outcome"))
 UPSTREAM_REQUESTS = Counter("tollway_upstream_requests",
                             "Upstream attempts of model calls, by provider, channel and result",
                             ("provider", "channel", "result"))
@@ -62,18 +62,19 @@ ERROR_LOGS_DROPPED = Counter("tollway_error_logs_dropped",
 METRICS = (MODEL_CALLS, UPSTREAM_REQUESTS, UPSTREAM_DURATION, UPSTREAM_TTFB, MODEL_CALL_RETRIES, TOKENS,
            QUOTA_CHARGED, CHANNEL_AUTO_DISABLES, CHANNEL_AUTO_ENABLES, ERROR_LOGS_DROPPED)
 
-_calls: dict[tuple[str, int, int, Outcome], BufferedCounter] = {}
+_calls: dict[tuple[str, str, int, int, Outcome], BufferedCounter] = {}
 
 
-def count_call(model: str, outcome: Outcome, channel_type: int = 0, channel_id: int = 0) -> None:
-    """One model call ended; `model` must be a bounded name (one with a price) or `OTHER_MODEL`; the
-    channel is the last one tried (the one that answered, for a success), 0 and 0 when none was."""
-    key = (model, channel_type, channel_id, outcome)
+def count_call(model: str, route: str, outcome: Outcome, channel_type: int = 0, channel_id: int = 0) -> None:
+    """One model call ended; `model` must be a bounded name (one with a price) or `OTHER_MODEL`, `route`
+    the route format's name (`chat`, `embeddings`, `generate`, …); the channel is the last one tried (the
+    one that answered, for a success), 0 and 0 when none was."""
+    key = (model, route, channel_type, channel_id, outcome)
     child = _calls.get(key)
     if child is None:
         child = _calls[key] = BufferedCounter(MODEL_CALLS.labels(
-            model, provider_label(channel_type) if channel_id else "", str(channel_id) if channel_id else "",
-            outcome.value))
+            model, route, provider_label(channel_type) if channel_id else "",
+            str(channel_id) if channel_id else "", outcome.value))
     child.inc()
 
 

@@ -193,7 +193,7 @@ class Relay:
                 await self._release(call)
             # a charged call is a success however it ended (a stream cut by its client is still charged)
             last = call.last
-            metrics.count_call(call.model if call.price is not None else metrics.OTHER_MODEL,
+            metrics.count_call(call.model if call.price is not None else metrics.OTHER_MODEL, call.route.name,
                                Outcome.SUCCESS if call.settled else outcome,
                                last.type if last is not None else 0, last.id if last is not None else 0)
 
