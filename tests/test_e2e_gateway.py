@@ -1,12 +1,15 @@
 """The README's gateway walk-through against the real `tollway serve` (a subprocess), embedded and on
 MariaDB + Redis with two workers: root sets up, adds a Gemini channel and an OpenAI channel (pointed at
-the local fakes) and a balance, creates an API key, synthesizes speech with the google-genai SDK and
-moderates text with the openai SDK, then sees both calls, with their cost, in its own logs."""
+the local fakes), prices the chat model and a balance, creates an API key, synthesizes speech with the
+google-genai SDK, chats and moderates text with the openai SDK, then sees every call, with its cost, in its
+own logs."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -21,6 +24,7 @@ from tests.services import REDIS_URL, create_database, drop_database, redis_ping
 from tests.test_e2e_serve import ROOT_PASSWORD, clean_env, free_port, serving, setup_root
 
 TTS = "gemini-2.5-flash-preview-tts"
+CHAT = "gpt-4o-mini"
 
 FAKES_NETWORK = "127.0.0.1/32"  # the fakes listen on loopback, which Tollway refuses unless allowed
 
@@ -34,9 +38,13 @@ async def walk_through(base_url: str, database_type: str, gemini: FakeGemini, oa
         for channel in ({"name": "gemini", "type": 24, "key": "g-key", "base_url": gemini.url, "models": TTS,
                          "group": "default"},
                         {"name": "openai", "type": 1, "key": "o-key", "base_url": oai.url,
-                         "models": "omni-moderation-latest", "group": "default"}):
+                         "models": f"{CHAT},omni-moderation-latest", "group": "default"}):
             created = await admin.post("/api/channel/", json={"mode": "single", "channel": channel})
             assert created.status_code == 200, created.text
+        for option, value in (("ModelRatio", f'{{"{CHAT}": 0.075}}'),
+                              ("CompletionRatio", f'{{"{CHAT}": 4}}')):
+            priced = await admin.put("/api/option/", json={"key": option, "value": value})
+            assert priced.status_code == 200, priced.text
         uid = login.json()["data"]["id"]
         topped = await admin.post("/api/user/manage", json={"id": uid, "action": "add_quota", "mode": "add",
                                                              "value": 1_000_000})
@@ -58,23 +66,30 @@ async def walk_through(base_url: str, database_type: str, gemini: FakeGemini, oa
         assert speech.candidates and speech.candidates[0].content and speech.candidates[0].content.parts
         o = openai.AsyncOpenAI(api_key=key, base_url=f"{base_url}/v1", max_retries=0)
         try:
+            chat = await o.chat.completions.create(model=CHAT,
+                                                   messages=[{"role": "user", "content": "Say hi"}])
             moderation = await o.moderations.create(input="I will kill the bug")
         finally:
             await o.close()
+        assert chat.choices[0].message.content and chat.usage is not None
         assert moderation.results[0].flagged is True
 
         rows: list[dict[str, object]] = []
         for _ in range(50):  # the sync writes the logs within about a second
             rows = (await admin.get("/api/log/self")).json()["data"]["items"]
-            if sum(1 for r in rows if r["type"] == 2) >= 2:
+            if sum(1 for r in rows if r["type"] == 2) >= 3:
                 break
             await asyncio.sleep(0.1)
         consumed = {r["model_name"]: r for r in rows if r["type"] == 2}
-        assert set(consumed) == {TTS, "omni-moderation-latest"}
+        assert set(consumed) == {TTS, CHAT, "omni-moderation-latest"}
         assert int(consumed[TTS]["quota"]) > 0  # type: ignore[call-overload]
+        usage = chat.usage
+        assert consumed[CHAT]["quota"] == math.ceil(  # ceil((prompt + completion × 4) × 0.075), in decimals
+            (Decimal(usage.prompt_tokens) + Decimal(usage.completion_tokens) * 4) * Decimal("0.075"))
         assert consumed["omni-moderation-latest"]["quota"] == 0
         me = (await admin.get("/api/user/self")).json()["data"]
-        assert me["quota"] == start - int(consumed[TTS]["quota"])  # type: ignore[call-overload]
+        spent = int(consumed[TTS]["quota"]) + int(consumed[CHAT]["quota"])  # type: ignore[call-overload]
+        assert me["quota"] == start - spent
     assert gemini.received[-1].headers["x-goog-api-key"] == "g-key"
     assert oai.received[-1].headers["authorization"] == "Bearer o-key"
 
