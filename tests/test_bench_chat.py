@@ -9,9 +9,7 @@ import itertools
 import json
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -37,16 +35,11 @@ from scripts.bench_chat_streams import (
 from scripts.bench_env import MODERATION, fixed_locations
 from server.upstream.formats.openai_compat import endpoint
 from server.upstream.formats.sse import Events, data_of
+from tests.test_providers import Channel
 
 UPSTREAM, PACED_URL = "http://127.0.0.1:8001", "http://127.0.0.1:8002"
 
 
-@dataclass
-class Channel:
-    base_url: str = ""
-    header_override: dict[str, Any] = field(default_factory=dict)
-    type: int = 1
-    stream_include_usage: bool = True
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -22,17 +21,12 @@ from server.upstream.formats.openai_chat import CHAT, ChatStream, ask_for_usage,
 from server.upstream.formats.openai_embeddings import read_embeddings
 from server.upstream.formats.sse import Events, data_of
 from server.upstream.providers.base import Usage
+from tests.test_providers import Channel
 
 counts = st.integers(min_value=0, max_value=10**7)
 ratios = st.decimals(min_value=0, max_value=100, places=4, allow_nan=False, allow_infinity=False)
 
 
-@dataclass
-class Channel:
-    base_url: str = ""
-    header_override: dict[str, Any] = field(default_factory=dict)
-    type: int = 1
-    stream_include_usage: bool = True
 
 
 def reference(usage: Usage, model: Decimal, completion: Decimal, group: Decimal, cache: Decimal,

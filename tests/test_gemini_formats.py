@@ -5,8 +5,6 @@ request, and which format a Gemini path's method picks."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -19,17 +17,12 @@ from server.upstream.formats.gemini_generate import GENERATE_FORMAT
 from server.upstream.formats.gemini_methods import gemini_format
 from server.upstream.providers.base import Asked, Operation, Usage
 from server.upstream.providers.gemini import usage_of_metadata
+from tests.test_providers import Channel
 
 MODEL = "gemini-embedding-001"
 NO_ARGS: dict[str, str] = {}
 
 
-@dataclass
-class Channel:
-    base_url: str = ""
-    header_override: dict[str, Any] = field(default_factory=dict)
-    type: int = ChannelType.GEMINI
-    stream_include_usage: bool = True
 
 
 count = st.one_of(st.none(), st.integers(0, 10**9))  # None: the field is absent (proto3 leaves zeros out)
@@ -129,8 +122,8 @@ def test_the_upstream_embedding_call_maps_only_the_path_model() -> None:
         "POST", "https://g.example/v1beta/models/mapped:batchEmbedContents", body, False)
     assert call.headers == {"Content-Type": "application/json", "Accept": "application/json", "X-Extra": "1",
                             "x-goog-api-key": "k"}
-    default = exchange.request(Channel(), "k", Operation("embedContent", "m"), Asked("m", [], False, 0), "m",
-                               b"{}")
+    default = exchange.request(Channel(type=ChannelType.GEMINI), "k", Operation("embedContent", "m"),
+                               Asked("m", [], False, 0), "m", b"{}")
     assert default.url == "https://generativelanguage.googleapis.com/v1beta/models/m:embedContent"
     with pytest.raises(KeyError):
         EMBED_FORMAT.exchange(ChannelType.OPENAI)

@@ -28,7 +28,7 @@ from server.upstream.formats.openai_compat import (
 )
 from server.upstream.formats.sse import data_of, frame
 from server.upstream.providers.base import SSE, Asked, Operation, Usage
-from server.upstream.providers.bodies import check_model_name, invalid, parse_object
+from server.upstream.providers.bodies import invalid, parse_object, required_model
 from server.upstream.providers.gemini import GEMINI
 
 CHAT = Operation("chat/completions")
@@ -65,10 +65,7 @@ def _texts_of_calls(calls: Any, out: list[str]) -> None:
 
 def read_chat(body: bytes) -> Asked:
     data = parse_object(body)
-    model = data.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise invalid("model: must be a non-empty string", "model")
-    check_model_name(model)
+    model = required_model(data)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages: must be a non-empty array of objects", "messages")

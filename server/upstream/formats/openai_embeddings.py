@@ -19,7 +19,7 @@ from server.upstream.formats.openai_compat import (
     whole_count,
 )
 from server.upstream.providers.base import Asked, Operation, Usage
-from server.upstream.providers.bodies import check_model_name, invalid, parse_object
+from server.upstream.providers.bodies import invalid, parse_object, required_model
 from server.upstream.providers.gemini import GEMINI
 
 EMBEDDINGS = Operation("embeddings")
@@ -55,10 +55,7 @@ def read_input(value: Any) -> tuple[list[str], int]:
 
 def read_embeddings(body: bytes) -> Asked:
     data = parse_object(body)
-    model = data.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise invalid("model: must be a non-empty string", "model")
-    check_model_name(model)
+    model = required_model(data)
     texts, counted = read_input(data.get("input"))
     encoding = data.get("encoding_format")
     if encoding is not None and encoding not in ENCODINGS:

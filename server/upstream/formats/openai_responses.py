@@ -29,7 +29,7 @@ from server.upstream.formats.base import Channel, Counter
 from server.upstream.formats.openai_compat import OpenAIPassThrough, OpenAIRoute, json_or_none, whole_count
 from server.upstream.formats.sse import data_of
 from server.upstream.providers.base import SSE, Asked, Operation, Usage
-from server.upstream.providers.bodies import check_model_name, invalid, parse_object
+from server.upstream.providers.bodies import invalid, parse_object, required_model
 
 RESPONSES = Operation("responses")
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -60,10 +60,7 @@ def _texts_of_item(item: Any, out: list[str]) -> None:
 
 def read_responses(body: bytes) -> Asked:
     data = parse_object(body)
-    model = data.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise invalid("model: must be a non-empty string", "model")
-    check_model_name(model)
+    model = required_model(data)
     texts: list[str] = []
     given = data.get("input")
     if isinstance(given, str):

@@ -62,3 +62,11 @@ def check_model_name(model: str, label: str = "model") -> str:
         raise invalid(f"{label}: must be at most {MODEL_NAME_MAX} characters without control characters",
                       label)
     return model
+
+
+def required_model(data: dict[str, Any]) -> str:
+    """The body's `model`: a non-empty string that is a model name (a 400 naming `model` otherwise)."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid("model: must be a non-empty string", "model")
+    return check_model_name(model)
