@@ -206,3 +206,11 @@ def test_the_upstream_is_asked_for_usage_unless_the_channel_says_no() -> None:
     assert ask_for_usage(already, Channel()) is None
     assert ask_for_usage(asked({"stream": True}), Channel(stream_include_usage=False)) is None
     assert ask_for_usage(asked({}), Channel()) is None
+
+
+def test_a_chunk_with_a_null_usage_is_written_as_sent_and_read_as_no_usage() -> None:
+    mapper = stream_of(False)
+    raw = b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "x"}}], "usage": null}\n\n'
+    assert mapper.event(raw) == raw and mapper.usage is None
+    spaced = chunk(usage={"prompt_tokens": 1, "completion_tokens": 1}).replace(b'"usage": {', b'"usage" :  {')
+    assert mapper.event(spaced) == b"" and mapper.usage == Usage(1, 1)  # the usage chunk, not asked for

@@ -15,6 +15,7 @@ before `[DONE]` with the counts it billed. Every other event is written as the u
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -33,6 +34,9 @@ from server.upstream.providers.gemini import GEMINI
 
 CHAT = Operation("chat/completions")
 DONE = b"[DONE]"
+_USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
+"""A chunk that carries usage (an upstream asked for it sends `"usage": null` in every other chunk: those are
+written without being parsed)."""
 
 
 def _positive_int(data: dict[str, Any], name: str) -> int | None:
@@ -169,7 +173,7 @@ class ChatStream:
         if data == DONE:
             self._done = True
             return self._usage_chunk() + raw
-        if b'"usage"' in data:
+        if b'"usage"' in data and _USAGE_OBJECT.search(data) is not None:  # not `"usage": null`
             chunk = json_or_none(data)
             if isinstance(chunk, dict):
                 usage = usage_of_chat(chunk.get("usage"))
