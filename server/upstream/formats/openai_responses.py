@@ -22,12 +22,13 @@ last event the caller got.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from core.enums import ChannelType
 from server.upstream.formats.base import Channel, Counter
 from server.upstream.formats.openai_compat import OpenAIPassThrough, OpenAIRoute, json_or_none, whole_count
-from server.upstream.formats.sse import data_of
+from server.upstream.formats.sse import data_of, name_of
 from server.upstream.providers.base import SSE, Asked, Operation, Usage
 from server.upstream.providers.bodies import invalid, parse_object, required_model
 
@@ -124,51 +125,70 @@ def texts_of_responses(data: Any) -> list[str]:
     return out
 
 
+_SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
+_TYPE = re.compile(rb'"type"\s*:\s*"(response\.[a-z_.]+)"')
+
+
+def _type_of(data: bytes) -> str:
+    """An event's `type` when the upstream sent no `event:` line (the first `response.…` type in it)."""
+    found = _TYPE.search(data)
+    return found.group(1).decode() if found is not None else ""
+
+
+def _content_of(event: Any) -> list[str]:
+    """The delivered text of one content event: a delta, or a function call's name."""
+    if not isinstance(event, dict):
+        return []
+    kind = event.get("type")
+    if kind in DELTAS and isinstance(event.get("delta"), str):
+        return [event["delta"]]
+    if kind == "response.output_item.added":
+        item = event.get("item")
+        name = item.get("name") if isinstance(item, dict) and item.get("type") == "function_call" else None
+        if isinstance(name, str):
+            return [name]
+    return []
+
+
 class ResponsesStream:
-    """A Responses stream in pass-through: every event as sent; read on the way are the last
-    `sequence_number`, the content deltas and the terminal event's usage."""
+    """A Responses stream in pass-through: every event as sent. Read on the way, without parsing most
+    events: the last `sequence_number` (a pattern), the terminal event's usage (parsed: one per stream);
+    the content events are kept and parsed only when a count of the delivered content is needed."""
 
     form = SSE
-    __slots__ = ("_delivered", "_last", "usage")
+    __slots__ = ("_content", "_last", "usage")
 
     def __init__(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> None:
         self.usage: Usage | None = None
-        self._delivered: list[str] = []
+        self._content: list[bytes] = []  # the data of the events that carry content, unparsed
         self._last = -1  # the last sequence number the caller got (the first event is 0)
 
     def delivered(self) -> list[str]:
-        return list(self._delivered)
+        out: list[str] = []
+        for data in self._content:
+            out.extend(_content_of(json_or_none(data)))
+        return out
 
     def start(self) -> bytes:
         return b""
 
     def event(self, raw: bytes) -> bytes:
         data = data_of(raw)
-        if data[:1] == b"{":
-            self._read(json_or_none(data))
-        return raw
-
-    def _read(self, event: Any) -> None:
-        if not isinstance(event, dict):
-            return
-        number = event.get("sequence_number")
-        if isinstance(number, int) and not isinstance(number, bool):
-            self._last = number
-        kind = event.get("type")
-        if kind in DELTAS:
-            if isinstance(event.get("delta"), str):
-                self._delivered.append(event["delta"])
-        elif kind == "response.output_item.added":
-            item = event.get("item")
-            if isinstance(item, dict) and item.get("type") == "function_call":
-                name = item.get("name")
-                if isinstance(name, str):
-                    self._delivered.append(name)
-        elif kind in TERMINAL:
-            response = event.get("response")
+        if data[:1] != b"{":
+            return raw
+        number = _SEQUENCE.search(data)
+        if number is not None:
+            self._last = int(number.group(1))
+        kind = name_of(raw).decode("ascii", "replace") or _type_of(data)
+        if kind in TERMINAL:
+            event = json_or_none(data)
+            response = event.get("response") if isinstance(event, dict) else None
             usage = usage_of_responses(response.get("usage")) if isinstance(response, dict) else None
             if usage is not None:
                 self.usage = usage
+        elif kind in DELTAS or kind == "response.output_item.added":
+            self._content.append(data)
+        return raw
 
     def end(self) -> bytes:
         return b""
