@@ -3,7 +3,7 @@ one worker, against the same fast upstream as `scripts/bench.py`.
 
     python -m scripts.bench_chat [--duration 5] [--rounds 3] [--setups embedded,redis-1w,litellm]
                                  [--stream-calls 200] [--streams 64] [--events 50] [--interval 0.02]
-                                 [--litellm /tmp/litellm-venv/bin/litellm] [--out F]
+                                 [--litellm /tmp/litellm-venv/bin/litellm] [--stalls] [--out F]
 
 The set-ups are bench.py's (`scripts/bench_env.py` starts them): `direct` (the upstream itself, the floor),
 `embedded` (SQLite, the in-process engine) and `redis-1w` (MariaDB + Redis, 1 worker, its quota sync
@@ -36,7 +36,9 @@ The measures (Tollway and LiteLLM pinned to CPU 0; wrk, this driver and the upst
 
 Each wrk figure is the median of `--rounds` interleaved runs, CPU µs per call the CPU time of the
 set-up's process tree (from /proc) over the calls served; the percentiles of 1 and 4 are over all rounds'
-samples. It ends with bench.py's conservation check on each Tollway set-up. Prints the tables and writes
+samples. `--stalls` runs the Tollway set-ups under `scripts/stallwatch.py` and reports each paced run's
+event-loop stalls over 5 ms (and whether the loop was mostly waiting for a CPU: another process). It ends
+with bench.py's conservation check on each Tollway set-up. Prints the tables and writes
 `bench-chat-results.json`.
 """
 
@@ -87,6 +89,7 @@ from scripts.bench_env import (
     free_port,
     wait_for,
 )
+from scripts.stallwatch import summarize
 
 TOLLWAYS = ("embedded", "redis-1w")
 SETUPS = (*TOLLWAYS, "litellm")
@@ -150,11 +153,16 @@ async def paced_streams(url: str, key: str, streams: int, seconds: float) -> tup
 
 
 def paced_run(target: Target, paced: str, args: argparse.Namespace) -> dict[str, Any]:
+    log = target.stall_log
+    mark = log.stat().st_size if log is not None and log.exists() else 0
     before = [proc.cpu_seconds() for proc in target.procs]
     seconds = 30 + args.events * args.interval * 3
     delays, failed = run_async(paced_streams(paced_url(target, paced), target.key, args.streams, seconds))
     cpu = sum(cpu_used(b, p.cpu_seconds()) for b, p in zip(before, target.procs, strict=True))
-    return {"delays": delays, "failed": failed, "cpu_s": cpu if target.procs else None}
+    run = {"delays": delays, "failed": failed, "cpu_s": cpu if target.procs else None}
+    if log is not None:
+        run["stalls"] = summarize(log, mark)
+    return run
 
 
 def add_litellm(targets: dict[str, Target], stack: contextlib.ExitStack, workdir: Path, paced: str,
@@ -268,10 +276,13 @@ def figures(ttfb: dict[str, list[float]], streamed: dict[tuple[str, int], list[R
         if delays:
             p99 = percentile(delays, 99)
             cell |= {"p50_ms": round(percentile(delays, 50), 2), "p99_ms": round(p99, 2),
-                     "max_ms": round(max(delays), 2), "added_p99_ms": round(p99 - direct_p99, 2)}
+                     "max_ms": round(max(delays), 2), "added_p99_ms": round(p99 - direct_p99, 2),
+                     "p99_ms_by_round": [round(percentile(r["delays"], 99), 1) for r in runs if r["delays"]]}
         if all(r["cpu_s"] is not None for r in runs):
             cpu = sum(r["cpu_s"] for r in runs)
             cell["cpu_us_per_stream"] = round(1e6 * cpu / (args.streams * len(runs)))
+        if any("stalls" in r for r in runs):
+            cell["stalls"] = [r.get("stalls") for r in runs]
         out["paced"][name] = cell
     return out
 
@@ -302,10 +313,15 @@ def table(results: dict[str, Any]) -> str:
         lines.append(_row(n, f"{chat['rps']:,.0f}", chat.get("cpu_us_per_call", ""), f"{mod['rps']:,.0f}",
                           mod.get("cpu_us_per_call", ""), c.get("ratio", ""), chat["errors"] + mod["errors"]))
     lines += _header(f"{results['streams']} paced streams × {results['events']} events", "events",
-                     "delay p50 ms", "p99 ms", "max ms", "p99 − direct", "CPU µs/stream", "failed")
+                     "delay p50 ms", "p99 ms", "max ms", "p99 − direct", "p99 by round", "CPU µs/stream",
+                     "failed")
     lines += [_row(n, f"{c['events']:,}/{c['expected']:,}", c.get("p50_ms", ""), c.get("p99_ms", ""),
-                   c.get("max_ms", ""), c.get("added_p99_ms", ""), c.get("cpu_us_per_stream", ""),
+                   c.get("max_ms", ""), c.get("added_p99_ms", ""),
+                   " / ".join(str(p) for p in c.get("p99_ms_by_round", [])), c.get("cpu_us_per_stream", ""),
                    c["failed_streams"]) for n, c in results["paced"].items()]
+    lines += [f"{n} paced, round {i + 1}: {st['stalls']} stalls over 5 ms, max {st['stall_ms_max']} ms, "
+              f"{st['mostly_waiting_for_a_cpu']} mostly waiting for a CPU; {st['culprits']}"
+              for n, c in results["paced"].items() for i, st in enumerate(c.get("stalls", [])) if st]
     lines += ["", f"LiteLLM {results['litellm_version']}: {results['litellm']}; "
               f"load average before and after: {results['loadavg_before']}, {results['loadavg_after']}"]
     checks = results.get("conservation", {})
@@ -326,7 +342,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.02, help="seconds between paced events")
     parser.add_argument("--litellm", default=LITELLM_EXE, help="LiteLLM's CLI (its own venv)")
     parser.add_argument("--out", default="bench-chat-results.json")
-    parser.set_defaults(profile=None, native=False, stalls=False, rate_limit=False)  # bench.py's
+    parser.add_argument("--stalls", action="store_true",
+                        help="Tollway under scripts/stallwatch.py: its loop stalls over 5 ms per paced run")
+    parser.set_defaults(profile=None, native=False, rate_limit=False)  # bench.py's
     args = parser.parse_args()
     args.setups = set(args.setups.split(","))
     if unknown := args.setups - set(SETUPS):
