@@ -145,7 +145,8 @@ def install(watch: Watch) -> None:
     gc.callbacks.append(watch.on_gc)
     sync, sink = quota.sync.QuotaSync, models.quota.SqlQuotaSink
     sync.run_once = watch.timed("sync", sync.run_once, lambda r, a: int(r))  # type: ignore[method-assign]
-    sink.apply = watch.timed("sync-sql", sink.apply, lambda r, a: len(a[1]))  # type: ignore[method-assign]
+    # the wrapper replaces the class's function: its args are (the sink, partition, entries, …)
+    sink.apply = watch.timed("sync-sql", sink.apply, lambda r, a: len(a[2]))  # type: ignore[method-assign]
     create_app = server.app.create_app
 
     def watched(*args: Any, **kwargs: Any) -> Any:
