@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from core.enums import ChannelStatus
+from models.channels import Channel
 from quota.locks import exclusive
 from server.channels.balances import BALANCE_LOCK
 from tests.conftest import _Databases, _stack
@@ -82,7 +83,12 @@ async def test_balance_refusals(balance_app: Running, openai_fake: FakeOpenAI) -
     fails(await admin.get(f"/api/channel/update_balance/{multi}"), 400,
           "balance query is not supported for multi-key channels")
     fails(await admin.get("/api/channel/update_balance/999999"), 404)
-    [custom] = await create(admin, type=CUSTOM, models="m")  # no base_url, and Custom has no default
+    # a Custom channel cannot be saved without its address any more; one stored before that rule has none
+    [custom] = await create(admin, type=CUSTOM, models="m", base_url=openai_fake.url)
+    async with balance_app.state.db.transaction() as tx:
+        stored = await tx.get(Channel, custom)
+        assert stored is not None
+        stored.base_url = ""
     fails(await admin.get(f"/api/channel/update_balance/{custom}"), 400, "base_url:")
     assert openai_fake.received == []
 

@@ -70,6 +70,7 @@ async def test_a_worker_killed_mid_stream_charges_nothing_and_the_next_call_once
                     main_pid = proc.popen.pid
                     uid, key = await _set_up(base_url, oai)
                     await asyncio.to_thread(wait_for, _ready(proc, main_pid), DEADLINE, "two ready workers")
+                    await _settled(redis.url)  # the top-up is in SQL before the books are read
                     start = await _books(db_url, uid)
                     oai.hold_stream()
                     body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}], "stream": True,

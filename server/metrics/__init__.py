@@ -77,7 +77,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 DECLARED: dict[str, tuple[str, tuple[str, ...]]] = {
     "tollway_http_requests": ("counter", ("route", "method", "status")),
     "tollway_http_request_duration_seconds": ("histogram", ("route", "method")),
-    "tollway_model_calls": ("counter", ("model", "provider", "channel", "outcome")),
+    "tollway_model_calls": ("counter", ("model", "route", "provider", "channel", "outcome")),
     "tollway_quota_sync_backlog": ("gauge", ()),
     "tollway_quota_sync_lag_seconds": ("gauge", ()),
     "tollway_quota_sync_batch_seconds": ("histogram", ()),

@@ -82,7 +82,11 @@ def expected_editor(spec: Spec) -> tuple[str, str]:
 
 
 def number_text(bound: float | None) -> str | None:
-    return None if bound is None else f"{bound:g}"
+    """A bound as the page writes it (JavaScript's `String(n)`: whole numbers without a point or an
+    exponent, 9007199254740991 included)."""
+    if bound is None:
+        return None
+    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
 
 
 def test_every_registry_option_has_the_field_its_kind_calls_for(page: Page, server: Server) -> None:
