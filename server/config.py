@@ -104,6 +104,7 @@ class Config:
     quota_sync_lease: float = DEFAULT_LEASE_SECONDS  # a dead sync's partitions are taken over after it
     upstream_timeout: float = 300.0
     stream_idle_timeout: float = 120.0
+    stream_keepalive: float = 15.0  # a silent upstream's SSE stream gets a comment this often
     upstream_transport: str = "aiohttp"
     upstream_allow_private: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     admin_upstream_timeout: float = 15.0  # channel tests, balances, model lists: the whole call
@@ -408,6 +409,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         quota_sync_lease=_float(env, "QUOTA_SYNC_LEASE_TIMEOUT", DEFAULT_LEASE_SECONDS, 0.5, 600.0),
         upstream_timeout=_float(env, "UPSTREAM_TIMEOUT", 300.0, 1.0, 3600.0),
         stream_idle_timeout=_float(env, "STREAM_IDLE_TIMEOUT", 120.0, 1.0, 3600.0),
+        stream_keepalive=_float(env, "STREAM_KEEPALIVE", 15.0, 1.0, 3600.0),
         upstream_transport=transport,
         upstream_allow_private=_allow_private(env.get("UPSTREAM_ALLOW_PRIVATE", "")),
         admin_upstream_timeout=_float(env, "ADMIN_UPSTREAM_TIMEOUT", 15.0, 1.0, 300.0),

@@ -118,6 +118,7 @@ def build_services(state: State) -> Services:
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,
                   quota=state.quota, backend=state.backend, versions=state.versions, upstream=state.upstream,
                   clock=state.clock, tasks=state.tasks, stream_idle_timeout=config.stream_idle_timeout,
+                  stream_keepalive=config.stream_keepalive,
                   error_logs=state.error_logs)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)

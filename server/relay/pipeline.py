@@ -159,11 +159,13 @@ class Relay:
 
     def __init__(self, *, keys: KeyDirectory, users: UserDirectory, options: Options, channels: ChannelTable,
                  quota: QuotaEngine, backend: Backend, versions: VersionTracker, upstream: Upstream,
-                 clock: Clock, tasks: Tasks, stream_idle_timeout: float, error_logs: failures.ErrorLogSink
+                 clock: Clock, tasks: Tasks, stream_idle_timeout: float, error_logs: failures.ErrorLogSink,
+                 stream_keepalive: float = 15.0
                  ) -> None:
         self.keys, self.users, self.options, self.channels = keys, users, options, channels
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
+        self.stream_keepalive = stream_keepalive
         self.error_logs = error_logs
         self.limiter = ModelRateLimiter(backend, quota.partition)
         self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
@@ -411,7 +413,8 @@ class Relay:
             headers["content-type"] = mapper.form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
             response = await call.incoming.respond(status=upstream.status, headers=headers)
-            await relay_stream(call, response, mapper, self.quota, self.stream_idle_timeout, delivery)
+            await relay_stream(call, response, mapper, self.quota, self.stream_idle_timeout, delivery,
+                               self.stream_keepalive)
         except BaseException:
             delivery.interrupted = True
             raise

@@ -37,6 +37,7 @@ class Text:
     cached: int = 0
     dimensions: int = 4
     separator: bytes = b"\n\n"  # the blank line ending each event (`\r\n\r\n` some upstreams send)
+    raw_stream: list[bytes] | None = None  # a streamed chat is answered with exactly these chunks
 
 
 def words(text: str) -> int:
@@ -89,6 +90,8 @@ def chat(text: Text, request: Recorded) -> Reply:
     completion = words(text.reply) if not tools else sum(len(c["function"]["arguments"]) // 4 for c in calls)
     usage = _usage(text, body, completion)
     created, ident = int(time.time()), "chatcmpl-fake"
+    if body.get("stream") and text.raw_stream is not None:
+        return Reply(200, content_type="text/event-stream", chunks=list(text.raw_stream))
     if not body.get("stream"):
         message: dict[str, Any] = {"role": "assistant", "content": None if tools else text.reply}
         if tools:
