@@ -21,7 +21,7 @@ from models.db import Database
 from models.migrate import upgrade
 from models.quota import PartitionCursor, QuotaCursor
 from models.schema import metadata
-from tests.fakes.fixtures import gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
+from tests.fakes.fixtures import anthropic_fake, gemini_fake, openai_fake  # noqa: F401  (fixtures, by name)
 from tests.harness import Running, make_config, serve
 from tests.mail import mail_app, smtp  # noqa: F401  (fixtures, by name)
 from tests.redis_cluster import Cluster, own_cluster

@@ -154,8 +154,8 @@ async def test_a_multi_key_channel_is_tested_with_the_key_routing_would_pick(
 
 async def test_test_refusals(probe_app: Running, gemini_fake: FakeGemini) -> None:
     admin = await admin_of(probe_app)
-    [anthropic] = await create(admin, type=14, base_url=gemini_fake.url, models="claude")
-    fails(await admin.get(f"/api/channel/test/{anthropic}"), 400, "type: channels of type Anthropic (14)")
+    [azure] = await create(admin, type=3, base_url=gemini_fake.url, models="gpt")
+    fails(await admin.get(f"/api/channel/test/{azure}"), 400, "type: channels of type Azure (3)")
     fails(await admin.get("/api/channel/test/999999"), 404, "channel not found")
     fails(await admin.get("/api/channel/test/abc"), 400, "id:")
     [cid] = await create(admin, base_url=gemini_fake.url)

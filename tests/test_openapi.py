@@ -88,13 +88,15 @@ def test_the_document_is_valid_openapi_and_lists_every_route(tmp_path: Any) -> N
         elif ctx.access is Access.API_KEY:
             assert "apiKey" in security
             assert ("googApiKey" in security) == path.startswith(("/v1beta/", "/v1/models/"))
+            assert ("anthropicKey" in security) == (path.startswith("/v1/messages") or path == "/v1/models")
         elif ctx.session_only:  # an access token is refused: only the session is documented
             assert security == {"session", "newApiUser"}
         else:
             assert {"session", "newApiUser", "accessToken"} <= security
         error = op["responses"]["4XX"]["content"]["application/json"]["schema"]
         refs = [e["$ref"].rsplit("/", 1)[1] for e in error.get("anyOf", [error])]
-        expected = {"/v1/models": ["OpenAIError"], "/v1/moderations": ["OpenAIError"],
+        expected = {"/v1/models": ["OpenAIError", "AnthropicError"], "/v1/moderations": ["OpenAIError"],
+                    "/v1/messages": ["AnthropicError"], "/v1/messages/count_tokens": ["AnthropicError"],
                     "/v1/chat/completions": ["OpenAIError"], "/v1/embeddings": ["OpenAIError"],
                     "/v1/responses": ["OpenAIError"],
                     "/v1/models/<target:path>": ["GoogleError", "OpenAIError"]}.get(

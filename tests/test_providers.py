@@ -23,6 +23,7 @@ from server.upstream.formats.gemini_generate import GENERATE_FORMAT, GenerateStr
 from server.upstream.formats.openai_moderation import MODERATION_FORMAT
 from server.upstream.formats.sse import Events
 from server.upstream.providers import SERVED_TYPES, default_base, for_wire, lister, owned_by, provider
+from server.upstream.providers.anthropic import ANTHROPIC
 from server.upstream.providers.balances import BALANCE_TYPES, balance_query
 from server.upstream.providers.base import (
     SSE,
@@ -67,14 +68,16 @@ def json_of(call: UpstreamCall) -> Any:
 
 # ---- the registry ----------------------------------------------------------------------------------------
 
-def test_the_registry_serves_gemini_and_openai_channels() -> None:
+def test_the_registry_serves_gemini_anthropic_and_openai_channels() -> None:
     assert provider(ChannelType.GEMINI) is GEMINI and provider(ChannelType.OPENAI) is OPENAI
+    assert provider(ChannelType.ANTHROPIC) is ANTHROPIC and lister(ChannelType.ANTHROPIC) is ANTHROPIC
     served = {ChannelType.GEMINI, ChannelType.OPENAI, ChannelType.CUSTOM, ChannelType.OPENROUTER,
-              ChannelType.MOONSHOT, ChannelType.SILICONFLOW, ChannelType.DEEPSEEK}
+              ChannelType.MOONSHOT, ChannelType.SILICONFLOW, ChannelType.DEEPSEEK, ChannelType.ANTHROPIC}
     assert served == SERVED_TYPES
-    assert all(provider(t) is OPENAI for t in SERVED_TYPES - {ChannelType.GEMINI})
-    assert (owned_by(ChannelType.GEMINI), owned_by(ChannelType.OPENAI), owned_by(ChannelType.AZURE)) == (
-        "google", "openai", "custom")
+    assert all(provider(t) is OPENAI for t in SERVED_TYPES - {ChannelType.GEMINI, ChannelType.ANTHROPIC})
+    assert (owned_by(ChannelType.GEMINI), owned_by(ChannelType.OPENAI), owned_by(ChannelType.AZURE),
+            owned_by(ChannelType.ANTHROPIC)) == ("google", "openai", "custom", "anthropic")
+    assert default_base(ChannelType.ANTHROPIC) == "https://api.anthropic.com"
     with pytest.raises(KeyError):
         provider(ChannelType.AZURE)
 

@@ -1,10 +1,12 @@
 """The error replies of the model-call routes (docs/API.md#gateway-errors): any error of the tree, in the
 error object of the route's provider wire.
 
-The wire is the one the route declares (`route(..., wire=Wire.GOOGLE | OPENAI | GOOGLE_OR_OPENAI)`); a
+The wire is the one the route declares (`route(..., wire=Wire.GOOGLE | OPENAI | ANTHROPIC | ...)`); a
 request that matched no route (an unknown path, a wrong method, a body too large before routing) takes
 the wire of its path's family (`server/relay/routes.py` `FAMILIES`). Every message the gateway writes ends
-with `(request id: X)`. A non-retried upstream answer already in the wire's shape goes back as it came.
+with `(request id: X)`, and every reply carries the id in the wire's headers (`request_id_headers`). The
+status is the refusal's, as the wire reads it (`refusal_status`: Anthropic's SDK reads a short balance
+as a 402). A non-retried upstream answer already in the wire's shape goes back as it came.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ def code_of(err: TollwayError) -> str:
 
 def error_reply(provider: Provider, err: TollwayError, request_id: str) -> HTTPResponse:
     headers = err.headers()
-    headers["X-Request-Id"] = request_id
+    for name in provider.request_id_headers:
+        headers[name] = request_id
+    upstream = isinstance(err, UpstreamPassthrough)
     if isinstance(err, UpstreamPassthrough) and provider.is_error_body(err.body):
         return raw(err.body, status=err.status, content_type="application/json", headers=headers)
-    body = provider.error_body(err.status, code_of(err), f"{err.message} (request id: {request_id})",
-                               getattr(err, "param", None), upstream=isinstance(err, UpstreamPassthrough))
-    return raw(body, status=err.status, content_type="application/json", headers=headers)
+    code = code_of(err)
+    status = err.status if upstream else provider.refusal_status(err.status, code)
+    body = provider.error_body(status, code, f"{err.message} (request id: {request_id})",
+                               getattr(err, "param", None), upstream=upstream)
+    return raw(body, status=status, content_type="application/json", headers=headers)
 
 
 def wire_of(request: Request) -> Wire:
@@ -56,7 +62,8 @@ def wire_of(request: Request) -> Wire:
 
 def shape_for(request: Request) -> ErrorShape | None:
     """The error shape of the request's route family; None for the envelope (`/api`)."""
-    provider = for_wire(wire_of(request), request.path)
+    provider = for_wire(wire_of(request), request.path,
+                        anthropic_version="anthropic-version" in request.headers)
     if provider is None:
         return None
     return lambda err, request_id: error_reply(provider, err, request_id)

@@ -37,6 +37,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from core.enums import KeyStatus, LogType
@@ -125,14 +126,17 @@ class Tasks(Protocol):
         """Own a task that must run to its end even if the request that started it is cancelled."""
 
 
-def _passthrough_headers(response: UpstreamResponse, request_id: str) -> dict[str, str]:
-    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id."""
+def _passthrough_headers(response: UpstreamResponse, call: Call) -> dict[str, str]:
+    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id (in
+    each header the route's wire carries it in)."""
     headers: dict[str, str] = {}
     for name in FORWARDED_HEADERS:
         value = response.headers.get(name)
         if value is not None:
             headers[name] = value
-    headers["X-Request-Id"] = request_id
+    request_id = call.incoming.request_id
+    for name in call.route.dialect.request_id_headers:
+        headers[name] = request_id
     return headers
 
 
@@ -253,11 +257,17 @@ class Relay:
         call.rate_due = call.policy.limited
 
     def read_body(self, call: Call) -> None:
-        """Step 7: what the body asks for, read once (a 400 naming the field)."""
+        """Step 7: what the body asks for, read once (a 400 naming the field), with the caller headers
+        the route's exchanges forward (`Format.forwards`: none but for Anthropic's `anthropic-version`)."""
         if call.asked is None:
             assert call.op is not None
-            call.asked = call.route.read_body(call.op, call.incoming.body)
-            call.prompt_tokens = count_all(call.asked.texts) + call.asked.counted
+            route, headers = call.route, call.incoming.headers
+            asked = route.read_body(call.op, call.incoming.body)
+            if route.forwards:
+                asked = replace(asked, headers={name: str(value) for name in route.forwards
+                                                if (value := headers.get(name)) is not None})
+            call.asked = asked
+            call.prompt_tokens = count_all(asked.texts) + asked.counted
 
     def admit(self, call: Call) -> None:
         """Steps 8–11: the key's model limits, an ability for the model, speech output, a price."""
@@ -325,7 +335,7 @@ class Relay:
         assert answer is not None
         kind = response.headers.get("content-type")
         call.reply = Reply(response.status, answer.body, "application/json" if kind is None else kind,
-                           _passthrough_headers(response, call.incoming.request_id))
+                           _passthrough_headers(response, call))
         return None
 
     def settle(self, call: Call) -> Awaitable[Any] | None:
@@ -351,6 +361,15 @@ class Relay:
             earliest = min(served[model], key=lambda c: (c.created_time, c.id))
             listed.append(ListedModel(model, earliest.created_time, owned_by(earliest.type)))
         return provider.model_list(listed)
+
+    async def count_tokens(self, incoming: Incoming, route: Format) -> int:
+        """Tollway's estimate of a body's prompt, for the caller of a key (steps 1–5 and 7 only: no
+        upstream, no reservation, no charge, no log; the model need not be served)."""
+        await self.versions.refresh()  # a key disabled a moment ago, on any worker, is refused
+        raw = route.dialect.caller_key(incoming.headers, incoming.args)
+        await authenticate(self.keys, self.users, self.options, self.clock, raw, incoming.client_ip)
+        asked = route.read_body(route.operation("", incoming.args), incoming.body)
+        return count_all(asked.texts) + asked.counted
 
     # ---- helpers ----------------------------------------------------------------------------------------
 
@@ -409,7 +428,7 @@ class Relay:
         mapper = exchange.stream(op, asked, channel, count_all)
         delivery = Delivery()
         try:
-            headers = _passthrough_headers(upstream, call.incoming.request_id)
+            headers = _passthrough_headers(upstream, call)
             headers["content-type"] = mapper.form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
             response = await call.incoming.respond(status=upstream.status, headers=headers)

@@ -1,6 +1,7 @@
 """The model-call routes: Gemini under `/v1beta` and `/v1` (the google-genai default); OpenAI chat
-completions, responses, embeddings, moderations and model lists under `/v1`. Authenticated by API key,
-not by a login; bodies pass through as bytes (their schemas only document them).
+completions, responses, embeddings, moderations and model lists under `/v1`; Anthropic messages and
+count_tokens under `/v1/messages`. Authenticated by API key, not by a login; bodies pass through as bytes
+(their schemas only document them).
 
 This is the edge of the relay: each handler hands the worker's `Relay` (`server/relay/pipeline.py`) the
 request as plain values (`incoming`) and the format of its route (`server/upstream/formats/`), and turns
@@ -19,6 +20,8 @@ from server.relay.call import Incoming, Reply
 from server.relay.schemas import (
     ChatCompletionRequest,
     ChatCompletionResponse,
+    CountTokensRequest,
+    CountTokensResponse,
     EmbeddingsRequest,
     EmbeddingsResponse,
     GeminiModelList,
@@ -26,12 +29,15 @@ from server.relay.schemas import (
     GeminiResponse,
     GeneratePath,
     GenerateQuery,
+    MessagesRequest,
+    MessagesResponse,
+    ModelList,
     ModerationRequest,
     ModerationResponse,
-    OpenAIModelList,
     ResponsesRequest,
     ResponsesResponse,
 )
+from server.upstream.formats.anthropic_messages import COUNT_FORMAT, MESSAGES_FORMAT
 from server.upstream.formats.gemini_methods import gemini_format
 from server.upstream.formats.openai_chat import CHAT_FORMAT
 from server.upstream.formats.openai_embeddings import EMBEDDINGS_FORMAT
@@ -48,10 +54,12 @@ bp = Blueprint("relay")
 
 GEMINI = provider(ChannelType.GEMINI)
 OPENAI = provider(ChannelType.OPENAI)
-OPENAI_LISTED = (CHAT_FORMAT.channel_types | EMBEDDINGS_FORMAT.channel_types | MODERATION_FORMAT.channel_types
-                 | RESPONSES_FORMAT.channel_types)
-"""The channel types whose models `GET /v1/models` lists (every type an OpenAI-format route is served by)."""
-FAMILIES = (("/v1beta/", Wire.GOOGLE), ("/v1/", Wire.GOOGLE_OR_OPENAI))
+ANTHROPIC = provider(ChannelType.ANTHROPIC)
+LISTED = (CHAT_FORMAT.channel_types | EMBEDDINGS_FORMAT.channel_types | MODERATION_FORMAT.channel_types
+          | RESPONSES_FORMAT.channel_types | MESSAGES_FORMAT.channel_types)
+"""The channel types whose models `GET /v1/models` lists (every type a `/v1` route is served by), in
+OpenAI's shape or Anthropic's."""
+FAMILIES = (("/v1beta/", Wire.GOOGLE), ("/v1/messages", Wire.ANTHROPIC), ("/v1/", Wire.GOOGLE_OR_OPENAI))
 """The wire of a path that matched no route (its errors are shaped like its family's)."""
 
 
@@ -102,11 +110,13 @@ async def gemini_models(request: Request) -> HTTPResponse:
     return json(listed, headers={"X-Request-Id": request.ctx.request_id})
 
 
-@route(bp, "GET", "/v1/models", access=Access.API_KEY, reply=OpenAIModelList, wire=Wire.OPENAI)
+@route(bp, "GET", "/v1/models", access=Access.API_KEY, reply=ModelList, wire=Wire.OPENAI_OR_ANTHROPIC)
 async def openai_models(request: Request) -> HTTPResponse:
-    """The models this API key may call (OpenAI's list shape)."""
-    listed = await relay_of(request).models(incoming(request), OPENAI, OPENAI_LISTED)
-    return json(listed, headers={"X-Request-Id": request.ctx.request_id})
+    """The models this API key may call (OpenAI's list shape, or Anthropic's).
+    Anthropic's when the request has an `anthropic-version` header (one page, sorted by id)."""
+    dialect = ANTHROPIC if "anthropic-version" in request.headers else OPENAI
+    listed = await relay_of(request).models(incoming(request), dialect, LISTED)
+    return json(listed, headers=dict.fromkeys(dialect.request_id_headers, request.ctx.request_id))
 
 
 @route(bp, "POST", "/v1/moderations", access=Access.API_KEY, body=ModerationRequest, passthrough=True,
@@ -151,3 +161,26 @@ async def embeddings(request: Request) -> HTTPResponse:
     reply = await relay_of(request).call(incoming(request), EMBEDDINGS_FORMAT, "embeddings")
     assert reply is not None  # embeddings never stream
     return raw(reply.body, status=reply.status, content_type=reply.content_type, headers=reply.headers)
+
+
+@route(bp, "POST", "/v1/messages", access=Access.API_KEY, body=MessagesRequest, passthrough=True,
+       reply=MessagesResponse, wire=Wire.ANTHROPIC)
+async def messages(request: Request) -> HTTPResponse | None:
+    """Create a message (Anthropic's Messages API) on an Anthropic channel, plain or streamed.
+    Key in `x-api-key` or `Authorization`. Reserved up front from the prompt estimate and `max_tokens`,
+    charged on the usage the upstream reports, cache reads and 5-minute and 1-hour cache writes priced by
+    `CacheRatio` and `CreateCacheRatio`; the reply and every stream event are the upstream's, unchanged.
+    The caller's `anthropic-version` (else `2023-06-01`) and `anthropic-beta` go upstream. Errors are
+    Anthropic's error objects (a short balance is a 402 `billing_error`)."""
+    return _response(await relay_of(request).call(incoming(request), MESSAGES_FORMAT, "messages"))
+
+
+@route(bp, "POST", "/v1/messages/count_tokens", access=Access.API_KEY, body=CountTokensRequest,
+       passthrough=True, reply=CountTokensResponse, wire=Wire.ANTHROPIC)
+async def count_tokens(request: Request) -> HTTPResponse:
+    """Count a Messages body's input tokens: Tollway's own estimate, not the provider's count.
+    The key and the body are checked; nothing is sent upstream, reserved, charged or logged, and the
+    model need not be served."""
+    count = await relay_of(request).count_tokens(incoming(request), COUNT_FORMAT)
+    return json({"input_tokens": count}, headers=dict.fromkeys(ANTHROPIC.request_id_headers,
+                                                               request.ctx.request_id))

@@ -232,3 +232,69 @@ class GeminiModelList(Open):
     """The Gemini models this key may call."""
 
     models: list[GeminiModel]
+
+
+class AnthropicMessage(Open):
+    role: str = Field(description="`user` or `assistant`")
+    content: str | list[dict[str, Any]] = Field(description="a text, or content blocks")
+
+
+class MessagesRequest(Open):
+    """An Anthropic Messages body; fields not named here pass to the upstream as sent."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"model": "claude-sonnet-4-5", "max_tokens": 256,
+         "messages": [{"role": "user", "content": "Hello"}]}]})
+
+    model: str = Field(min_length=1)
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    max_tokens: int = Field(ge=1, description="required; reserved for up front")
+    system: str | list[dict[str, Any]] | None = Field(
+        None, description="a text or text blocks; counted for the prompt estimate")
+    stream: bool | None = Field(None, description="answer as server-sent events")
+    tools: list[dict[str, Any]] | None = Field(None, description="counted for the prompt estimate")
+
+
+class MessagesResponse(Open):
+    """The upstream's message, forwarded as sent (`usage` is what the call is charged on). A stream is the
+    upstream's server-sent events (`message_start` … `message_stop`), unchanged."""
+
+    id: str | None = None
+    type: str | None = None
+    role: str | None = None
+    content: list[dict[str, Any]] | None = None
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class CountTokensRequest(Open):
+    """A Messages body without `max_tokens` (it is ignored when sent)."""
+
+    model: str = Field(min_length=1)
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+
+
+class CountTokensResponse(Open):
+    input_tokens: int = Field(description="Tollway's estimate, not the provider's count")
+
+
+class AnthropicModel(Open):
+    type: str
+    id: str
+    display_name: str
+    created_at: str = Field(description="RFC 3339, UTC: when the earliest channel serving it was created")
+
+
+class AnthropicModelList(Open):
+    """The models this key may call, in one page."""
+
+    data: list[AnthropicModel]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
+
+
+class ModelList(RootModel[OpenAIModelList | AnthropicModelList]):
+    """OpenAI's list, or Anthropic's when the request carries an `anthropic-version` header."""

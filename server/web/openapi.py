@@ -52,6 +52,9 @@ SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
     "apiKey": {"type": "http", "scheme": "bearer", "description": "An API key, `sk-…`."},
     "googApiKey": {"type": "apiKey", "in": "header", "name": "x-goog-api-key",
                    "description": "An API key (Gemini routes)."},
+    "anthropicKey": {"type": "apiKey", "in": "header", "name": "x-api-key",
+                     "description": "An API key (Anthropic routes; the model list with "
+                                    "`anthropic-version`)."},
     "queryKey": {"type": "apiKey", "in": "query", "name": "key",
                  "description": "An API key in the query string (Gemini routes)."},
 }
@@ -81,9 +84,20 @@ ERROR_SCHEMAS: dict[str, dict[str, Any]] = {
                            "status": {"type": "string"}, "details": {"type": "array"}}}},
         "description": "A Google-style error object (an upstream's own is passed on as it came).",
     },
+    "AnthropicError": {
+        "type": "object", "required": ["type", "error"],
+        "properties": {"type": {"const": "error"}, "error": {
+            "type": "object", "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"},
+                           "details": {"type": "object"}}},
+            "request_id": {"type": ["string", "null"]}},
+        "description": "An Anthropic-style error object (an upstream's own is passed on as it came); "
+                       "`error.details.error_code` is Tollway's code.",
+    },
 }
 _ERROR_OF = {Wire.ENVELOPE: ("ErrorEnvelope",), Wire.RAW: ("ErrorEnvelope",), Wire.OPENAI: ("OpenAIError",),
-             Wire.GOOGLE: ("GoogleError",), Wire.GOOGLE_OR_OPENAI: ("GoogleError", "OpenAIError")}
+             Wire.GOOGLE: ("GoogleError",), Wire.GOOGLE_OR_OPENAI: ("GoogleError", "OpenAIError"),
+             Wire.ANTHROPIC: ("AnthropicError",), Wire.OPENAI_OR_ANTHROPIC: ("OpenAIError", "AnthropicError")}
 _ACCESS_TEXT = {
     Access.PUBLIC: "Anyone may call it.",
     Access.USER: "Needs a logged-in user (session cookie or access token, with `New-Api-User`).",
@@ -104,6 +118,8 @@ def security_of(ctx: Any) -> list[dict[str, list[str]]]:
     if access is Access.API_KEY:
         if ctx.wire in (Wire.GOOGLE, Wire.GOOGLE_OR_OPENAI):
             return [{"apiKey": []}, {"googApiKey": []}, {"queryKey": []}]
+        if ctx.wire in (Wire.ANTHROPIC, Wire.OPENAI_OR_ANTHROPIC):
+            return [{"apiKey": []}, {"anthropicKey": []}]
         return [{"apiKey": []}]
     ways: list[dict[str, list[str]]] = [{"session": [], "newApiUser": []}]
     if not ctx.session_only:

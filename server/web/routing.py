@@ -50,8 +50,11 @@ class Wire(Enum):
     RAW = "raw"
     OPENAI = "openai"      # `reply` is the whole body; errors are that provider's error objects
     GOOGLE = "google"      # `reply` is the whole body; errors are that provider's error objects
+    ANTHROPIC = "anthropic"  # `reply` is the whole body; errors are that provider's error objects
     # either of the two by the path (the provider that claims the path: server/upstream/providers/)
     GOOGLE_OR_OPENAI = "google-or-openai"
+    # either of the two by the request: Anthropic's when it carries an `anthropic-version` header
+    OPENAI_OR_ANTHROPIC = "openai-or-anthropic"
 
 
 def _query_values(request: Request, model: type[BaseModel]) -> dict[str, Any]:

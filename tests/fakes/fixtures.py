@@ -1,9 +1,9 @@
 """Pytest fixtures that run a fake upstream for one test and stop it afterwards.
 
-Import them into a conftest (`from tests.fakes.fixtures import gemini_fake, openai_fake`) to use them by
-name, and `client_for(fake)` for an httpx client to call a fake directly. Each test gets a fresh fake on its
-own free port, with default settings; change its attributes (`valid_keys`, `audio_tokens`, `fail(...)`, …)
-in the test.
+Import them into a conftest (`from tests.fakes.fixtures import anthropic_fake, gemini_fake, openai_fake`)
+to use them by name, and `client_for(fake)` for an httpx client to call a fake directly. Each test gets a
+fresh fake on its own free port, with default settings; change its attributes (`valid_keys`,
+`audio_tokens`, `fail(...)`, …) in the test.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.base import FakeServer
 from tests.fakes.gemini import FakeGemini
 from tests.fakes.openai import FakeOpenAI
@@ -22,6 +23,12 @@ from tests.fakes.openai import FakeOpenAI
 @pytest.fixture
 async def gemini_fake() -> AsyncIterator[FakeGemini]:
     async with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def anthropic_fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as fake:
         yield fake
 
 

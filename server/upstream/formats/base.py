@@ -106,6 +106,7 @@ class Format(Protocol):
     name: str  # the `route` label of the metrics and the logs
     dialect: Provider  # the caller's keys, our error objects, the model list
     channel_types: frozenset[int]  # the types with an exchange for this format
+    forwards: tuple[str, ...]  # caller headers an exchange may send upstream (`Asked.headers`), lowercase
 
     def operation(self, target: str, args: Params) -> Operation:
         """The operation the path names; 404/400 from the error tree."""

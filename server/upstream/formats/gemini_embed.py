@@ -103,6 +103,7 @@ class EmbedFormat:
     name = "embed"
     dialect: Provider = GEMINI
     channel_types: frozenset[int] = GEMINI.channel_types
+    forwards: tuple[str, ...] = ()
 
     def operation(self, target: str, args: Params) -> Operation:
         model, method = read_target(target, EMBED_METHODS)

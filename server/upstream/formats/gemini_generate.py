@@ -121,6 +121,7 @@ class GenerateFormat:
     name = "generate"
     dialect: Provider = GEMINI
     channel_types: frozenset[int] = GEMINI.channel_types
+    forwards: tuple[str, ...] = ()
 
     def operation(self, target: str, args: Params) -> Operation:
         return GEMINI.operation(target, args)

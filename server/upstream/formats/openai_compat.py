@@ -121,6 +121,7 @@ class OpenAIRoute:
     of its channel types."""
 
     dialect: Provider = OPENAI
+    forwards: tuple[str, ...] = ()
 
     def __init__(self, name: str, op: Operation, read: Callable[[bytes], Asked], exchange: OpenAIPassThrough,
                  channel_types: frozenset[int]) -> None:

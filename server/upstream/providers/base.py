@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from core.enums import ChannelType
 from core.headers import sendable
 
-PROTECTED_HEADERS = frozenset({"authorization", "x-goog-api-key", "api-key"})
+PROTECTED_HEADERS = frozenset({"authorization", "x-goog-api-key", "api-key", "x-api-key"})
 """Header names that carry an upstream credential, of any provider: a channel's `header_override` never
 sets one (the channel's key is the only credential that goes upstream)."""
 
@@ -94,6 +94,8 @@ class Asked:
     include_usage: bool = False  # an OpenAI stream's caller asked for the usage chunk
     floor: bool = True  # the prompt reserved is at least `PreConsumedQuota` (not for embeddings)
     counted: int = 0  # prompt tokens the caller sent as token ids (added to the estimate of `texts`)
+    # the caller's headers the route's exchanges forward upstream (its format's `forwards`), by lowercase name
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,18 +176,22 @@ class Provider(Protocol):
     """One provider's dialect: how its callers send their key, its error objects and model list, and how
     an admin reaches a channel of its type (models, test, balance). What a route's body holds and how a
     channel serves it are the route's format (`server/upstream/formats/`). Implementations:
-    `gemini.GEMINI`, `openai.OPENAI`."""
+    `gemini.GEMINI`, `openai.OPENAI`, `anthropic.ANTHROPIC`."""
 
     channel_type: ChannelType
     channel_types: frozenset[int]  # the channel types that serve its calls
     owned_by: str  # `owned_by` of its models in OpenAI-shaped model lists
     default_base: str
+    request_id_headers: tuple[str, ...]  # the reply headers that carry our request id (every reply)
 
     # ---- the caller's request -------------------------------------------------------------------------
     def caller_key(self, headers: Params, args: Params) -> str:
         """The API key the caller sent, "" when none."""
 
     # ---- our answers in this wire ---------------------------------------------------------------------
+    def refusal_status(self, status: int, code: str) -> int:
+        """The HTTP status of a refusal of ours (`status`, `code`) on this wire."""
+
     def error_body(self, status: int, code: str, message: str, param: str | None, *, upstream: bool
                    ) -> bytes:
         """Our error object; `upstream` when it carries a non-retried upstream answer's status and message."""

@@ -138,6 +138,7 @@ class Gemini:
     channel_types: frozenset[int] = frozenset({ChannelType.GEMINI})
     owned_by = "google"
     default_base = DEFAULT_BASE
+    request_id_headers: tuple[str, ...] = ("X-Request-Id",)
 
     @staticmethod
     def names_method(path: str) -> bool:
@@ -186,6 +187,9 @@ class Gemini:
         return UpstreamError(401 if is_key_invalid(status, body) else status, message_of(body))
 
     # ---- our answers in this wire ---------------------------------------------------------------------
+
+    def refusal_status(self, status: int, code: str) -> int:
+        return status
 
     def error_body(self, status: int, code: str, message: str, param: str | None, *, upstream: bool
                    ) -> bytes:

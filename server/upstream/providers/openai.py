@@ -124,6 +124,7 @@ class OpenAI:
     channel_types: frozenset[int] = frozenset({ChannelType.OPENAI})
     owned_by = "openai"
     default_base = DEFAULT_BASE
+    request_id_headers: tuple[str, ...] = ("X-Request-Id",)
 
     # ---- the caller's request -------------------------------------------------------------------------
 
@@ -146,6 +147,9 @@ class OpenAI:
         return UpstreamError(status, message_of(body))
 
     # ---- our answers in this wire ---------------------------------------------------------------------
+
+    def refusal_status(self, status: int, code: str) -> int:
+        return status
 
     def error_body(self, status: int, code: str, message: str, param: str | None, *, upstream: bool
                    ) -> bytes:
