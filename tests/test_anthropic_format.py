@@ -176,7 +176,8 @@ def test_a_streams_usage_is_message_start_overwritten_by_message_delta_never_add
                                           "delta": {"type": "text_delta", "text": "Hi"}}),
               sse("message_delta", {"type": "message_delta", "usage": delta})]
     assert [stream.event(raw) for raw in events] == events  # written unchanged
-    merged = {**start, **delta}
+    # message_start's output count is a placeholder (Anthropic sends 1): only message_delta's counts
+    merged = {**start, "output_tokens": 0, **delta}
     assert stream.usage == Usage(merged["input_tokens"], merged["output_tokens"],
                                  merged["cache_read_input_tokens"])
     assert stream.usage.prompt <= max(start["input_tokens"], delta.get("input_tokens", 0)) + max(

@@ -16,8 +16,9 @@ writes), are priced by `CacheRatio` and `CreateCacheRatio` (× 1.6 for 1 hour).
 The upstream request carries the caller's `anthropic-version` (else `2023-06-01`) and `anthropic-beta`
 (the route's `forwards`: the pipeline copies them into `Asked.headers`); the body goes up byte for byte
 unless the channel maps the model. Streams are written event by event as the upstream sent them; the
-usage is `message_start`'s, each field `message_delta` reports overwriting it (they are cumulative, never
-added). A stream cut after its first byte ends with one `event: error` in Anthropic's shape.
+usage is `message_start`'s (but for its output count, a placeholder until `message_delta` brings the
+real one), each field `message_delta` reports overwriting it (they are cumulative, never added). A stream
+cut after its first byte ends with one `event: error` in Anthropic's shape.
 
 Only type 14 serves this route for now: another type serving it is another exchange of this format (a
 conversion to OpenAI's chat), added to `MessagesRoute.exchanges`.
@@ -206,6 +207,9 @@ class MessagesStream:
             holder = event.get("message") if kind == b"message_start" and isinstance(event, dict) else event
             given = holder.get("usage") if isinstance(holder, dict) else None
             if isinstance(given, dict):
+                given = dict(given)
+                if kind == b"message_start":  # its output count is a placeholder (1), not a count yet:
+                    given.pop("output_tokens", None)  # a stream cut before message_delta counts what it got
                 # each field reported overwrites the last value (cumulative counts: never added)
                 self._reported.update({k: v for k, v in given.items() if v is not None})
                 self.usage = usage_of_messages(self._reported)
