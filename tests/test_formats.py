@@ -17,10 +17,19 @@ from server.errors import InvalidRequest
 from server.relay.estimate import count_all
 from server.relay.pipeline import streamed_usage
 from server.relay.pricing import Price
-from server.upstream.formats.openai_chat import CHAT, ChatStream, ask_for_usage, read_chat, usage_of_chat
-from server.upstream.formats.openai_embeddings import read_embeddings
+from server.upstream.formats.openai_chat import (
+    CHAT,
+    CHAT_FORMAT,
+    ChatStream,
+    ask_for_usage,
+    read_chat,
+    usage_of_chat,
+)
+from server.upstream.formats.openai_embeddings import EMBEDDINGS, EMBEDDINGS_FORMAT, read_embeddings
+from server.upstream.formats.openai_moderation import MODERATION_FORMAT
 from server.upstream.formats.sse import Events, data_of
-from server.upstream.providers.base import Usage
+from server.upstream.providers.base import UnreadableReply, Usage
+from server.upstream.providers.openai import MODERATIONS
 from tests.test_providers import Channel
 
 counts = st.integers(min_value=0, max_value=10**7)
@@ -214,3 +223,24 @@ def test_a_chunk_with_a_null_usage_is_written_as_sent_and_read_as_no_usage() -> 
     assert mapper.event(raw) == raw and mapper.usage is None
     spaced = chunk(usage={"prompt_tokens": 1, "completion_tokens": 1}).replace(b'"usage": {', b'"usage" :  {')
     assert mapper.event(spaced) == b"" and mapper.usage == Usage(1, 1)  # the usage chunk, not asked for
+
+
+def test_a_replys_usage_is_read_where_it_stands_and_text_inside_strings_never_counts() -> None:
+    exchange = CHAT_FORMAT.exchange(1)
+    asked = read_chat(b'{"model": "m", "messages": [{"role": "user"}]}')
+    decoy = json.dumps({"choices": [{"message": {"content": 'say "usage": {"prompt_tokens": 99}'}}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 2}}).encode()
+    assert exchange.reply(CHAT, asked, decoy).usage == Usage(5, 2)
+    only_decoy = json.dumps({"choices": [{"message": {"content": '"usage": {"prompt_tokens": 99}'}}]}
+                            ).encode()
+    answer = exchange.reply(CHAT, asked, only_decoy)  # no usage: parsed whole, its text counted instead
+    assert answer.usage is None and answer.texts == ['"usage": {"prompt_tokens": 99}']
+    for broken in (b"<html>502</html>", b'{"choices": [{"message": ', b"", b"[1, 2]"):
+        with pytest.raises(UnreadableReply):
+            exchange.reply(CHAT, asked, broken)
+    embeddings = EMBEDDINGS_FORMAT.exchange(1)
+    vectors = {"data": [{"embedding": [0.5] * 1000}], "usage": {"prompt_tokens": 7, "total_tokens": 7}}
+    assert embeddings.reply(EMBEDDINGS, asked, json.dumps(vectors).encode()).usage == Usage(7, 0)
+    moderation = MODERATION_FORMAT.exchange(1)  # reports no usage: billed on the estimate
+    reported = b'{"results": [], "usage": {"prompt_tokens": 3}}'
+    assert moderation.reply(MODERATIONS, asked, reported).usage is None

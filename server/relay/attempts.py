@@ -54,7 +54,7 @@ def mapped_status(channel: RoutedChannel, status: int) -> int:
 
 async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: Backend,
                   upstream: Upstream) -> None:
-    """Fill in the call's answering channel and response (its body too unless streamed), or raise the
+    """Fill in the call's answering channel and response (its answer too unless streamed), or raise the
     step-13 errors, or pass a non-retried upstream answer through."""
     route, op, asked = call.route, call.op, call.asked
     assert op is not None and asked is not None
@@ -102,7 +102,7 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                 metrics.upstream_attempt(kind, channel_id, UpstreamResult.OK, ttfb=ttfb, seconds=None)
             else:
                 try:
-                    call.body = await response.read()
+                    body = await response.read()
                 except httpx.TransportError as exc:
                     last_timeout = is_timeout(exc)
                     failed = UpstreamResult.TIMEOUT if last_timeout else UpstreamResult.BAD_REPLY
@@ -114,7 +114,7 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
                 finally:
                     await response.close()
                 try:  # a 2xx that is not the route's reply (an HTML page, a cut JSON): the next channel
-                    call.answer = exchange.reply(op, asked, call.body)
+                    call.answer = exchange.reply(op, asked, body)
                 except UnreadableReply as unreadable:
                     metrics.upstream_attempt(kind, channel_id, UpstreamResult.BAD_REPLY, ttfb=ttfb,
                                              seconds=time.perf_counter() - sent)

@@ -79,7 +79,6 @@ class Call:
     exchange: Exchange | None = None
     upstream_model: str = ""
     response: UpstreamResponse | None = None  # streamed: its body is read by the stream step
-    body: bytes | None = None
     answer: Answer | None = None  # a plain call's reply as the caller gets it
     reply: Reply | None = None
     settled: bool = False  # set when the settlement starts: from then on the hold is never released

@@ -141,7 +141,7 @@ def _passthrough_headers(response: UpstreamResponse, call: Call) -> dict[str, st
 
 
 def streamed_usage(mapper: StreamMapper, prompt_estimate: int, interrupted: bool) -> Usage:
-    """What a stream is charged on (docs/API.md#missing-usage-and-cut-streams): the upstream's last
+    """What a stream is charged on (docs/CHAT.md#missing-usage-and-cut-streams): the upstream's last
     cumulative usage; where a count is missing, the prompt estimate and Tollway's count of the content
     delivered (`estimated`). A cut stream that delivered no content is charged only the input the
     upstream reported (0 if none)."""
@@ -163,9 +163,8 @@ class Relay:
 
     def __init__(self, *, keys: KeyDirectory, users: UserDirectory, options: Options, channels: ChannelTable,
                  quota: QuotaEngine, backend: Backend, versions: VersionTracker, upstream: Upstream,
-                 clock: Clock, tasks: Tasks, stream_idle_timeout: float, error_logs: failures.ErrorLogSink,
-                 stream_keepalive: float = 15.0
-                 ) -> None:
+                 clock: Clock, tasks: Tasks, stream_idle_timeout: float, stream_keepalive: float,
+                 error_logs: failures.ErrorLogSink) -> None:
         self.keys, self.users, self.options, self.channels = keys, users, options, channels
         self.quota, self.backend, self.versions, self.upstream = quota, backend, versions, upstream
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout

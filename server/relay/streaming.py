@@ -8,8 +8,8 @@ first byte (a drop, a timeout, or no byte for `idle` seconds) ends the stream wi
 route's shape; the hold is renewed every minute while the stream runs. So does the end of the shutdown
 grace (`server/web/connections.py`): a stream still running when the server stops is ended with a 503
 error event, not cut, and settled on what it delivered. An SSE stream whose upstream is silent gets a
-`: keep-alive` comment every `KEEPALIVE` seconds (the only bytes Tollway adds to a pass-through stream).
-A client that goes away cancels the request, and with it the upstream read at once.
+`: keep-alive` comment every `keepalive` seconds (`STREAM_KEEPALIVE`), the only bytes Tollway adds to a
+pass-through stream. A client that goes away cancels the request, and with it the upstream read at once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from server.upstream.formats.sse import Events
 from server.web.connections import is_shutdown
 
 RENEW_EVERY = 60.0
-KEEPALIVE = 15.0
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
 
 
@@ -40,7 +39,16 @@ class Delivery:
         self.interrupted = False
         self.first_byte_ms: int | None = None
         self.last_write = time.monotonic()
-        self.writing = False
+        self.writing = False  # a write is in progress (the keep-alive task never writes inside one)
+
+    async def write(self, response: Sink, data: bytes) -> None:
+        if data:
+            self.writing = True
+            try:
+                await response.send(data)
+            finally:
+                self.writing = False
+            self.last_write = time.monotonic()
 
 
 async def _keepalive(response: Sink, delivery: Delivery, every: float) -> None:
@@ -48,16 +56,11 @@ async def _keepalive(response: Sink, delivery: Delivery, every: float) -> None:
     while True:
         await asyncio.sleep(max(0.0, delivery.last_write + every - time.monotonic()))
         if time.monotonic() - delivery.last_write >= every and not delivery.writing:
-            delivery.writing = True
-            try:
-                await response.send(KEEPALIVE_COMMENT)
-            finally:
-                delivery.writing = False
-            delivery.last_write = time.monotonic()
+            await delivery.write(response, KEEPALIVE_COMMENT)
 
 
 async def relay_stream(call: Call, response: Sink, mapper: StreamMapper, quota: QuotaEngine, idle: float,
-                       delivery: Delivery, keepalive: float = KEEPALIVE) -> None:
+                       delivery: Delivery, keepalive: float) -> None:
     """Write the upstream's events to `response` (already opened) through `mapper`, and end it."""
     upstream, hold = call.response, call.hold
     assert upstream is not None and hold is not None
@@ -69,13 +72,7 @@ async def relay_stream(call: Call, response: Sink, mapper: StreamMapper, quota: 
                 if mapper.form.sse else None)
 
     async def write(data: bytes) -> None:
-        if data:
-            delivery.writing = True
-            try:
-                await response.send(data)
-            finally:
-                delivery.writing = False
-            delivery.last_write = time.monotonic()
+        await delivery.write(response, data)
 
     try:
         await write(mapper.start())

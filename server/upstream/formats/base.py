@@ -50,7 +50,8 @@ class Channel(ChannelTarget, Protocol):
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A complete (non-streamed) 2xx reply as the caller gets it: its bytes, the usage the upstream
-    reported (None: none), and the texts of the reply, counted when there is no usage."""
+    reported (None: none), and the texts of the reply, counted when there is no usage (an exchange may
+    leave them out when it found usage)."""
 
     body: bytes
     usage: Usage | None

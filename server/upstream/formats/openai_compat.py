@@ -1,5 +1,5 @@
 """OpenAI-format upstreams: which channel types speak OpenAI's wire, where their endpoints are, and the
-pass-through exchange every OpenAI-format route shares (docs/API.md#channel-types).
+pass-through exchange every OpenAI-format route shares (docs/CHAT.md#routes-and-channel-types).
 
     types 1, 8, 20, 25, 40, 43   {base}/v1/{path}                  Authorization: Bearer <channel key>
     type 24 (Gemini)             {base}/v1beta/openai/{path}       (Google's OpenAI-compatible endpoint)
@@ -13,6 +13,7 @@ usage chunk (`openai_chat`). The reply comes back byte for byte.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,24 @@ def whole_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+_USAGE_KEY = re.compile(rb'"usage"\s*:\s*')
+_DECODER = json.JSONDecoder()
+
+
+def usage_object(body: bytes) -> Any:
+    """The value of a reply's last `"usage"` key, decoded alone (None when there is none or it does not
+    decode). A key inside a string cannot match: its quotes are escaped there."""
+    at = body.rfind(b'"usage"')
+    found = _USAGE_KEY.match(body, at) if at >= 0 else None
+    if found is None:
+        return None
+    try:
+        value, _ = _DECODER.raw_decode(body[found.end():].decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value
+
+
 def json_or_none(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -76,10 +95,16 @@ def json_or_none(body: bytes) -> Any:
 class OpenAIPassThrough:
     """An OpenAI-format route served by an OpenAI-format upstream: bytes both ways.
 
-    `usage` reads a complete reply's usage, `texts` its text (counted when there is no usage), `mapper`
-    builds a stream's mapper (None: the route never streams)."""
+    `usage` reads a complete reply's usage (None: the route's replies report none), `texts` its text
+    (counted when there is no usage), `mapper` builds a stream's mapper (None: the route never streams).
 
-    def __init__(self, path: str, usage: Callable[[Any], Usage | None], texts: Callable[[Any], list[str]],
+    A reply is not parsed whole when it need not be: it must open as a JSON object, its `usage` object is
+    read where it stands (the last `"usage"` key of the body, decoded alone), and only a reply without one
+    is parsed to count its text — an embeddings reply of a few hundred kilobytes of floats costs a search,
+    not a parse."""
+
+    def __init__(self, path: str, usage: Callable[[Any], Usage | None] | None,
+                 texts: Callable[[Any], list[str]],
                  mapper: Callable[[Operation, Asked, Channel, Counter], StreamMapper] | None = None,
                  request_extra: Callable[[Asked, Channel], dict[str, Any] | None] | None = None) -> None:
         self.path, self._usage, self._texts = path, usage, texts
@@ -93,10 +118,17 @@ class OpenAIPassThrough:
                             with_model(asked, upstream_model, body, extra), asked.stream)
 
     def reply(self, op: Operation, asked: Asked, body: bytes) -> Answer:
+        if body.lstrip()[:1] != b"{":
+            raise UnreadableReply("a reply that is not a JSON object")
+        if self._usage is not None:
+            usage = self._usage(usage_object(body))
+            if usage is not None:
+                return Answer(body, usage, [])
         data = json_or_none(body)
         if not isinstance(data, dict):
             raise UnreadableReply("a reply that is not a JSON object")
-        return Answer(body, self._usage(data.get("usage")), self._texts(data))
+        return Answer(body, self._usage(data.get("usage")) if self._usage is not None else None,
+                      self._texts(data))
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
         assert self._mapper is not None
@@ -104,11 +136,6 @@ class OpenAIPassThrough:
 
     def upstream_error(self, status: int, body: bytes) -> UpstreamError:
         return UpstreamError(status, message_of(body))
-
-
-def no_usage(usage: Any) -> Usage | None:
-    """A reply that reports no usage (moderation): billed on the prompt estimate."""
-    return None
 
 
 def no_texts(data: Any) -> list[str]:
