@@ -38,7 +38,8 @@ class ChannelStatus(IntEnum):
 
 class ChannelType(IntEnum):
     """The new-api channel type numbers the code itself names (`server/components/catalog.py` lists every
-    number a channel may have, with its display name). Only `OPENAI` and `GEMINI` are served."""
+    number a channel may have, with its display name). The served ones are the keys of
+    `server/upstream/providers/__init__.py` `PROVIDERS`."""
 
     OPENAI = 1
     AZURE = 3

@@ -7,8 +7,6 @@ and is settled once. Then the format's own rules on small fixtures, without a se
 from __future__ import annotations
 
 import json
-import math
-from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -16,9 +14,7 @@ import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import select
 
-from models.logs import Log
 from server.errors import InvalidRequest
 from server.relay.estimate import count_all
 from server.relay.pipeline import streamed_usage
@@ -34,9 +30,9 @@ from server.upstream.providers.base import Usage
 from tests.fakes.openai import FakeOpenAI
 from tests.gateway import seed_channel, seed_key
 from tests.harness import Running, add_user
+from tests.test_chat_sdk import START, client, consume_logs, cost
 
 MODEL = "gpt-fake-resp"
-START = 10_000_000
 TOOLS: list[Any] = [{"type": "function", "name": name, "description": f"the {name}",
                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                     "required": ["city"]}}
@@ -49,21 +45,6 @@ TEXT_EVENTS = ["response.created", "response.in_progress", "response.output_item
                "response.completed"]
 
 
-def cost(given: int, cached: int, output: int, *, ratio: str = "1.25", completion_ratio: str = "4",
-         cache_ratio: str = "0.5") -> int:
-    """The contract's formula with one ceil, in decimals (ratio mode, group ratio 1): the uncached input,
-    the cached input at CacheRatio, the output at CompletionRatio."""
-    tokens = (Decimal(given - cached) + Decimal(cached) * Decimal(cache_ratio)
-              + Decimal(output) * Decimal(completion_ratio))
-    return math.ceil(tokens * Decimal(ratio))
-
-
-async def consume_logs(app: Running) -> list[Log]:
-    await app.state.quota_sync.drain()
-    async with app.state.db.transaction() as tx:
-        return list((await tx.scalars(select(Log).where(Log.type == 2).order_by(Log.id))).all())
-
-
 async def setup(app: Running, fake: FakeOpenAI, *, channel_type: int = 1, quota: int = START,
                 model_mapping: str = "") -> tuple[int, str]:
     uid = await add_user(app.state, "alice", quota=quota)
@@ -74,10 +55,6 @@ async def setup(app: Running, fake: FakeOpenAI, *, channel_type: int = 1, quota:
     await app.state.options.put("CompletionRatio", json.dumps({MODEL: 4}))
     await app.state.options.put("CacheRatio", json.dumps({MODEL: 0.5}))
     return uid, key
-
-
-def client(app: Running, key: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key=key, base_url=f"{app.url}/v1", max_retries=0)
 
 
 # ---- through the gateway ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tests.fakes.base import FakeServer, Recorded, Reply, json_reply
+from tests.fakes.openai_text import prompt_words, words
 
 DEFAULT_MODELS = ("claude-fake-sonnet", "claude-fake-haiku")
 ERRORS: dict[str, tuple[int, str, str]] = {
@@ -38,21 +39,6 @@ ERRORS: dict[str, tuple[int, str, str]] = {
 def anthropic_error(status: int, type_: str, message: str) -> Reply:
     return json_reply(status, {"type": "error", "error": {"type": type_, "message": message},
                                "request_id": f"req_{secrets.token_hex(12)}"})
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def _prompt_words(body: dict[str, Any]) -> int:
-    total = 0
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            total += _words(content)
-        elif isinstance(content, list):
-            total += sum(_words(b.get("text", "")) for b in content if isinstance(b, dict))
-    return total
 
 
 def event(name: str, data: dict[str, Any]) -> bytes:
@@ -106,7 +92,7 @@ class FakeAnthropic(FakeServer):
             return None
         if isinstance(self.usage, dict):
             return dict(self.usage)
-        return {"input_tokens": _prompt_words(body) + 5, "cache_creation_input_tokens": 0,
+        return {"input_tokens": prompt_words(body) + 5, "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0, "output_tokens": output}
 
     def _message(self, request: Recorded) -> Reply:
@@ -120,7 +106,7 @@ class FakeAnthropic(FakeServer):
             [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
              for i, (name, args) in enumerate(self.tool_uses)] if tools
             else [{"type": "text", "text": self.reply}])
-        output = (sum(len(json.dumps(b["input"])) // 4 for b in blocks) if tools else _words(self.reply))
+        output = (sum(len(json.dumps(b["input"])) // 4 for b in blocks) if tools else words(self.reply))
         usage = self._usage(body, output)
         stop = "tool_use" if tools else "end_turn"
         message: dict[str, Any] = {"id": "msg_fake", "type": "message", "role": "assistant",

@@ -44,7 +44,8 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def _prompt_words(body: dict[str, Any]) -> int:
+def prompt_words(body: dict[str, Any]) -> int:
+    """The words of a chat's (or Anthropic's) messages: string contents and text parts."""
     total = 0
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
@@ -68,7 +69,7 @@ def _usage(text: Text, body: dict[str, Any], completion: int) -> dict[str, Any] 
         return None
     if isinstance(text.usage, dict):
         return text.usage
-    prompt = _prompt_words(body) + 7
+    prompt = prompt_words(body) + 7
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": text.cached}}
 

@@ -1,5 +1,5 @@
 """OpenAI chat completions (`POST /v1/chat/completions`): the body checks, the usage, and the stream rules
-(docs/API.md#chat-completions).
+(docs/CHAT.md#what-is-checked).
 
 Checked, each a 400 naming the field before anything is reserved or sent: `model` (non-empty string),
 `messages` (non-empty array of objects with a string `role`), `stream` (bool), `stream_options` (object;

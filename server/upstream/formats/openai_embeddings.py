@@ -1,4 +1,4 @@
-"""OpenAI embeddings (`POST /v1/embeddings`): the body checks and the usage (docs/API.md#embeddings).
+"""OpenAI embeddings (`POST /v1/embeddings`): the body checks and the usage (docs/CHAT.md#what-is-checked).
 
 Checked, each a 400 naming the field: `model` (non-empty string); `input`: a non-empty string, a
 non-empty array of non-empty strings, a non-empty array of token ids, or a non-empty array of non-empty
