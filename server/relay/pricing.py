@@ -52,11 +52,13 @@ class Price:
         if self.model_price is not None:
             points = _d(self.model_price) * _d(quota_per_unit) * group
         else:
-            create = _d(self.create_cache_ratio)
-            tokens = (Decimal(usage.input) + Decimal(usage.cache_read) * _d(self.cache_ratio)
-                      + Decimal(usage.cache_write_5m) * create
-                      + Decimal(usage.cache_write_1h) * create * ONE_HOUR_WRITE
-                      + Decimal(usage.output) * _d(self.completion_ratio))
+            tokens = Decimal(usage.input) + Decimal(usage.output) * _d(self.completion_ratio)
+            if usage.cache_read:  # (most calls read and write no cache: no term to convert)
+                tokens += Decimal(usage.cache_read) * _d(self.cache_ratio)
+            if usage.cache_write_5m or usage.cache_write_1h:
+                create = _d(self.create_cache_ratio)
+                tokens += (Decimal(usage.cache_write_5m) * create
+                           + Decimal(usage.cache_write_1h) * create * ONE_HOUR_WRITE)
             points = tokens * _d(self.model_ratio) * group
         cost = math.ceil(points)
         return max(cost, 1) if points > 0 else 0

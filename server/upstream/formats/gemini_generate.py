@@ -104,7 +104,8 @@ class GeminiNative:
         data = json_or_none(body)
         if not isinstance(data, dict):
             raise UnreadableReply("a reply that is not a JSON object")
-        return Answer(body, usage_of_metadata(data.get("usageMetadata")), texts_of_generate(data))
+        usage = usage_of_metadata(data.get("usageMetadata"))
+        return Answer(body, usage, [] if usage is not None else texts_of_generate(data))
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> GenerateStream:
         assert op.form is not None

@@ -96,7 +96,8 @@ class OpenAIPassThrough:
     """An OpenAI-format route served by an OpenAI-format upstream: bytes both ways.
 
     `usage` reads a complete reply's usage (None: the route's replies report none), `texts` its text
-    (counted when there is no usage), `mapper` builds a stream's mapper (None: the route never streams).
+    (counted when there is no usage; None: there is none to count), `mapper` builds a stream's mapper
+    (None: the route never streams).
 
     A reply is not parsed whole when it need not be: it must open as a JSON object, its `usage` object is
     read where it stands (the last `"usage"` key of the body, decoded alone), and only a reply without one
@@ -104,7 +105,7 @@ class OpenAIPassThrough:
     not a parse."""
 
     def __init__(self, path: str, usage: Callable[[Any], Usage | None] | None,
-                 texts: Callable[[Any], list[str]],
+                 texts: Callable[[Any], list[str]] | None,
                  mapper: Callable[[Operation, Asked, Channel, Counter], StreamMapper] | None = None,
                  request_extra: Callable[[Asked, Channel], dict[str, Any] | None] | None = None) -> None:
         self.path, self._usage, self._texts = path, usage, texts
@@ -124,11 +125,13 @@ class OpenAIPassThrough:
             usage = self._usage(usage_object(body))
             if usage is not None:
                 return Answer(body, usage, [])
-        data = json_or_none(body)
+        if self._usage is None and self._texts is None:  # nothing to read (moderation): the estimate bills
+            return Answer(body, None, [])
+        data = json_or_none(body)  # no usage where it should stand: the whole reply, checked and read
         if not isinstance(data, dict):
             raise UnreadableReply("a reply that is not a JSON object")
         return Answer(body, self._usage(data.get("usage")) if self._usage is not None else None,
-                      self._texts(data))
+                      self._texts(data) if self._texts is not None else [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> StreamMapper:
         assert self._mapper is not None
@@ -136,11 +139,6 @@ class OpenAIPassThrough:
 
     def upstream_error(self, status: int, body: bytes) -> UpstreamError:
         return UpstreamError(status, message_of(body))
-
-
-def no_texts(data: Any) -> list[str]:
-    """A reply without text to count (embeddings, moderation)."""
-    return []
 
 
 class OpenAIRoute:

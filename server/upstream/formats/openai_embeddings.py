@@ -15,7 +15,6 @@ from server.upstream.formats.openai_compat import (
     OPENAI_COMPATIBLE,
     OpenAIPassThrough,
     OpenAIRoute,
-    no_texts,
     whole_count,
 )
 from server.upstream.providers.base import Asked, Operation, Usage
@@ -74,5 +73,5 @@ def usage_of_embeddings(usage: Any) -> Usage | None:
 
 
 EMBEDDINGS_FORMAT = OpenAIRoute("embeddings", EMBEDDINGS, read_embeddings,
-                               OpenAIPassThrough("embeddings", usage_of_embeddings, no_texts),
+                               OpenAIPassThrough("embeddings", usage_of_embeddings, None),
                                OPENAI_COMPATIBLE | {GEMINI.channel_type})

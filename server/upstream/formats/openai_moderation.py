@@ -5,7 +5,7 @@ estimate (docs/API.md#openai-moderation-g2)."""
 from __future__ import annotations
 
 from core.enums import ChannelType
-from server.upstream.formats.openai_compat import OpenAIPassThrough, OpenAIRoute, no_texts
+from server.upstream.formats.openai_compat import OpenAIPassThrough, OpenAIRoute
 from server.upstream.providers.base import Asked
 from server.upstream.providers.openai import MODERATIONS, OPENAI
 
@@ -15,5 +15,5 @@ def read_moderation(body: bytes) -> Asked:
 
 
 MODERATION_FORMAT = OpenAIRoute("moderations", MODERATIONS, read_moderation,
-                                OpenAIPassThrough("moderations", None, no_texts),
+                                OpenAIPassThrough("moderations", None, None),
                                 frozenset({ChannelType.OPENAI}))
