@@ -12,6 +12,7 @@ Each new dialog passes axe-core at 1280 and 360 px."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import sqlite3
 import time
@@ -35,6 +36,7 @@ from tests.console.browser import (
     tollway,
     user_client,
 )
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow
@@ -461,3 +463,50 @@ def test_root_reveals_a_channels_keys_after_verifying_with_the_authenticator_cod
     finally:
         data(server.admin().post("/api/user/2fa/disable", json={"code": setup["backup_codes"][0]}))
         delete_channels(server, channel_id)
+
+
+def test_an_anthropic_channel_fetches_its_models_and_passes_its_test(page: Page, server: Server) -> None:
+    with on_thread(FakeAnthropic(valid_keys=["sk-ant-page"])) as fake:
+        made: list[int] = []
+        try:
+            as_root(page, server, "/channels", "Channels")
+            page.get_by_role("button", name="Create channel").click()
+            form = page.get_by_role("dialog", name="Create a channel")
+            base_url = form.get_by_label("Base URL")
+            expect(base_url).to_have_accessible_description(
+                "Empty for the type's default address, https://api.openai.com.")
+            form.get_by_label("Type").select_option(label="Custom")
+            expect(base_url).to_have_accessible_description(
+                "Required: a Custom channel has no default address.")
+            form.get_by_label("Name").fill("custom-without-url")
+            form.get_by_label("Key", exact=True).fill("sk-custom")
+            form.get_by_label("Models").fill("m")
+            form.get_by_role("button", name="Create channel").click()
+            expect(base_url).to_have_attribute("aria-invalid", "true")  # the server's refusal, at its field
+
+            form.get_by_label("Type").select_option(label="Anthropic")
+            expect(base_url).to_have_accessible_description(re.compile(
+                r"^Empty for the type's default address, https://api\.anthropic\.com\."))
+            form.get_by_label("Name").fill("claude-page")
+            form.get_by_label("Key", exact=True).fill("sk-ant-page")
+            base_url.fill(fake.url)
+            form.get_by_label("Models").fill("")
+            form.get_by_role("button", name="Fetch the upstream's models").click()  # root: not saved yet
+            expect(form.get_by_label("Models")).to_have_value("claude-fake-sonnet,claude-fake-haiku")
+            assert fake.last.path == "/v1/models" and fake.last.headers["x-api-key"] == "sk-ant-page"
+            form.get_by_role("button", name="Create channel").click()
+            expect(page.locator(".notice")).to_have_text("1 channel created.")
+            search = server.admin().get("/api/channel/search", params={"keyword": "claude-page"})
+            found = data(search)["items"]
+            made = [c["id"] for c in found]
+            assert [(c["type"], c["models"]) for c in found] == [
+                (ChannelType.ANTHROPIC, "claude-fake-sonnet,claude-fake-haiku")]
+
+            row = page.locator("tbody tr", has_text="claude-page")
+            expect(row).to_contain_text("Anthropic")
+            row.get_by_role("button", name="Test claude-page").click()
+            expect(page.locator(".notice")).to_have_text(
+                re.compile(r"^Channel “claude-page” answered in \d+\.\d\d s\.$"))
+            assert fake.last.path == "/v1/messages" and fake.last.json["model"] == "claude-fake-sonnet"
+        finally:
+            delete_channels(server, *made)

@@ -13,8 +13,27 @@ import { openDialog } from "../widgets/dialog.js";
 
 /** new-api's channel type numbers that Tollway knows by name (others are shown by number). */
 export const CHANNEL_TYPES = /** @type {Record<number, string>} */ ({
-  1: "OpenAI", 8: "Custom", 20: "OpenRouter", 24: "Gemini", 25: "Moonshot", 40: "SiliconFlow", 43: "DeepSeek",
+  1: "OpenAI", 8: "Custom", 14: "Anthropic", 20: "OpenRouter", 24: "Gemini", 25: "Moonshot", 40: "SiliconFlow",
+  43: "DeepSeek",
 });
+
+/** The address a channel of a type calls when its base URL is empty (`server/upstream/providers`); a
+ * Custom channel (8) has none: the server refuses one without a base URL. */
+export const DEFAULT_BASES = /** @type {Record<number, string>} */ ({
+  1: "https://api.openai.com", 14: "https://api.anthropic.com", 20: "https://openrouter.ai/api",
+  24: "https://generativelanguage.googleapis.com", 25: "https://api.moonshot.cn", 40: "https://api.siliconflow.cn",
+  43: "https://api.deepseek.com",
+});
+
+/**
+ * The Base URL field's hint for a channel type.
+ * @param {number} type
+ */
+export function baseUrlHint(type) {
+  if (type === 8) return "Required: a Custom channel has no default address.";
+  const base = DEFAULT_BASES[type];
+  return base ? `Empty for the type's default address, ${base}.` : "Empty for the type's default address.";
+}
 
 /** @param {number} type */
 export function typeName(type) {
@@ -32,6 +51,8 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
   if (channel && !(channel.type in CHANNEL_TYPES)) types.push({ value: String(channel.type), label: typeName(channel.type) });
   const models = field("Models", "models", { type: "textarea", value: channel ? channel.models : "",
     hint: "Comma-separated model names this channel serves." });
+  const baseUrl = field("Base URL", "base_url", { value: channel ? channel.base_url : "", autocomplete: "off",
+    hint: baseUrlHint(channel ? channel.type : 1) });
   const canFetch = channel !== null || session.role >= Role.ROOT;
   const fetchModels = async () => {
     const editor = /** @type {HTMLFormElement} */ (dialog.body.querySelector("form"));
@@ -84,8 +105,7 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
     options: [{ value: "random", label: "Random" }, { value: "polling", label: "In turn" }] }),
   field("Key", "key", { type: "textarea", required: !channel, autocomplete: "off",
     hint: channel ? "Leave empty to keep the key; it is never shown here." : "One key per line for several keys." }),
-  field("Base URL", "base_url", { value: channel ? channel.base_url : "", autocomplete: "off",
-    hint: "Empty for the type's default address." }),
+  baseUrl,
   models,
   canFetch ? h("div", { class: "actions inline" }, h("button", { type: "button", class: "secondary",
     onclick: () => void fetchModels() }, "Fetch the upstream's models")) : null,
@@ -105,5 +125,8 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
     h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
     h("button", { type: "submit" }, channel ? "Save" : "Create channel")));
   dialog.body.append(editor);
+  const typeBox = /** @type {HTMLSelectElement} */ (editor.querySelector("select[name=type]"));
+  const hint = /** @type {HTMLElement} */ (baseUrl.querySelector(".hint"));
+  typeBox.addEventListener("change", () => { hint.textContent = baseUrlHint(Number(typeBox.value)); });
   editor.querySelector("input")?.focus();
 }
