@@ -1,14 +1,19 @@
 """A fake Anthropic API (`FakeAnthropic`) on a real socket, for the gateway's end-to-end tests.
 
 - `POST /v1/messages`: a message whose text is `reply` (default "Hello from the fake Claude."), or, when
-  the request has `tools` and `tool_uses` is set, those `tool_use` blocks (`stop_reason: tool_use`).
+  the request has `tools` and `tool_uses` is set, those `tool_use` blocks (`stop_reason: tool_use`),
+  after a text block when `text_first` is set. `thinking` (a text) puts a `thinking` block, with a
+  `signature`, before everything else. `stop_reason` replaces the stop reason (`max_tokens`, …).
   Streamed (`stream: true`) as Anthropic does: `message_start` (its usage: the input and cache counts, one
-  output token), per block `content_block_start`, `content_block_delta` (`text_delta` per word, or
-  `input_json_delta` in two halves), `content_block_stop`, then `message_delta` (stop reason, usage with
-  the final `output_tokens`, and the input counts again: cumulative) and `message_stop`. Usage: `usage`
-  (a dict: sent as is, with the stream's `message_start` taking it whole and `message_delta` its
-  `output_tokens`; None: none at all), by default input tokens = words of the messages + 5, output
-  tokens = words of the answer.
+  output token), a `ping` when `ping` is set, per block `content_block_start`, `content_block_delta`
+  (`text_delta` or `thinking_delta` per word then one `signature_delta`, or `input_json_delta` in two
+  halves), `content_block_stop`, then `message_delta` (stop reason, usage with the final
+  `output_tokens`, and the input counts again: cumulative) and `message_stop`; with `raw_stream` set,
+  exactly those chunks instead.
+  Usage: `usage` (a dict: sent as is, with the stream's `message_start` taking it whole and
+  `message_delta` its `output_tokens`; None: none at all), by default input tokens = words of the
+  messages + 5, output tokens = words of the answer (thinking included) + a quarter of the tool inputs'
+  JSON characters.
 - `GET /v1/models`: `models` in Anthropic's list shape (one page).
 - Anything else is Anthropic's 404 `not_found_error`.
 
@@ -36,6 +41,10 @@ ERRORS: dict[str, tuple[int, str, str]] = {
 }
 
 
+SIGNATURE = "EqQBCkYIBxgCKkBmYWtlLXNpZ25hdHVyZS1vZi10aGUtdGhpbmtpbmc="
+"""The signature of the fake's thinking blocks (opaque to the caller, as Anthropic's are)."""
+
+
 def anthropic_error(status: int, type_: str, message: str) -> Reply:
     return json_reply(status, {"type": "error", "error": {"type": type_, "message": message},
                                "request_id": f"req_{secrets.token_hex(12)}"})
@@ -55,6 +64,16 @@ class FakeAnthropic(FakeServer):
         self.reply = "Hello from the fake Claude."
         self.tool_uses: list[tuple[str, dict[str, Any]]] = []
         self.usage: dict[str, Any] | bool | None = True  # True: computed; None: none; a dict: as is
+        self.text_first = False
+        """With tool uses: a text block (`reply`) before them."""
+        self.thinking: str | None = None
+        """A thinking block with this text (and a signature) before the others."""
+        self.stop_reason: str | None = None
+        """The stop reason to answer (None: `tool_use` with tool uses, else `end_turn`)."""
+        self.ping = False
+        """A `ping` event right after `message_start`, as Anthropic sends one."""
+        self.raw_stream: list[bytes] | None = None
+        """A streamed message is answered with exactly these chunks."""
 
     # -- hooks ------------------------------------------------------------------------------------------
 
@@ -95,20 +114,31 @@ class FakeAnthropic(FakeServer):
         return {"input_tokens": prompt_words(body) + 5, "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0, "output_tokens": output}
 
+    def blocks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The content blocks of the answer to `body`."""
+        tools = bool(body.get("tools")) and bool(self.tool_uses)
+        blocks: list[dict[str, Any]] = []
+        if self.thinking is not None:
+            blocks.append({"type": "thinking", "thinking": self.thinking, "signature": SIGNATURE})
+        if not tools or self.text_first:
+            blocks.append({"type": "text", "text": self.reply})
+        if tools:
+            blocks += [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+                       for i, (name, args) in enumerate(self.tool_uses)]
+        return blocks
+
     def _message(self, request: Recorded) -> Reply:
         body = request.json
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return anthropic_error(400, "invalid_request_error", "messages: Field required")
         if not isinstance(body.get("max_tokens"), int):
             return anthropic_error(400, "invalid_request_error", "max_tokens: Field required")
-        tools = bool(body.get("tools")) and bool(self.tool_uses)
-        blocks: list[dict[str, Any]] = (
-            [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
-             for i, (name, args) in enumerate(self.tool_uses)] if tools
-            else [{"type": "text", "text": self.reply}])
-        output = (sum(len(json.dumps(b["input"])) // 4 for b in blocks) if tools else words(self.reply))
+        blocks = self.blocks(body)
+        output = sum(len(json.dumps(b["input"])) // 4 if b["type"] == "tool_use" else words(b.get("text", "")
+                     or b.get("thinking", "")) for b in blocks)
         usage = self._usage(body, output)
-        stop = "tool_use" if tools else "end_turn"
+        uses_tools = any(b["type"] == "tool_use" for b in blocks)
+        stop = self.stop_reason or ("tool_use" if uses_tools else "end_turn")
         message: dict[str, Any] = {"id": "msg_fake", "type": "message", "role": "assistant",
                                    "model": body.get("model", ""), "content": blocks, "stop_reason": stop,
                                    "stop_sequence": None}
@@ -116,22 +146,16 @@ class FakeAnthropic(FakeServer):
             if usage is not None:
                 message["usage"] = usage
             return json_reply(200, message)
+        if self.raw_stream is not None:
+            return Reply(200, content_type="text/event-stream", chunks=list(self.raw_stream))
         start = dict(message, content=[], stop_reason=None)
         if usage is not None:
             start["usage"] = dict(usage, output_tokens=1)
         chunks = [event("message_start", {"type": "message_start", "message": start})]
+        if self.ping:
+            chunks.append(event("ping", {"type": "ping"}))
         for index, block in enumerate(blocks):
-            if block["type"] == "text":
-                first = {"type": "text", "text": ""}
-                pieces = block["text"].split(" ")
-                deltas = [{"type": "text_delta", "text": (" " if i else "") + piece}
-                          for i, piece in enumerate(pieces)]
-            else:
-                first = dict(block, input={})
-                raw = json.dumps(block["input"])
-                half = len(raw) // 2
-                deltas = [{"type": "input_json_delta", "partial_json": part}
-                          for part in (raw[:half], raw[half:])]
+            first, deltas = _stream_block(block)
             chunks.append(event("content_block_start", {"type": "content_block_start", "index": index,
                                                         "content_block": first}))
             chunks += [event("content_block_delta", {"type": "content_block_delta", "index": index,
@@ -145,3 +169,19 @@ class FakeAnthropic(FakeServer):
                                               "usage": delta_usage}))
         chunks.append(event("message_stop", {"type": "message_stop"}))
         return Reply(200, content_type="text/event-stream", chunks=chunks)
+
+
+def _stream_block(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A block's `content_block_start` payload and its deltas, as Anthropic streams them."""
+    if block["type"] == "tool_use":
+        raw = json.dumps(block["input"])
+        half = len(raw) // 2
+        return dict(block, input={}), [{"type": "input_json_delta", "partial_json": part}
+                                       for part in (raw[:half], raw[half:])]
+    kind = block["type"]  # text or thinking
+    pieces = block[kind].split(" ")
+    deltas = [{"type": f"{kind}_delta", kind: (" " if i else "") + piece} for i, piece in enumerate(pieces)]
+    if kind == "thinking":
+        signature = {"type": "signature_delta", "signature": block["signature"]}
+        return {"type": "thinking", "thinking": "", "signature": ""}, [*deltas, signature]
+    return {"type": "text", "text": ""}, deltas

@@ -12,6 +12,9 @@ It answers what the gateway's Gemini channels call, in Gemini's own wire format:
   counts and `finishReason`); without `alt=sse`, the same chunks as a streamed JSON array
   `[chunk,\\r\\nchunk]`.
 - `POST …:embedContent`, `POST …:batchEmbedContents` — embeddings (`gemini_text.py`).
+- `POST /v1beta/openai/chat/completions`, `POST /v1beta/openai/embeddings` — Google's OpenAI-compatible
+  endpoint, in OpenAI's wire format (the fake OpenAI's code, `openai_text.py`, answering from `openai`),
+  key as `Authorization: Bearer`.
 - `GET /v1beta/models` (paged with `pageSize`, default `page_size`, and `pageToken`),
   `GET /v1beta/models/{id}`.
 - Anything else is a Google 404. Errors are Google's `{"error": {"code", "message", "status", "details"}}`.
@@ -33,6 +36,7 @@ from typing import Any, ClassVar
 
 from tests.fakes.base import BASE_FAILURES, FakeServer, Recorded, Reply, json_reply
 from tests.fakes.gemini_text import BadEmbed, GeminiText, embed_answer, prompt_tokens, text_chunks
+from tests.fakes.openai_text import Text, chat, embeddings, text_path
 
 __all__ = ["FakeGemini", "GeminiText", "google_error", "pcm_audio", "prompt_tokens"]
 
@@ -46,6 +50,7 @@ _GENERATE = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method
                        r"|streamGenerateContent)$")
 _EMBED = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>embedContent"
                     r"|batchEmbedContents)$")
+OPENAI_PREFIX = "/v1beta/openai/"
 _LIST = re.compile(r"^/v1(?:beta|alpha)?/models/?$")
 _GET = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+)$")
 
@@ -120,6 +125,8 @@ class FakeGemini(FakeServer):
         self.page_size = page_size
         self.text = GeminiText(reply=text_reply)
         """What text and embedding answers hold (`gemini_text.GeminiText`)."""
+        self.openai = Text(reply=text_reply)
+        """What the OpenAI-compatible endpoint answers (`openai_text.Text`)."""
         self.strict_models = strict_models
         """When True, generating with a model not in `models` is Google's 404 NOT_FOUND."""
 
@@ -135,6 +142,9 @@ class FakeGemini(FakeServer):
     # -- hooks ------------------------------------------------------------------------------------------
 
     def api_key(self, request: Recorded) -> str | None:
+        if request.path.startswith(OPENAI_PREFIX):
+            scheme, _, key = request.headers.get("authorization", "").partition(" ")
+            return (key.strip() or None) if scheme.lower() == "bearer" else None
         return request.headers.get("x-goog-api-key") or request.query.get("key")
 
     def key_error(self, request: Recorded, key: str | None) -> Reply:
@@ -147,6 +157,10 @@ class FakeGemini(FakeServer):
         return google_error(code, status, self.echoed(message, request), details)
 
     def route(self, request: Recorded) -> Reply:
+        kind = text_path(request.path) if request.method == "POST" else None
+        if kind is not None and request.path.startswith(OPENAI_PREFIX):
+            answer = chat if kind == "chat/completions" else embeddings
+            return answer(self.openai, request)
         if request.method == "POST" and (match := _GENERATE.match(request.path)):
             return self._generate(request, match["model"], stream=match["method"] == "streamGenerateContent")
         if request.method == "POST" and (match := _EMBED.match(request.path)):

@@ -3,12 +3,14 @@ under `/v1/` and under Google's OpenAI-compatible prefix `/v1beta/openai/` (so a
 OpenAI-format calls can be pointed at it too).
 
 - `POST …/chat/completions`: the answer is `Text.reply` (default: "Hello from the fake." ), or, when the
-  request has `tools` and `Text.tool_calls` is set, those calls (`finish_reason: tool_calls`). Streamed
-  (`stream: true`) as OpenAI does: a role chunk, one chunk per word (or per tool-call fragment: the id and
-  name first, then the arguments in two halves), a finish chunk, the usage chunk (`choices: []`) only when
-  `stream_options.include_usage` is true, then `data: [DONE]`. Usage: `Text.usage` (None: no usage at
-  all), by default prompt tokens = words of the messages + 7, `cached_tokens` = `Text.cached`,
-  completion tokens = words of the answer.
+  request has `tools` and `Text.tool_calls` is set, those calls (`finish_reason: tool_calls`), after the
+  text when `Text.text_first` is set (`content` and `tool_calls` both, as models do that say something
+  before calling). Streamed (`stream: true`) as OpenAI does: a role chunk, one chunk per word, then per
+  tool call its fragments (the id and name first, then the arguments in two halves), a finish chunk, the
+  usage chunk (`choices: []`) only when `stream_options.include_usage` is true, then `data: [DONE]`.
+  `Text.finish_reason` replaces the finish reason (`length`, `content_filter`, …). Usage: `Text.usage`
+  (None: no usage at all), by default prompt tokens = words of the messages + 7, `cached_tokens` =
+  `Text.cached`, completion tokens = words of the answer (+ a quarter of the arguments' characters).
 - `POST …/embeddings`: one vector of `Text.dimensions` floats per input (deterministic), or base64 of
   little-endian float32 when `encoding_format` is `base64`; usage: one token per word or per token id.
 """
@@ -33,6 +35,8 @@ class Text:
 
     reply: str = "Hello from the fake."
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    text_first: bool = False  # with tool calls: the reply's text too, before them
+    finish_reason: str | None = None  # None: "tool_calls" with calls, else "stop"
     usage: dict[str, Any] | bool | None = True  # True: computed; None: no usage; a dict: sent as is
     cached: int = 0
     dimensions: int = 4
@@ -88,18 +92,19 @@ def chat(text: Text, request: Recorded) -> Reply:
     model = body.get("model", "")
     tools = bool(body.get("tools")) and bool(text.tool_calls)
     calls = _calls(text) if tools else []
-    completion = words(text.reply) if not tools else sum(len(c["function"]["arguments"]) // 4 for c in calls)
+    content = text.reply if not tools or text.text_first else None
+    completion = (words(content or "") + sum(len(c["function"]["arguments"]) // 4 for c in calls))
     usage = _usage(text, body, completion)
+    finish = text.finish_reason or ("tool_calls" if tools else "stop")
     created, ident = int(time.time()), "chatcmpl-fake"
     if body.get("stream") and text.raw_stream is not None:
         return Reply(200, content_type="text/event-stream", chunks=list(text.raw_stream))
     if not body.get("stream"):
-        message: dict[str, Any] = {"role": "assistant", "content": None if tools else text.reply}
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if tools:
             message["tool_calls"] = calls
         reply: dict[str, Any] = {"id": ident, "object": "chat.completion", "created": created, "model": model,
-                                 "choices": [{"index": 0, "message": message,
-                                              "finish_reason": "tool_calls" if tools else "stop"}]}
+                                 "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
         if usage is not None:
             reply["usage"] = usage
         return json_reply(200, reply)
@@ -110,19 +115,18 @@ def chat(text: Text, request: Recorded) -> Reply:
         return b"data: " + json.dumps(data).encode() + text.separator
 
     chunks = [chunk({"role": "assistant", "content": ""})]
-    if tools:
-        for i, call in enumerate(calls):
-            arguments = call["function"]["arguments"]
-            half = len(arguments) // 2
-            chunks.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                                 "function": {"name": call["function"]["name"],
-                                                              "arguments": ""}}]}))
-            for part in (arguments[:half], arguments[half:]):
-                chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
-    else:
-        pieces = text.reply.split(" ")
+    if content is not None:
+        pieces = content.split(" ")
         chunks += [chunk({"content": (" " if i else "") + piece}) for i, piece in enumerate(pieces)]
-    chunks.append(chunk({}, "tool_calls" if tools else "stop"))
+    for i, call in enumerate(calls):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        chunks.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"],
+                                                          "arguments": ""}}]}))
+        for part in (arguments[:half], arguments[half:]):
+            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
+    chunks.append(chunk({}, finish))
     options = body.get("stream_options")
     if usage is not None and isinstance(options, dict) and options.get("include_usage"):
         data = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
