@@ -50,6 +50,7 @@ from core.option_rules import (
     status_ranges,
     string_list,
     string_map,
+    token_cap_map,
 )
 from core.option_values import ATTACHMENTS, USER_VERIFICATION
 
@@ -206,6 +207,11 @@ SECTIONS: tuple[Section, ...] = (
         Spec("PreConsumedCompletionTokens", "int", 1024, Between(0, 10_000_000),
              attr="pre_consumed_completion_tokens", label="Output tokens reserved without a cap",
              hint="Reserved before a chat call whose request names no output cap."),
+        Spec("claude.default_max_tokens", "json", {"default": 8192}, token_cap_map,
+             attr="claude_default_max_tokens", read=read.token_caps,
+             label="Claude output cap when none is asked",
+             hint='A JSON object: model → tokens, with "default". Sent as max_tokens when an OpenAI-format '
+                  "call without a cap is converted for a Claude (Anthropic) channel."),
         Spec("ModelPrice", "json", {}, number_map, attr="model_price", read=read.numbers,
              label="Model prices (per call)", hint="A JSON object: model → price in dollars."),
         Spec("GroupRatio", "json", {"default": 1, "vip": 1, "svip": 1}, group_ratio, attr="group_ratio",

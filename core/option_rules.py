@@ -169,6 +169,15 @@ def positive_number_map(v: Any) -> None:
             _fail(f"value of {k!r} must be a number > 0")
 
 
+def token_cap_map(v: Any) -> None:
+    """`{"<model>": n, "default": n}`: each n a whole number of tokens, 1 … 10,000,000."""
+    if not isinstance(v, dict):
+        _fail("must be a JSON object")
+    for k, n in v.items():
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000_000:
+            _fail(f"value of {k!r} must be a whole number of tokens, 1 to 10000000")
+
+
 def group_ratio(v: Any) -> None:
     number_map(v)
     for name in v:

@@ -62,6 +62,14 @@ def numbers(value: Any) -> Mapping[str, float]:
     return MappingProxyType({str(k): float(v) for k, v in value.items() if _is_number(v)})
 
 
+def token_caps(value: Any) -> Mapping[str, int]:
+    """`{name: tokens}`; entries whose value is not a whole number ≥ 1 are dropped."""
+    if not isinstance(value, dict):
+        return MappingProxyType({})
+    return MappingProxyType({str(k): v for k, v in value.items()
+                             if isinstance(v, int) and not isinstance(v, bool) and v >= 1})
+
+
 def ratios(value: Any) -> Mapping[str, float]:
     """`{group: ratio}`: every group listed counts as existing; a ratio that is not a number reads as 1."""
     if not isinstance(value, dict):

@@ -89,6 +89,7 @@ class Settings:
     cache_ratio: Mapping[str, float]
     create_cache_ratio: Mapping[str, float]
     pre_consumed_completion_tokens: int
+    claude_default_max_tokens: Mapping[str, int]
     model_price: Mapping[str, float]
     model_capabilities: Mapping[str, Mapping[str, bool]]
     # groups

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from server.errors import InvalidRequest
 from server.upstream.formats.anthropic_messages import (
     MESSAGES,
-    MESSAGES_FORMAT,
     MessagesStream,
     read_count,
     read_messages,
     usage_of_messages,
 )
+from server.upstream.formats.chat_routes import MESSAGES_FORMAT
 from server.upstream.providers import for_wire
 from server.upstream.providers.anthropic import ANTHROPIC
 from server.upstream.providers.base import Asked, ListedModel, Usage
@@ -125,7 +125,8 @@ def test_the_exchange_forwards_version_and_beta_and_maps_only_the_model() -> Non
     assert (mapped.headers["anthropic-version"], mapped.headers["anthropic-beta"]) == ("2024-10-22", "b1")
     assert json.loads(mapped.body) == dict(json.loads(body), model="c-upstream")
     with pytest.raises(KeyError):
-        MESSAGES_FORMAT.exchange(1)
+        MESSAGES_FORMAT.exchange(99)
+    assert MESSAGES_FORMAT.exchange(1).conversion == ("anthropic", "openai")
 
 
 def test_the_estimate_reads_system_blocks_tool_inputs_results_and_tools() -> None:

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from models.logs import Log
-from server.relay.estimate import count_all
+from server.upstream.estimate import count_all
 from tests.fakes.anthropic import FakeAnthropic
 from tests.gateway import seed_channel, seed_key
 from tests.harness import Running, add_user

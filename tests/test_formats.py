@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.errors import InvalidRequest
-from server.relay.estimate import count_all
 from server.relay.pipeline import streamed_usage
 from server.relay.pricing import Price
+from server.upstream.estimate import count_all
+from server.upstream.formats.chat_routes import CHAT_FORMAT
 from server.upstream.formats.openai_chat import (
     CHAT,
-    CHAT_FORMAT,
     ChatStream,
     ask_for_usage,
     read_chat,

@@ -144,8 +144,9 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
             reason = f"status code {error.status}: {error.message}"
             why = DisableReason.UPSTREAM_KEYWORD if verdict.by_keyword else DisableReason.UPSTREAM_STATUS
             await _disable(settings, channels, channel, key_index, reason, why)
-        if not verdict.retry:
-            raise UpstreamPassthrough(mapped_status(channel, status), body, error.message)
+        if not verdict.retry:  # a converted call's error is reshaped into the route's error object
+            raise UpstreamPassthrough(mapped_status(channel, status),
+                                      body if exchange.conversion is None else b"", error.message)
     if not call.tried:
         raise ChannelUnavailable(f"no channel is available for model {model}")
     if last_timeout:

@@ -37,9 +37,9 @@ from server.relay.schemas import (
     ResponsesRequest,
     ResponsesResponse,
 )
-from server.upstream.formats.anthropic_messages import COUNT_FORMAT, MESSAGES_FORMAT
+from server.upstream.formats.anthropic_messages import COUNT_FORMAT
+from server.upstream.formats.chat_routes import CHAT_FORMAT, MESSAGES_FORMAT
 from server.upstream.formats.gemini_methods import gemini_format
-from server.upstream.formats.openai_chat import CHAT_FORMAT
 from server.upstream.formats.openai_embeddings import EMBEDDINGS_FORMAT
 from server.upstream.formats.openai_moderation import MODERATION_FORMAT
 from server.upstream.formats.openai_responses import RESPONSES_FORMAT
@@ -132,11 +132,13 @@ async def moderations(request: Request) -> HTTPResponse:
 @route(bp, "POST", "/v1/chat/completions", access=Access.API_KEY, body=ChatCompletionRequest,
        passthrough=True, reply=ChatCompletionResponse, wire=Wire.OPENAI)
 async def chat_completions(request: Request) -> HTTPResponse | None:
-    """Chat with a model on an OpenAI-compatible or Gemini channel, plain or streamed (`stream: true`).
-    Reserved up front from the prompt estimate and the output cap (`PreConsumedCompletionTokens` when the
-    request names none), charged on the usage the upstream reports, cache reads and writes priced by
-    `CacheRatio` and `CreateCacheRatio`; the reply and every stream event are the upstream's, unchanged,
-    except the usage chunk, which reaches the caller only when `stream_options.include_usage` is true."""
+    """Chat with a model, plain or streamed (`stream: true`): on an OpenAI-compatible or Gemini channel the
+    reply and every stream event are the upstream's, unchanged, except the usage chunk, which reaches the
+    caller only when `stream_options.include_usage` is true; on an Anthropic (Claude) channel the request
+    is converted to Anthropic's Messages API and the reply and stream back (what a Claude model cannot
+    take, such as `n` > 1 or audio parts, is a 400 naming the field). Reserved up front from the prompt
+    estimate and the output cap (`PreConsumedCompletionTokens` when the request names none), charged on
+    the usage the upstream reports, cache reads and writes priced by `CacheRatio` and `CreateCacheRatio`."""
     return _response(await relay_of(request).call(incoming(request), CHAT_FORMAT, "chat/completions"))
 
 
@@ -166,11 +168,13 @@ async def embeddings(request: Request) -> HTTPResponse:
 @route(bp, "POST", "/v1/messages", access=Access.API_KEY, body=MessagesRequest, passthrough=True,
        reply=MessagesResponse, wire=Wire.ANTHROPIC)
 async def messages(request: Request) -> HTTPResponse | None:
-    """Create a message (Anthropic's Messages API) on an Anthropic channel, plain or streamed.
-    Key in `x-api-key` or `Authorization`. Reserved up front from the prompt estimate and `max_tokens`,
-    charged on the usage the upstream reports, cache reads and 5-minute and 1-hour cache writes priced by
-    `CacheRatio` and `CreateCacheRatio`; the reply and every stream event are the upstream's, unchanged.
-    The caller's `anthropic-version` (else `2023-06-01`) and `anthropic-beta` go upstream. Errors are
+    """Create a message (Anthropic's Messages API), plain or streamed. Key in `x-api-key` or
+    `Authorization`. On an Anthropic channel the reply and every stream event are the upstream's,
+    unchanged, and the caller's `anthropic-version` (else `2023-06-01`) and `anthropic-beta` go upstream;
+    on an OpenAI-compatible or Gemini channel the request is converted to OpenAI's chat completions and the
+    reply and stream back (a `document` block or a server tool is a 400 naming the field). Reserved up
+    front from the prompt estimate and `max_tokens`, charged on the usage the upstream reports, cache reads
+    and 5-minute and 1-hour cache writes priced by `CacheRatio` and `CreateCacheRatio`. Errors are
     Anthropic's error objects (a short balance is a 402 `billing_error`)."""
     return _response(await relay_of(request).call(incoming(request), MESSAGES_FORMAT, "messages"))
 

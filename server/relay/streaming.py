@@ -3,13 +3,16 @@
 The 200 goes out only after an upstream 2xx (steps 1–13 are done by then, so earlier failures still retry
 or answer a JSON error). The upstream's bytes are cut into whole events and each is handed to the
 exchange's mapper (`server/upstream/formats/`), whose output is written before the next upstream read: a
-pass-through writes the event's bytes unchanged, a conversion its mapped events. A failure after the
-first byte (a drop, a timeout, or no byte for `idle` seconds) ends the stream with one error event in the
-route's shape; the hold is renewed every minute while the stream runs. So does the end of the shutdown
-grace (`server/web/connections.py`): a stream still running when the server stops is ended with a 503
-error event, not cut, and settled on what it delivered. An SSE stream whose upstream is silent gets a
-`: keep-alive` comment every `keepalive` seconds (`STREAM_KEEPALIVE`), the only bytes Tollway adds to a
-pass-through stream. A client that goes away cancels the request, and with it the upstream read at once.
+pass-through writes the event's bytes unchanged, a conversion its mapped events. The hold is renewed
+every minute while the stream runs.
+
+A failure after the first byte ends the stream with one error event in the route's shape: a drop, a
+timeout, no byte for `idle` seconds, an upstream event a conversion cannot map (`StreamBroken`), or the
+end of the shutdown grace (`server/web/connections.py`: a stream still running when the server stops is
+ended with a 503 error event, not cut, and settled on what it delivered). An SSE stream whose upstream is
+silent gets a `: keep-alive` comment every `keepalive` seconds (`STREAM_KEEPALIVE`), the only bytes
+Tollway adds to a pass-through stream. A client that goes away cancels the request, and with it the
+upstream read at once.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import httpx
 from quota.engine import QuotaEngine
 from server.relay.call import Call, Sink
 from server.upstream.faults import is_timeout
-from server.upstream.formats.base import StreamMapper
+from server.upstream.formats.base import StreamBroken, StreamMapper
 from server.upstream.formats.sse import Events
 from server.web.connections import is_shutdown
 
@@ -99,17 +102,26 @@ async def relay_stream(call: Call, response: Sink, mapper: StreamMapper, quota: 
                 break
             if delivery.first_byte_ms is None:
                 delivery.first_byte_ms = int((time.monotonic() - call.started) * 1000)
-            for event in events.feed(chunk):
-                await write(mapper.event(event))
+            try:
+                for event in events.feed(chunk):
+                    await write(mapper.event(event))
+            except StreamBroken as broken:  # a conversion cannot map what the upstream sent
+                await write(broken.written)
+                failure = (502, "upstream_failed", broken.message)
+                break
             if time.monotonic() >= renew_at:
                 renew_at = time.monotonic() + RENEW_EVERY
                 await quota.renew(hold)
         if failure is None:
-            rest = events.rest()
-            if rest:
-                await write(mapper.event(rest))
-            await write(mapper.end())
-        else:
+            try:
+                rest = events.rest()
+                if rest:
+                    await write(mapper.event(rest))
+                await write(mapper.end())
+            except StreamBroken as broken:
+                await write(broken.written)
+                failure = (502, "upstream_failed", broken.message)
+        if failure is not None:
             delivery.interrupted = True
             status, code, message = failure
             await write(mapper.error(status, code, f"{message} (request id: {call.incoming.request_id})"))

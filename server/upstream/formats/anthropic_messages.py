@@ -20,19 +20,18 @@ usage is `message_start`'s (but for its output count, a placeholder until `messa
 real one), each field `message_delta` reports overwriting it (they are cumulative, never added). A stream
 cut after its first byte ends with one `event: error` in Anthropic's shape.
 
-Only type 14 serves this route for now: another type serving it is another exchange of this format (a
-conversion to OpenAI's chat), added to `MessagesRoute.exchanges`.
+Type 14 serves this route in pass-through (`AnthropicPassThrough`); the OpenAI-format types serve it
+converted (`messages_via_openai`); `chat_routes` puts the two together.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.enums import ChannelType
-from server.upstream.formats.base import Answer, Channel, Counter
+from server.upstream.formats.base import Answer, Channel, Counter, Exchange
 from server.upstream.formats.openai_compat import json_or_none, whole_count, with_model
 from server.upstream.formats.sse import data_of, name_of
 from server.upstream.providers import default_base
@@ -163,17 +162,42 @@ def texts_of_message(data: Any) -> list[str]:
     return out
 
 
+class CumulativeUsage:
+    """Anthropic's usage in a stream: `message_start`'s counts (but for its output count, a placeholder
+    until `message_delta` brings the real one), each field `message_delta` reports overwriting them (they
+    are cumulative, never added). `usage`: the counts so far (None before any)."""
+
+    __slots__ = ("_reported", "usage")
+
+    def __init__(self) -> None:
+        self._reported: dict[str, Any] = {}
+        self.usage: Usage | None = None
+
+    def start(self, given: Any) -> None:
+        if isinstance(given, dict):  # its output count (1) is no count yet: a stream cut before
+            # message_delta is charged what it delivered
+            self._take({k: v for k, v in given.items() if k != "output_tokens"})
+
+    def delta(self, given: Any) -> None:
+        if isinstance(given, dict):
+            self._take(given)
+
+    def _take(self, given: dict[str, Any]) -> None:
+        self._reported.update({k: v for k, v in given.items() if v is not None})
+        self.usage = usage_of_messages(self._reported)
+
+
 class MessagesStream:
     """A Messages stream in pass-through: every event as sent. Parsed on the way: `message_start` and
     `message_delta` (one each, for the usage); the text and tool-input deltas are kept unparsed and read
     only when a count of the delivered content is needed."""
 
     form = SSE
-    __slots__ = ("_content", "_reported", "usage")
+    __slots__ = ("_content", "_usage", "usage")
 
     def __init__(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> None:
         self.usage: Usage | None = None
-        self._reported: dict[str, Any] = {}  # the cumulative usage fields, as last reported
+        self._usage = CumulativeUsage()
         self._content: list[bytes] = []
 
     def delivered(self) -> list[str]:
@@ -202,30 +226,35 @@ class MessagesStream:
             delta = _DELTA_TYPE.search(data)
             if delta is not None and delta.group(1) in DELTAS:
                 self._content.append(data)
-        elif kind in (b"message_start", b"message_delta"):
+        elif kind == b"message_start":
             event = json_or_none(data)
-            holder = event.get("message") if kind == b"message_start" and isinstance(event, dict) else event
-            given = holder.get("usage") if isinstance(holder, dict) else None
-            if isinstance(given, dict):
-                given = dict(given)
-                if kind == b"message_start":  # its output count is a placeholder (1), not a count yet:
-                    given.pop("output_tokens", None)  # a stream cut before message_delta counts what it got
-                # each field reported overwrites the last value (cumulative counts: never added)
-                self._reported.update({k: v for k, v in given.items() if v is not None})
-                self.usage = usage_of_messages(self._reported)
+            message = event.get("message") if isinstance(event, dict) else None
+            self._usage.start(message.get("usage") if isinstance(message, dict) else None)
+            self.usage = self._usage.usage
+        elif kind == b"message_delta":
+            event = json_or_none(data)
+            self._usage.delta(event.get("usage") if isinstance(event, dict) else None)
+            self.usage = self._usage.usage
         return raw
 
     def end(self) -> bytes:
         return b""
 
     def error(self, status: int, code: str, message: str) -> bytes:
-        kind = "timeout_error" if code == "upstream_timeout" else "api_error"
-        error = {"type": "error", "error": {"type": kind, "message": message}}
-        return b"event: error\ndata: " + json.dumps(error, ensure_ascii=False).encode() + b"\n\n"
+        return error_event(code, message)
+
+
+def error_event(code: str, message: str) -> bytes:
+    """The event that ends a Messages stream cut after its first byte."""
+    kind = "timeout_error" if code == "upstream_timeout" else "api_error"
+    error = {"type": "error", "error": {"type": kind, "message": message}}
+    return b"event: error\ndata: " + json.dumps(error, ensure_ascii=False).encode() + b"\n\n"
 
 
 class AnthropicPassThrough:
     """A Messages call served by an Anthropic channel: bytes both ways."""
+
+    conversion: tuple[str, str] | None = None
 
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:
@@ -256,8 +285,7 @@ class MessagesRoute:
     dialect: Provider = ANTHROPIC
     forwards: tuple[str, ...] = (VERSION, BETA)
 
-    def __init__(self, name: str, read: Callable[[bytes], Asked], exchanges: dict[int, AnthropicPassThrough]
-                 ) -> None:
+    def __init__(self, name: str, read: Callable[[bytes], Asked], exchanges: Mapping[int, Exchange]) -> None:
         self.name, self._read, self.exchanges = name, read, exchanges
         self.channel_types = frozenset(exchanges)
 
@@ -267,10 +295,9 @@ class MessagesRoute:
     def read_body(self, op: Operation, body: bytes) -> Asked:
         return self._read(body)
 
-    def exchange(self, channel_type: int) -> AnthropicPassThrough:
+    def exchange(self, channel_type: int) -> Exchange:
         return self.exchanges[channel_type]
 
 
-MESSAGES_FORMAT = MessagesRoute("messages", read_messages, {ChannelType.ANTHROPIC: AnthropicPassThrough()})
 COUNT_FORMAT = MessagesRoute("count_tokens", read_count, {})
 """`POST /v1/messages/count_tokens`: the key and the body checked, the estimate answered (no exchange)."""

@@ -15,7 +15,9 @@ declared here, for every route alike.
 
 A stream is mapped event by event (`StreamMapper.event`): what it returns is written before the next
 upstream read, so nothing is held back to join or re-frame events. The mapper keeps the last cumulative
-usage the upstream reported and the text it delivered, for a settlement on what the caller got.
+usage the upstream reported and the text it delivered, for a settlement on what the caller got. A
+conversion that meets an upstream event it cannot map (an error event, a fragment of a block already
+closed) raises `StreamBroken`: the stream then ends with the route's error event, as a cut stream does.
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ from server.upstream.providers.base import (
 )
 
 Counter = Callable[[list[str]], int]
-"""Tollway's own token count of some texts (`server/relay/estimate.py` `count_all`)."""
+"""Tollway's own token count of some texts (`server/upstream/estimate.py` `count_all`)."""
+
+
+class StreamBroken(Exception):
+    """An upstream stream a conversion cannot go on mapping; `written`: what the event mapped to before
+    the break (written first). The message reaches the caller: it names no upstream detail."""
+
+    def __init__(self, message: str, written: bytes = b"") -> None:
+        super().__init__(message)
+        self.message, self.written = message, written
 
 
 class Channel(ChannelTarget, Protocol):
@@ -84,7 +95,12 @@ class StreamMapper(Protocol):
 
 
 class Exchange(Protocol):
-    """How a channel of one type serves a route format: request, reply, stream, errors."""
+    """How a channel of one type serves a route format: request, reply, stream, errors. `conversion`:
+    (caller wire, upstream wire), e.g. ("openai", "anthropic"), when the exchange converts; None when it
+    passes bytes through (an upstream error body then goes back as it came; a converted call's is
+    reshaped into the route's error object)."""
+
+    conversion: tuple[str, str] | None
 
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:

@@ -77,6 +77,8 @@ def usage_of_embed(data: Any) -> Usage | None:
 class GeminiEmbed:
     """The pass-through exchange of a Gemini channel for the embedding methods."""
 
+    conversion: tuple[str, str] | None = None
+
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:
         url = f"{base_of(channel, DEFAULT_BASE)}/v1beta/models/{upstream_model}:{op.name}"

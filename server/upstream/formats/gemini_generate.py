@@ -96,6 +96,8 @@ class GenerateStream:
 class GeminiNative:
     """The pass-through exchange of a Gemini channel."""
 
+    conversion: tuple[str, str] | None = None
+
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:
         return GEMINI.upstream_call(channel, key, op, asked, upstream_model, body)

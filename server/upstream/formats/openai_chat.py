@@ -21,16 +21,13 @@ from typing import Any
 
 from server.upstream.formats.base import Channel, Counter
 from server.upstream.formats.openai_compat import (
-    OPENAI_COMPATIBLE,
     OpenAIPassThrough,
-    OpenAIRoute,
     json_or_none,
     whole_count,
 )
 from server.upstream.formats.sse import data_of, frame
 from server.upstream.providers.base import SSE, Asked, Operation, Usage
 from server.upstream.providers.bodies import invalid, parse_object, required_model
-from server.upstream.providers.gemini import GEMINI
 
 CHAT = Operation("chat/completions")
 DONE = b"[DONE]"
@@ -215,7 +212,6 @@ class ChatStream:
         return frame(json.dumps({"error": error}, ensure_ascii=False).encode())
 
 
-CHAT_FORMAT = OpenAIRoute("chat", CHAT, read_chat,
-                          OpenAIPassThrough("chat/completions", usage_of_chat, texts_of_chat, ChatStream,
-                                            ask_for_usage),
-                          OPENAI_COMPATIBLE | {GEMINI.channel_type})
+CHAT_PASS_THROUGH = OpenAIPassThrough("chat/completions", usage_of_chat, texts_of_chat, ChatStream,
+                                      ask_for_usage)
+"""A chat call on an OpenAI-format channel (`chat_routes` puts it with the conversion for Anthropic)."""

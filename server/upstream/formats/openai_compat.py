@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.enums import ChannelType
-from server.upstream.formats.base import Answer, Channel, Counter, StreamMapper
+from server.upstream.formats.base import Answer, Channel, Counter, Exchange, StreamMapper
 from server.upstream.providers import OPENAI_WIRE_TYPES, default_base
 from server.upstream.providers.base import (
     Asked,
@@ -104,6 +104,8 @@ class OpenAIPassThrough:
     is parsed to count its text — an embeddings reply of a few hundred kilobytes of floats costs a search,
     not a parse."""
 
+    conversion: tuple[str, str] | None = None
+
     def __init__(self, path: str, usage: Callable[[Any], Usage | None] | None,
                  texts: Callable[[Any], list[str]] | None,
                  mapper: Callable[[Operation, Asked, Channel, Counter], StreamMapper] | None = None,
@@ -143,15 +145,17 @@ class OpenAIPassThrough:
 
 class OpenAIRoute:
     """An OpenAI-format route (its path names one operation) served by one pass-through exchange on each
-    of its channel types."""
+    of its OpenAI-format channel types, and by a conversion on each type of `converted` (chat on
+    Anthropic channels)."""
 
     dialect: Provider = OPENAI
     forwards: tuple[str, ...] = ()
 
     def __init__(self, name: str, op: Operation, read: Callable[[bytes], Asked], exchange: OpenAIPassThrough,
-                 channel_types: frozenset[int]) -> None:
+                 channel_types: frozenset[int], converted: Mapping[int, Exchange] | None = None) -> None:
         self.name, self._op, self._read, self._exchange = name, op, read, exchange
-        self.channel_types = channel_types
+        self._passed, self._converted = channel_types, dict(converted or {})
+        self.channel_types = channel_types | frozenset(self._converted)
 
     def operation(self, target: str, args: Params) -> Operation:
         return self._op
@@ -159,7 +163,7 @@ class OpenAIRoute:
     def read_body(self, op: Operation, body: bytes) -> Asked:
         return self._read(body)
 
-    def exchange(self, channel_type: int) -> OpenAIPassThrough:
-        if channel_type not in self.channel_types:
-            raise KeyError(channel_type)
-        return self._exchange
+    def exchange(self, channel_type: int) -> Exchange:
+        if channel_type in self._passed:
+            return self._exchange
+        return self._converted[channel_type]

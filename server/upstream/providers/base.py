@@ -79,6 +79,11 @@ class Operation:
     form: StreamForm | None = None
 
 
+DEFAULT_CAP = 8192
+"""The output cap sent to an upstream that requires one when the request names none and the option
+`claude.default_max_tokens` gives none."""
+
+
 @dataclass(frozen=True, slots=True)
 class Asked:
     """What the gateway needs from a call's body, read from a parsed copy."""
@@ -96,6 +101,10 @@ class Asked:
     counted: int = 0  # prompt tokens the caller sent as token ids (added to the estimate of `texts`)
     # the caller's headers the route's exchanges forward upstream (its format's `forwards`), by lowercase name
     headers: Mapping[str, str] | None = None
+    request_id: str = ""  # the call's (a converted reply's `id` is built from it)
+    # the output cap sent to an upstream that requires one when the request names none (a chat call
+    # converted for Anthropic: option `claude.default_max_tokens`)
+    default_cap: int = DEFAULT_CAP
 
 
 @dataclass(frozen=True, slots=True)
