@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import httpx
 
@@ -33,7 +34,7 @@ from server.redaction import redact
 from server.relay.call import Call
 from server.upstream.client import Upstream
 from server.upstream.faults import describe, is_timeout, judge, keyword_disables
-from server.upstream.providers.base import UnreadableReply
+from server.upstream.providers.base import DEFAULT_CAP, Asked, UnreadableReply
 
 log = logging.getLogger("tollway.relay")
 
@@ -50,6 +51,17 @@ def mapped_status(channel: RoutedChannel, status: int) -> int:
     except (TypeError, ValueError):
         return status
     return mapped if 100 <= mapped <= 599 else status
+
+
+def for_conversion(asked: Asked, request_id: str, settings: Settings) -> Asked:
+    """What a conversion needs besides the body: the request id (a converted reply's `id`) and, when the
+    request names no output cap, the `max_tokens` a conversion for Anthropic sends
+    (`claude.default_max_tokens`). Pass-through calls never pay for the copy."""
+    if asked.completion_tokens is not None:
+        return replace(asked, request_id=request_id)
+    caps = settings.claude_default_max_tokens
+    return replace(asked, request_id=request_id,
+                   default_cap=caps.get(asked.model) or caps.get("default") or DEFAULT_CAP)
 
 
 async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: Backend,
@@ -71,6 +83,8 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
         key_index = await choose_key(channel, backend)
         upstream_model = map_model(channel.model_mapping, model)
         exchange = route.exchange(channel.type)
+        if exchange.conversion is not None and not asked.request_id:  # once, for the first that converts
+            asked = call.asked = for_conversion(asked, request_id, settings)
         request = exchange.request(channel, channel.keys[key_index], op, asked, upstream_model,
                                    call.incoming.body)
         kind, channel_id = channel.type, channel.id

@@ -85,7 +85,7 @@ from server.upstream.client import Upstream, UpstreamResponse
 from server.upstream.estimate import count_all
 from server.upstream.formats.base import Format, StreamMapper
 from server.upstream.providers import owned_by
-from server.upstream.providers.base import DEFAULT_CAP, ListedModel, Provider, Usage
+from server.upstream.providers.base import ListedModel, Provider, Usage
 
 log = logging.getLogger("tollway.relay")
 
@@ -257,20 +257,15 @@ class Relay:
 
     def read_body(self, call: Call) -> None:
         """Step 7: what the body asks for, read once (a 400 naming the field), with the caller headers
-        the route's exchanges forward (`Format.forwards`: none but for Anthropic's `anthropic-version`), the
-        request id and, when the request names no output cap, the cap a conversion for Anthropic sends."""
+        the route's exchanges forward (`Format.forwards`: none but for Anthropic's `anthropic-version`)."""
         if call.asked is None:
             assert call.op is not None
-            route, incoming = call.route, call.incoming
-            asked = route.read_body(call.op, incoming.body)
-            extra: dict[str, Any] = {"request_id": incoming.request_id}
+            route, headers = call.route, call.incoming.headers
+            asked = route.read_body(call.op, call.incoming.body)
             if route.forwards:
-                extra["headers"] = {name: str(value) for name in route.forwards
-                                    if (value := incoming.headers.get(name)) is not None}
-            if asked.completion_tokens is None:  # what a conversion for Anthropic sends as `max_tokens`
-                caps = self.options.settings.claude_default_max_tokens
-                extra["default_cap"] = caps.get(asked.model) or caps.get("default") or DEFAULT_CAP
-            asked = call.asked = replace(asked, **extra)
+                asked = replace(asked, headers={name: str(value) for name in route.forwards
+                                                if (value := headers.get(name)) is not None})
+            call.asked = asked
             call.prompt_tokens = count_all(asked.texts) + asked.counted
 
     def admit(self, call: Call) -> None:
