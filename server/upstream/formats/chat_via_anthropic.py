@@ -290,7 +290,7 @@ class ChatFromAnthropicStream:
     def event(self, raw: bytes) -> bytes:
         data = data_of(raw)
         event = json_or_none(data) if data[:1] == b"{" else None
-        if not isinstance(event, dict):
+        if not isinstance(event, dict) or self._done:  # nothing follows `[DONE]`
             return b""
         kind = event.get("type") or name_of(raw).decode("utf-8", "replace")
         if kind == "content_block_delta":

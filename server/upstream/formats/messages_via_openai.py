@@ -67,7 +67,7 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
         raise invalid(f"{where}.content: must be a string or an array of content blocks", "messages")
     for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in BLOCKS:
+        if not isinstance(kind, str) or kind not in BLOCKS:
             raise invalid(f"{where}.content[{j}].type: {str(kind)[:40]!r} blocks cannot go to this model "
                           "(text, image, tool_use, tool_result and thinking can)", "messages")
     return content
@@ -174,7 +174,7 @@ def chat_request(asked: Asked, upstream_model: str, channel: Channel) -> dict[st
         kind = choice.get("type")
         if kind == "tool" and isinstance(choice.get("name"), str):
             out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        elif kind in TOOL_CHOICE:
+        elif isinstance(kind, str) and kind in TOOL_CHOICE:
             out["tool_choice"] = TOOL_CHOICE[str(kind)]
         if choice.get("disable_parallel_tool_use") is True:
             out["parallel_tool_calls"] = False
