@@ -52,7 +52,7 @@ shaped = st.recursive(
 """Values built from the words the conversion reads, so generated bodies reach its branches."""
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(messages=st.lists(st.dictionaries(keys, shaped, max_size=4), min_size=1, max_size=4),
        extra=st.dictionaries(st.sampled_from(["n", "stop", "temperature", "tools", "tool_choice", "user",
                                               "parallel_tool_calls", "top_p"]), shaped | json_values,
@@ -77,7 +77,7 @@ def test_any_accepted_chat_body_is_converted_or_refused_naming_a_field(messages:
     assert all(turn["role"] in ("user", "assistant") for turn in out["messages"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(turns=st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
                                              "content": shaped}), min_size=1, max_size=4),
        extra=st.dictionaries(st.sampled_from(["system", "tools", "tool_choice", "stop_sequences", "metadata",
@@ -124,7 +124,7 @@ openai_chunks = st.lists(st.one_of(
     st.builds(lambda value: chunk(value), json_values)), max_size=14)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(events=openai_chunks)
 def test_any_openai_stream_maps_to_a_well_formed_anthropic_stream_or_breaks_cleanly(
         events: list[bytes]) -> None:
@@ -186,7 +186,7 @@ anthropic_events = st.lists(st.one_of(
     st.builds(lambda value: b"data: " + json.dumps(value).encode() + b"\n\n", json_values)), max_size=14)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(events=anthropic_events, include_usage=st.booleans())
 def test_any_anthropic_stream_maps_to_chunks_or_breaks_cleanly(events: list[bytes],
                                                                include_usage: bool) -> None:
