@@ -2,6 +2,7 @@
 one worker, against the same fast upstream as `scripts/bench.py`.
 
     python -m scripts.bench_chat [--duration 5] [--rounds 3] [--setups embedded,redis-1w,litellm]
+                                 [--modes chat,messages-openai,chat-anthropic,messages]
                                  [--stream-calls 200] [--streams 64] [--events 50] [--interval 0.02]
                                  [--litellm /tmp/litellm-venv/bin/litellm] [--stalls] [--out F]
 
@@ -34,6 +35,11 @@ The measures (Tollway and LiteLLM pinned to CPU 0; wrk, this driver and the upst
    send time (the client notes the time of each read; an event counts once its blank line is read).
    p50, p99, max, and p99 − direct's p99; the set-up's CPU per stream.
 
+`--modes` chooses what runs (default: all): `chat`, the four measures above, and the Anthropic Messages
+modes of `scripts/bench_chat_convert.py` (measures 1 and 2 of `/v1/messages` converted for an OpenAI
+channel, of chat converted for an Anthropic channel, and of `/v1/messages` passed through to one; on the
+Tollway set-ups, LiteLLM not needed).
+
 Each wrk figure is the median of `--rounds` interleaved runs, CPU µs per call the CPU time of the
 set-up's process tree (from /proc) over the calls served; the percentiles of 1 and 4 are over all rounds'
 samples. `--stalls` runs the Tollway set-ups under `scripts/stallwatch.py` and reports each paced run's
@@ -54,15 +60,17 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 
-from scripts.bench import BY_PROCESS, Result, Target, environment, first_byte_ms, measure, median_cell, wrk
+from scripts import bench_chat_convert as convert
+from scripts.bench import Result, Target, environment, first_byte_ms, measure, median_cell, wrk
 from scripts.bench_chat_streams import (
     CHAT_PATH,
+    CONCURRENCY,
+    CPU_COLUMNS,
     EVENTS,
     LITELLM_EXE,
     PACED,
@@ -70,14 +78,22 @@ from scripts.bench_chat_streams import (
     PREFIXES,
     STREAM_1,
     STREAM_200,
+    TOLLWAYS,
+    TTFB_COLUMNS,
     Stamps,
     chat_replies,
     chat_request,
+    cpu_cells,
     litellm_version,
-    per_chunk_us,
+    md_header,
+    md_row,
     percentile,
+    run_async,
     start_litellm,
     start_paced,
+    stream_cpu_cell,
+    ttfb_cell,
+    ttfb_cells,
 )
 from scripts.bench_env import (
     MODERATION_BODY,
@@ -91,10 +107,7 @@ from scripts.bench_env import (
 )
 from scripts.stallwatch import summarize
 
-TOLLWAYS = ("embedded", "redis-1w")
 SETUPS = (*TOLLWAYS, "litellm")
-CONCURRENCY = 16
-T = TypeVar("T")
 
 
 def _load() -> list[float]:
@@ -116,16 +129,6 @@ def chat_path(target: Target, model: str) -> str:
 
 def paced_url(target: Target, paced: str) -> str:
     return f"{paced}{CHAT_PATH}" if target.name == "direct" else target.base + CHAT_PATH
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """On uvloop when it is there (a lighter client, as the server's workers)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
 
 
 async def paced_streams(url: str, key: str, streams: int, seconds: float) -> tuple[list[float], int]:
@@ -192,48 +195,68 @@ def warm_up(targets: dict[str, Target], paced: str, args: argparse.Namespace, wo
         run_async(paced_streams(paced_url(t, paced), t.key, 4, 30 + args.events * args.interval * 3))
 
 
+class ChatRuns:
+    """The pass-through's samples and wrk runs (measures 1–4), round after round."""
+
+    def __init__(self) -> None:
+        self.ttfb: dict[str, list[float]] = {}
+        self.streamed: dict[tuple[str, int], list[Result]] = {}
+        self.plain: dict[tuple[str, str], list[Result]] = {}
+        self.paced: dict[str, list[dict[str, Any]]] = {}
+
+    def round(self, targets: dict[str, Target], paced: str, args: argparse.Namespace, workdir: Path,
+              round_no: int) -> None:
+        stream_body = chat_request(STREAM_1, stream=True)
+        for name, t in targets.items():
+            self.ttfb.setdefault(name, []).extend(run_async(first_byte_ms(
+                t.base + chat_path(t, STREAM_1), t.key, args.stream_calls, stream_body)))
+        for name, t in targets.items():
+            if name not in TOLLWAYS:
+                continue
+            for model in (STREAM_1, STREAM_200):
+                label = f"{name}-k{EVENTS[model]}-r{round_no}"
+                self.streamed.setdefault((name, EVENTS[model]), []).append(measure(
+                    t, CHAT_PATH, chat_request(model, stream=True), CONCURRENCY, args, workdir, label))
+        for name, t in targets.items():
+            for scenario, path, body in (("chat", chat_path(t, PLAIN), chat_request(PLAIN, stream=False)),
+                                         ("moderation", "/v1/moderations", MODERATION_BODY)):
+                self.plain.setdefault((name, scenario), []).append(measure(
+                    t, path, body, CONCURRENCY, args, workdir, f"{name}-{scenario}-r{round_no}"))
+        for name, t in targets.items():
+            self.paced.setdefault(name, []).append(paced_run(t, paced, args))
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="tollway-bench-chat-"))
     results: dict[str, Any] = {"duration_s": args.duration, "rounds": args.rounds, "cpus": os.cpu_count(),
                                "concurrency": CONCURRENCY, "streams": args.streams, "events": args.events,
-                               "interval_s": args.interval, "loadavg_before": _load()}
+                               "interval_s": args.interval, "modes": args.modes, "loadavg_before": _load()}
+    chat = convert.CHAT_MODE in args.modes
     with contextlib.ExitStack() as stack:
         paced_port = free_port()
         paced_proc: Proc = start_paced(workdir, paced_port, args.events, args.interval, sys.executable)
         stack.callback(paced_proc.stop)
         paced = f"http://127.0.0.1:{paced_port}"
-        targets = stack.enter_context(environment(args, workdir, chat_fixture(paced)))
+        targets = stack.enter_context(environment(args, workdir, convert.with_claude(chat_fixture(paced))))
         results["litellm"] = (add_litellm(targets, stack, workdir, paced, args) if "litellm" in args.setups
                               else "not asked for")
         results["litellm_version"] = litellm_version(args.litellm)
         if (os.cpu_count() or 1) >= 2:
             os.sched_setaffinity(0, {1})  # the driver's clients beside wrk and the upstreams
-        warm_up(targets, paced, args, workdir)
-        ttfb: dict[str, list[float]] = {}
-        streamed: dict[tuple[str, int], list[Result]] = {}
-        plain: dict[tuple[str, str], list[Result]] = {}
-        paced_runs: dict[str, list[dict[str, Any]]] = {}
-        stream_body = chat_request(STREAM_1, stream=True)
+        if chat:
+            warm_up(targets, paced, args, workdir)
+        convert.warm_up(targets, args.modes, workdir)
+        runs = ChatRuns()
+        ttfb: convert.Samples = {}
+        streamed: convert.Streamed = {}
         for round_no in range(args.rounds):
             print(f"round {round_no + 1}/{args.rounds}", flush=True)
-            for name, t in targets.items():
-                ttfb.setdefault(name, []).extend(run_async(first_byte_ms(
-                    t.base + chat_path(t, STREAM_1), t.key, args.stream_calls, stream_body)))
-            for name, t in targets.items():
-                if name not in TOLLWAYS:
-                    continue
-                for model in (STREAM_1, STREAM_200):
-                    label = f"{name}-k{EVENTS[model]}-r{round_no}"
-                    streamed.setdefault((name, EVENTS[model]), []).append(measure(
-                        t, CHAT_PATH, chat_request(model, stream=True), CONCURRENCY, args, workdir, label))
-            for name, t in targets.items():
-                for scenario, path, body in (("chat", chat_path(t, PLAIN), chat_request(PLAIN, stream=False)),
-                                             ("moderation", "/v1/moderations", MODERATION_BODY)):
-                    plain.setdefault((name, scenario), []).append(measure(
-                        t, path, body, CONCURRENCY, args, workdir, f"{name}-{scenario}-r{round_no}"))
-            for name, t in targets.items():
-                paced_runs.setdefault(name, []).append(paced_run(t, paced, args))
-        results |= figures(ttfb, streamed, plain, paced_runs, args)
+            if chat:
+                runs.round(targets, paced, args, workdir, round_no)
+            convert.one_round(targets, args.modes, args, workdir, round_no, ttfb, streamed)
+        if chat:
+            results |= figures(runs.ttfb, runs.streamed, runs.plain, runs.paced, args)
+        results["convert"] = convert.figures(ttfb, streamed)
         results["conservation"] = {name: conserved(t.base, t.initial, t.sql_balance)
                                    for name, t in targets.items()
                                    if t.initial is not None and t.sql_balance is not None}
@@ -242,25 +265,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def worker_us(cell: dict[str, Any], name: str) -> float:
-    """CPU µs per call of the serving process alone (without `tollway serve`'s quota sync process)."""
-    return float(cell.get(BY_PROCESS, {}).get(name, cell["cpu_us_per_call"]))
-
-
 def figures(ttfb: dict[str, list[float]], streamed: dict[tuple[str, int], list[Result]],
             plain: dict[tuple[str, str], list[Result]], paced: dict[str, list[dict[str, Any]]],
             args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"ttfb_ms": {}, "stream_cpu": {}, "chat_vs_moderation": {}, "paced": {}}
-    base = {q: percentile(ttfb["direct"], q) for q in (50, 99)}
     for name, samples in ttfb.items():
-        p50, p99 = percentile(samples, 50), percentile(samples, 99)
-        out["ttfb_ms"][name] = {"n": len(samples), "p50": round(p50, 3), "p99": round(p99, 3),
-                                "added_p50": round(p50 - base[50], 3), "added_p99": round(p99 - base[99], 3)}
+        out["ttfb_ms"][name] = ttfb_cell(samples, ttfb["direct"])
     for name in dict.fromkeys(n for n, _ in streamed):
-        k1, k200 = median_cell(streamed[(name, 1)]), median_cell(streamed[(name, 200)])
-        out["stream_cpu"][name] = {"k1": k1, "k200": k200, "us_per_chunk": round(
-            per_chunk_us(worker_us(k1, name), worker_us(k200, name), 1, 200), 1), "us_per_chunk_tree": round(
-            per_chunk_us(k1["cpu_us_per_call"], k200["cpu_us_per_call"], 1, 200), 1)}
+        out["stream_cpu"][name] = stream_cpu_cell(median_cell(streamed[(name, 1)]),
+                                                  median_cell(streamed[(name, 200)]), name)
     for name in dict.fromkeys(n for n, _ in plain):
         chat, moderation = median_cell(plain[(name, "chat")]), median_cell(plain[(name, "moderation")])
         row: dict[str, Any] = {"chat": chat, "moderation": moderation}
@@ -287,42 +300,37 @@ def figures(ttfb: dict[str, list[float]], streamed: dict[tuple[str, int], list[R
     return out
 
 
-def _header(*names: str) -> list[str]:
-    return ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-
-
-def _row(*cells: object) -> str:
-    return "| " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in cells) + " |"
-
-
-def table(results: dict[str, Any]) -> str:
-    lines = _header("streamed chat, sequential", "TTFB p50 ms", "p99 ms", "added p50", "added p99", "calls")
-    lines += [_row(n, f"{c['p50']:.2f}", f"{c['p99']:.2f}", f"{c['added_p50']:.2f}", f"{c['added_p99']:.2f}",
-                   c["n"]) for n, c in results["ttfb_ms"].items()]
-    lines += _header(f"pass-through stream, c={CONCURRENCY}", "K=1 req/s", "K=1 CPU µs/call", "K=200 req/s",
-                     "K=200 CPU µs/call", "worker µs per chunk", "tree µs per chunk", "errors")
-    for n, c in results["stream_cpu"].items():
-        k1, k200 = c["k1"], c["k200"]
-        lines.append(_row(n, f"{k1['rps']:,.0f}", k1.get("cpu_us_per_call", ""), f"{k200['rps']:,.0f}",
-                          k200.get("cpu_us_per_call", ""), c["us_per_chunk"], c["us_per_chunk_tree"],
-                          k1["errors"] + k200["errors"]))
-    lines += _header(f"plain call, c={CONCURRENCY}", "chat req/s", "chat CPU µs/call", "moderation req/s",
+def chat_table(results: dict[str, Any]) -> list[str]:
+    """The pass-through's tables (measures 1–4), each opened by a blank line."""
+    lines = md_header("streamed chat, sequential", *TTFB_COLUMNS)
+    lines += [md_row(n, *ttfb_cells(c)) for n, c in results["ttfb_ms"].items()]
+    lines += md_header(f"pass-through stream, c={CONCURRENCY}", *CPU_COLUMNS)
+    lines += [md_row(n, *cpu_cells(c)) for n, c in results["stream_cpu"].items()]
+    lines += md_header(f"plain call, c={CONCURRENCY}", "chat req/s", "chat CPU µs/call", "moderation req/s",
                      "moderation CPU µs/call", "chat ÷ moderation", "errors")
     for n, c in results["chat_vs_moderation"].items():
         chat, mod = c["chat"], c["moderation"]
-        lines.append(_row(n, f"{chat['rps']:,.0f}", chat.get("cpu_us_per_call", ""), f"{mod['rps']:,.0f}",
+        lines.append(md_row(n, f"{chat['rps']:,.0f}", chat.get("cpu_us_per_call", ""), f"{mod['rps']:,.0f}",
                           mod.get("cpu_us_per_call", ""), c.get("ratio", ""), chat["errors"] + mod["errors"]))
-    lines += _header(f"{results['streams']} paced streams × {results['events']} events", "events",
+    lines += md_header(f"{results['streams']} paced streams × {results['events']} events", "events",
                      "delay p50 ms", "p99 ms", "max ms", "p99 − direct", "p99 by round", "CPU µs/stream",
                      "failed")
-    lines += [_row(n, f"{c['events']:,}/{c['expected']:,}", c.get("p50_ms", ""), c.get("p99_ms", ""),
+    lines += [md_row(n, f"{c['events']:,}/{c['expected']:,}", c.get("p50_ms", ""), c.get("p99_ms", ""),
                    c.get("max_ms", ""), c.get("added_p99_ms", ""),
                    " / ".join(str(p) for p in c.get("p99_ms_by_round", [])), c.get("cpu_us_per_stream", ""),
                    c["failed_streams"]) for n, c in results["paced"].items()]
     lines += [f"{n} paced, round {i + 1}: {st['stalls']} stalls over 5 ms, max {st['stall_ms_max']} ms, "
               f"{st['mostly_waiting_for_a_cpu']} mostly waiting for a CPU; {st['culprits']}"
               for n, c in results["paced"].items() for i, st in enumerate(c.get("stalls", [])) if st]
-    lines += ["", f"LiteLLM {results['litellm_version']}: {results['litellm']}; "
+    return lines
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = chat_table(results) if "ttfb_ms" in results else []
+    if results.get("convert"):
+        lines += ["", convert.table(results)]
+    lines += ["", f"Modes: {', '.join(results['modes'])}. "
+              f"LiteLLM {results['litellm_version']}: {results['litellm']}; "
               f"load average before and after: {results['loadavg_before']}, {results['loadavg_after']}"]
     checks = results.get("conservation", {})
     lines.append("Conservation (live = initial − Σ consume logs, user and key; SQL = live): " + "; ".join(
@@ -341,6 +349,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=50, help="events per paced stream")
     parser.add_argument("--interval", type=float, default=0.02, help="seconds between paced events")
     parser.add_argument("--litellm", default=LITELLM_EXE, help="LiteLLM's CLI (its own venv)")
+    parser.add_argument("--modes", default="all", help=f"all, or any of {', '.join(convert.ALL_MODES)}")
     parser.add_argument("--out", default="bench-chat-results.json")
     parser.add_argument("--stalls", action="store_true",
                         help="Tollway under scripts/stallwatch.py: its loop stalls over 5 ms per paced run")
@@ -349,6 +358,10 @@ def main() -> None:
     args.setups = set(args.setups.split(","))
     if unknown := args.setups - set(SETUPS):
         sys.exit(f"bench_chat: unknown set-up: {', '.join(sorted(unknown))}")
+    try:
+        args.modes = convert.parse_modes(args.modes)
+    except ValueError as exc:
+        sys.exit(f"bench_chat: {exc}")
     if shutil.which("wrk") is None:
         sys.exit("bench_chat: wrk is needed (Debian: apt-get install wrk)")
     results = run(args)

@@ -5,6 +5,8 @@ Why a module apart: the fixed replies are shared by nginx (written into its conf
 past nginx's 4 KiB string limit) and the Python fallback, the paced upstream runs as a process of its own
 (`python -m scripts.bench_chat_streams --port P`, pinned like the other upstream), and the pure pieces
 (the chunk builder, the percentile, the delay reader) are tested on their own (tests/test_bench_chat.py).
+The figures and table rows of measures 1 and 2 are here too: `scripts/bench_chat_convert.py`'s modes
+report them as the pass-through does.
 
 The events look like OpenAI's: `chat.completion.chunk` objects of about 150 bytes with one content delta,
 the last with `finish_reason: "stop"`, then the usage chunk (`choices: []`) and `data: [DONE]`. The paced
@@ -24,10 +26,16 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
+from scripts.bench import BY_PROCESS
 from scripts.bench_env import MODERATION, Proc, pinned, repo_env, spawn
+
+TOLLWAYS = ("embedded", "redis-1w")
+CONCURRENCY = 16
+T = TypeVar("T")
 
 CREATED = 1733580000
 CHAT_ID = "chatcmpl-b7Yx0"
@@ -104,6 +112,62 @@ def percentile(values: Sequence[float], q: float) -> float:
 def per_chunk_us(cpu_small: float, cpu_large: float, k_small: int = 1, k_large: int = 200) -> float:
     """CPU µs per streamed chunk from the CPU µs per call at two chunk counts."""
     return (cpu_large - cpu_small) / (k_large - k_small)
+
+
+def worker_us(cell: dict[str, Any], name: str) -> float:
+    """CPU µs per call of the serving process alone (without `tollway serve`'s quota sync process)."""
+    return float(cell.get(BY_PROCESS, {}).get(name, cell["cpu_us_per_call"]))
+
+
+def ttfb_cell(samples: Sequence[float], direct: Sequence[float]) -> dict[str, Any]:
+    """Measure 1's figures of a set-up: p50, p99 and their excess over direct's (calls are not paired)."""
+    p50, p99 = percentile(samples, 50), percentile(samples, 99)
+    return {"n": len(samples), "p50": round(p50, 3), "p99": round(p99, 3),
+            "added_p50": round(p50 - percentile(direct, 50), 3),
+            "added_p99": round(p99 - percentile(direct, 99), 3)}
+
+
+def stream_cpu_cell(k1: dict[str, Any], k200: dict[str, Any], name: str) -> dict[str, Any]:
+    """Measure 2's figures of a set-up from its median wrk cells at K = 1 and K = 200: the worker's and
+    the process tree's CPU µs per chunk."""
+    return {"k1": k1, "k200": k200,
+            "us_per_chunk": round(per_chunk_us(worker_us(k1, name), worker_us(k200, name), 1, 200), 1),
+            "us_per_chunk_tree": round(
+                per_chunk_us(k1["cpu_us_per_call"], k200["cpu_us_per_call"], 1, 200), 1)}
+
+
+def md_header(*names: str) -> list[str]:
+    return ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+
+
+def md_row(*cells: object) -> str:
+    return "| " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in cells) + " |"
+
+
+TTFB_COLUMNS = ("TTFB p50 ms", "p99 ms", "added p50", "added p99", "calls")
+CPU_COLUMNS = ("K=1 req/s", "K=1 CPU µs/call", "K=200 req/s", "K=200 CPU µs/call", "worker µs per chunk",
+               "tree µs per chunk", "errors")
+
+
+def ttfb_cells(c: dict[str, Any]) -> list[object]:
+    return [f"{c['p50']:.2f}", f"{c['p99']:.2f}", f"{c['added_p50']:.2f}", f"{c['added_p99']:.2f}", c["n"]]
+
+
+def cpu_cells(c: dict[str, Any]) -> list[object]:
+    k1, k200 = c["k1"], c["k200"]
+    return [f"{k1['rps']:,.0f}", k1.get("cpu_us_per_call", ""), f"{k200['rps']:,.0f}",
+            k200.get("cpu_us_per_call", ""), c["us_per_chunk"], c["us_per_chunk_tree"],
+            k1["errors"] + k200["errors"]]
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """On uvloop when it is there (a lighter client, as the server's workers)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 class Stamps:
