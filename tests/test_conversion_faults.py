@@ -19,6 +19,7 @@ from models.logs import Log
 from server.upstream.estimate import count_all
 from tests.fakes.anthropic import FakeAnthropic, event
 from tests.fakes.openai import FakeOpenAI
+from tests.gateway import seed_channel
 from tests.harness import Running
 from tests.test_anthropic_sdk import body_error, consume_logs, cost
 from tests.test_anthropic_sdk import client as claude_client
@@ -235,3 +236,26 @@ async def test_an_anthropic_upstreams_error_event_ends_an_openai_callers_stream(
     assert f"(request id: {reply.headers['x-request-id']})" in last["error"]["message"]
     log = await settled_once(app, uid)
     assert (log.prompt_tokens, log.completion_tokens) == (12, count_all(["Partial"]))
+
+
+async def test_an_upstream_404_is_a_not_found_error_for_an_anthropic_caller_and_an_upstream_error_for_openai(
+        embedded_app: Running, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic) -> None:
+    app = embedded_app
+    uid, key = await setup(app)
+    # channels whose base_url has a path no fake serves: each answers its own format's 404
+    await seed_channel(app.state, type=1, base_url=f"{openai_fake.url}/nowhere", models=CHAT)
+    await seed_channel(app.state, type=14, base_url=f"{anthropic_fake.url}/nowhere", models=CLAUDE)
+    with pytest.raises(anthropic.NotFoundError) as from_openai:
+        await claude_client(app, key).messages.create(model=CHAT, max_tokens=64, messages=HI)
+    body = from_openai.value.body
+    assert isinstance(body, dict)
+    error = body["error"]
+    assert (error["type"], error["details"]["error_code"]) == ("not_found_error", "upstream_error")
+    assert "Invalid URL (POST /nowhere/v1/chat/completions)" in error["message"]
+    with pytest.raises(openai.NotFoundError) as from_claude:
+        await chat_client(app, key).chat.completions.create(model=CLAUDE, messages=HI)
+    assert (from_claude.value.type, from_claude.value.code) == ("upstream_error", "404")
+    assert "Not Found (POST /nowhere/v1/messages)" in from_claude.value.message
+    assert (len(openai_fake.received), len(anthropic_fake.received)) == (1, 1)  # not retried
+    assert await consume_logs(app) == []
+    assert await app.state.quota.balance("user", uid) == START
