@@ -1,5 +1,6 @@
-"""A streamed chat call whose worker is killed by the OS (`kill -9`) mid-stream: the real `tollway serve
---workers 2` on MariaDB and a redis-server of the test's own. The dead worker never settles; the sweeper
+"""A streamed chat call whose worker is killed by the OS (`kill -9`) mid-stream, in pass-through and
+converted (a `/v1/messages` stream on an OpenAI channel): the real `tollway serve --workers 2` on MariaDB and
+a redis-server of the test's own. The dead worker never settles; the sweeper
 returns its whole hold after the lease, so the books stay exact (no consume log, nothing charged), and the
 next call is charged once by the formula."""
 
@@ -12,8 +13,10 @@ import math
 import os
 import secrets
 import signal
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -52,6 +55,11 @@ async def _set_up(base_url: str, oai: FakeOpenAI) -> tuple[int, str]:
         return uid, str(made.json()["data"]["key"])
 
 
+def _replaced(proc: Any, main_pid: int, victims: list[int]) -> Callable[[], bool]:
+    """The killed workers are gone and replaced by ready ones."""
+    return lambda: not set(victims) & set(server_workers(main_pid).values()) and _ready(proc, main_pid)()
+
+
 async def test_a_worker_killed_mid_stream_charges_nothing_and_the_next_call_once(tmp_path: Path) -> None:
     try:
         db_url = await asyncio.to_thread(create_database, "mariadb")
@@ -72,28 +80,32 @@ async def test_a_worker_killed_mid_stream_charges_nothing_and_the_next_call_once
                     await asyncio.to_thread(wait_for, _ready(proc, main_pid), DEADLINE, "two ready workers")
                     await _settled(redis.url)  # the top-up is in SQL before the books are read
                     start = await _books(db_url, uid)
-                    oai.hold_stream()
                     body = {"model": CHAT, "messages": [{"role": "user", "content": "hi"}], "stream": True,
                             "max_tokens": 100}
-                    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
-                        with contextlib.suppress(httpx.TransportError):
-                            async with http.stream("POST", "/v1/chat/completions", json=body,
-                                                   headers={"Authorization": f"Bearer {key}"}) as reply:
-                                assert reply.status_code == 200
-                                async for line in reply.aiter_lines():
-                                    assert line.startswith("data: ")  # the first event has arrived
-                                    break
-                                victims = list(server_workers(main_pid).values())
-                                for victim in victims:  # whichever took it, killed mid-stream
-                                    os.kill(victim, signal.SIGKILL)
-                    oai.release_stream()
-                    await asyncio.to_thread(
-                        wait_for, lambda: not set(victims) & set(server_workers(main_pid).values())
-                        and _ready(proc, main_pid)(), DEADLINE, "the killed workers replaced")
-                    await _settled(redis.url)  # the sweeper returned the hold; the sync drained
-                    after_kill = await _books(db_url, uid)
-                    assert after_kill["logs"] == []
-                    assert (after_kill["quota"], after_kill["remain"]) == (start["quota"], start["remain"])
+                    # a chat stream in pass-through, then a Messages stream converted for the OpenAI channel
+                    for path, headers, first in (
+                            ("/v1/chat/completions", {"Authorization": f"Bearer {key}"}, "data: "),
+                            ("/v1/messages", {"x-api-key": key, "anthropic-version": "2023-06-01"},
+                             "event: message_start")):
+                        oai.hold_stream()
+                        async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+                            with contextlib.suppress(httpx.TransportError):
+                                async with http.stream("POST", path, json=body, headers=headers) as reply:
+                                    assert reply.status_code == 200
+                                    async for line in reply.aiter_lines():
+                                        assert line.startswith(first)  # the first event has arrived
+                                        break
+                                    victims = list(server_workers(main_pid).values())
+                                    for victim in victims:  # whichever took it, killed mid-stream
+                                        os.kill(victim, signal.SIGKILL)
+                        oai.release_stream()
+                        await asyncio.to_thread(wait_for, _replaced(proc, main_pid, victims), DEADLINE,
+                                                "the killed workers replaced")
+                        await _settled(redis.url)  # the sweeper returned the hold; the sync drained
+                        after_kill = await _books(db_url, uid)
+                        assert after_kill["logs"] == [], path
+                        assert (after_kill["quota"], after_kill["remain"]) == (start["quota"],
+                                                                               start["remain"])
 
                     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
                         done = await http.post("/v1/chat/completions", json={**body, "stream": False},
