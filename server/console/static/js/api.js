@@ -9,25 +9,37 @@
  * `onSignedOut` is told.
  */
 
+import { t } from "./i18n.js";
+
 /** A field name at the start of a refusal: `name: …`, `channel.type: …`, `ids[2]: …`. */
 const FIELD = /^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[\d+\])*): (.+)$/s;
+
+/** The envelope `code`s the console words itself, in the chosen language (other refusals: the server's message). */
+const CODES = /** @type {Record<string, () => string>} */ ({
+  VERIFICATION_REQUIRED: () => t("api.code.verificationRequired"),
+  VERIFICATION_EXPIRED: () => t("api.code.verificationExpired"),
+  CROSS_SITE_REQUEST: () => t("api.code.crossSite"),
+});
 
 export class ApiError extends Error {
   /**
    * @param {string} message the server's message (or what went wrong on the way)
    * @param {number} status the HTTP status (0 when the server could not be reached)
-   * @param {string} [code] the envelope's `code`, when it has one
+   * @param {string} [code] the envelope's `code`, when it has one: a code the console knows is shown in
+   *   its own words, in the chosen language, instead of `message`
    */
   constructor(message, status, code = "") {
-    super(message);
+    super(code in CODES ? CODES[code]() : message);
+    /** The server's own words. */
+    this.serverMessage = message;
     this.name = "ApiError";
     this.status = status;
     this.code = code;
-    const named = FIELD.exec(message);
+    const named = FIELD.exec(this.message);
     /** The field the message names, or "". */
     this.field = named ? named[1] : "";
     /** The message without the field name (`must be 8–64 characters`), or the whole message. */
-    this.detail = named ? named[2] : message;
+    this.detail = named ? named[2] : this.message;
   }
 }
 
@@ -91,13 +103,13 @@ export class Api {
       response = await fetch(new URL(path, window.location.origin), { headers, credentials: "same-origin", cache: "no-store" });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new ApiError(`The server could not be reached (${reason}). Check your connection and try again.`, 0);
+      throw new ApiError(t("api.unreachable", { reason }), 0);
     }
     if (response.ok) return response.blob();
     /** @type {any} */
     const envelope = await response.json().catch(() => null);
     const message = envelope && typeof envelope.message === "string" && envelope.message
-      ? envelope.message : `The server answered ${response.status} without a message.`;
+      ? envelope.message : t("api.noMessage", { status: response.status });
     if (response.status === 401 && asUser && asUser === this.userId) this.onSignedOut();
     throw new ApiError(message, response.status);
   }
@@ -129,7 +141,7 @@ export class Api {
       response = await fetch(url, init);
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new ApiError(`The server could not be reached (${reason}). Check your connection and try again.`, 0);
+      throw new ApiError(t("api.unreachable", { reason }), 0);
     }
     /** @type {any} */
     let envelope = null;
@@ -139,12 +151,12 @@ export class Api {
       envelope = null;
     }
     if (envelope === null || typeof envelope !== "object" || typeof envelope.success !== "boolean") {
-      throw new ApiError(`The server answered ${response.status} ${response.statusText} without a message.`,
+      throw new ApiError(t("api.noEnvelope", { status: response.status, statusText: response.statusText }),
         response.status);
     }
     if (!envelope.success || !response.ok) {
       const message = typeof envelope.message === "string" && envelope.message
-        ? envelope.message : `The server answered ${response.status} without a message.`;
+        ? envelope.message : t("api.noMessage", { status: response.status });
       if (response.status === 401 && asUser && asUser === this.userId) this.onSignedOut();
       throw new ApiError(message, response.status, typeof envelope.code === "string" ? envelope.code : "");
     }

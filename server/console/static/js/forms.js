@@ -6,6 +6,7 @@
 
 import { ApiError } from "./api.js";
 import { h, uid } from "./dom.js";
+import { t } from "./i18n.js";
 
 /**
  * @typedef {object} FieldOptions
@@ -192,4 +193,27 @@ export function refuse(fieldName, problem) {
  */
 export function heading(text) {
   return h("h1", { tabindex: "-1" }, text);
+}
+
+/**
+ * A message whose `{name}` placeholders are drawn as code (`Authorization: Bearer …` inside a sentence
+ * of the chosen language).
+ * @param {string} message  from `t()`, those placeholders left unfilled
+ * @param {Record<string, string>} codes  placeholder → the code shown there
+ * @returns {import("./dom.js").Leaf[]}
+ */
+export function withCodes(message, codes) {
+  return message.split(/(\{\w+\})/).map((part) => {
+    const name = part.startsWith("{") ? part.slice(1, -1) : "";
+    return name in codes ? h("code", {}, codes[name]) : part;
+  }).filter((part) => part !== "");
+}
+
+/**
+ * The accessible name of a row's action button: the action and the row it acts on ("Edit alice").
+ * @param {string} action
+ * @param {string} name
+ */
+export function rowLabel(action, name) {
+  return t("common.rowAction", { action, name });
 }

@@ -15,6 +15,7 @@ import { Router } from "./router.js";
 import { Session } from "./session.js";
 import { Shell } from "./shell.js";
 import { Site } from "./site.js";
+import { setLanguage, t } from "./i18n.js";
 
 /** @param {URL} url */
 function signInFor(url) {
@@ -34,8 +35,8 @@ async function boot() {
     await session.restore();
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    replace(shell.main, heading("The console could not start"), h("p", { role: "alert" }, message),
-      h("button", { type: "button", onclick: () => window.location.reload() }, "Try again"));
+    replace(shell.main, heading(t("main.cannotStart")), h("p", { role: "alert" }, message),
+      h("button", { type: "button", onclick: () => window.location.reload() }, t("common.tryAgain")));
     return;
   }
   shell.setSiteName(site.name);
@@ -56,16 +57,16 @@ async function boot() {
       return;
     }
     shell.setNav(session.user, page.path, site.status.setup);
-    document.title = `${page.title} · ${site.name}`;
+    document.title = `${page.title()} · ${site.name}`;
     shell.startPage();
     const main = h("div", { class: "page" });  // a page still loading draws into its own, detached, element
     replace(shell.main, main);
     const least = LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)] ?? 0;
     try {
       if (session.role < least) {
-        const whom = { user: "signed-in users", admin: "admins and root", root: "root only" }[
-          /** @type {"user" | "admin" | "root"} */ (page.access)];
-        replace(main, heading("Not allowed"), h("p", {}, `This page is for ${whom}: your account's role cannot open it.`));
+        const why = { user: () => t("main.forbidden.user"), admin: () => t("main.forbidden.admin"),
+          root: () => t("main.forbidden.root") }[/** @type {"user" | "admin" | "root"} */ (page.access)];
+        replace(main, heading(t("main.notAllowed")), h("p", {}, why()));
       } else {
         const module = await page.load();
         if (sequence !== shown) return;
@@ -74,7 +75,7 @@ async function boot() {
     } catch (error) {
       if (sequence !== shown) return;
       const message = error instanceof Error ? error.message : String(error);
-      replace(main, heading(page.title), h("p", { class: "form-error", role: "alert" }, message));
+      replace(main, heading(page.title()), h("p", { class: "form-error", role: "alert" }, message));
     }
     if (sequence !== shown) return;
     if (!first) main.querySelector("h1")?.focus();
@@ -84,8 +85,13 @@ async function boot() {
   const router = new Router(show);
   api.onSignedOut = () => {
     session.forget();
-    shell.flash("Your session has ended. Sign in again.");
+    shell.flash(t("main.sessionEnded"));
     void router.go(signInFor(new URL(window.location.href)), { replace: true });
+  };
+  shell.onLanguage = (tag) => {
+    setLanguage(tag);
+    shell.relabel();
+    void router.show(new URL(window.location.href));  // the page drawn again, in the new language
   };
   shell.onSignOut = async () => {
     try {
@@ -93,7 +99,7 @@ async function boot() {
     } catch {
       // signed out here all the same: the server ends a session it cannot find
     }
-    shell.flash("You are signed out.");
+    shell.flash(t("main.signedOut"));
     await router.go("/login");
   };
   await router.start();

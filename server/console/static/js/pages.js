@@ -5,50 +5,52 @@
  *
  * `access`: `setup` only before the first-run setup; `guest` only when signed out (signed in, it opens
  * the dashboard); `anyone`; or the least role (`user`, `admin`, `root`) that may open it.
- * `nav`: the navigation entry's name, for pages that have one (docs/CONSOLE.md names them all).
+ * `nav`: whether the page has a navigation entry, named as its title (docs/CONSOLE.md names them all).
  */
+
+import { t } from "./i18n.js";
 
 /** @typedef {"setup" | "guest" | "anyone" | "user" | "admin" | "root"} Access */
 
 /**
  * @typedef {object} Page
  * @property {string} path
- * @property {string} title
+ * @property {() => string} title  in the chosen language
  * @property {Access} access
- * @property {string} [nav]
+ * @property {boolean} [nav]  whether the page has a navigation entry (named as its title)
  * @property {() => Promise<import("./types.js").PageModule>} load
  */
 
 /** @type {Page[]} */
 export const PAGES = [
-  { path: "/", title: "Dashboard", access: "user", nav: "Dashboard", load: () => import("./pages/dashboard.js") },
-  { path: "/keys", title: "API keys", access: "user", nav: "API keys", load: () => import("./pages/keys.js") },
-  { path: "/setup", title: "Set up Tollway", access: "setup", load: () => import("./pages/setup.js") },
-  { path: "/login", title: "Sign in", access: "guest", load: () => import("./pages/login.js") },
-  { path: "/register", title: "Create an account", access: "guest", load: () => import("./pages/register.js") },
-  { path: "/forgot-password", title: "Forgotten password", access: "guest",
+  { path: "/", title: () => t("page.dashboard"), access: "user", nav: true, load: () => import("./pages/dashboard.js") },
+  { path: "/keys", title: () => t("page.keys"), access: "user", nav: true, load: () => import("./pages/keys.js") },
+  { path: "/setup", title: () => t("page.setup"), access: "setup", load: () => import("./pages/setup.js") },
+  { path: "/login", title: () => t("page.login"), access: "guest", load: () => import("./pages/login.js") },
+  { path: "/register", title: () => t("page.register"), access: "guest", load: () => import("./pages/register.js") },
+  { path: "/forgot-password", title: () => t("page.forgotPassword"), access: "guest",
     load: () => import("./pages/forgot-password.js") },
-  { path: "/user/reset", title: "Choose a new password", access: "anyone",
+  { path: "/user/reset", title: () => t("page.resetPassword"), access: "anyone",
     load: () => import("./pages/reset-password.js") },
   // the user and root pages of issue 24
-  { path: "/logs", title: "Logs", access: "user", nav: "Logs", load: () => import("./pages/logs.js") },
-  { path: "/topup", title: "Top up", access: "user", nav: "Top up", load: () => import("./pages/topup.js") },
-  { path: "/account", title: "Account", access: "user", nav: "Account", load: () => import("./pages/account.js") },
-  { path: "/playground", title: "Playground", access: "user", nav: "Playground",
+  { path: "/logs", title: () => t("page.logs"), access: "user", nav: true, load: () => import("./pages/logs.js") },
+  { path: "/topup", title: () => t("page.topup"), access: "user", nav: true, load: () => import("./pages/topup.js") },
+  { path: "/account", title: () => t("page.account"), access: "user", nav: true, load: () => import("./pages/account.js") },
+  { path: "/playground", title: () => t("page.playground"), access: "user", nav: true,
     load: () => import("./pages/playground.js") },
   // admin pages
-  { path: "/users", title: "Users", access: "admin", nav: "Users", load: () => import("./pages/users.js") },
-  { path: "/channels", title: "Channels", access: "admin", nav: "Channels", load: () => import("./pages/channels.js") },
-  { path: "/redemptions", title: "Redemption codes", access: "admin", nav: "Redemption codes",
+  { path: "/users", title: () => t("page.users"), access: "admin", nav: true, load: () => import("./pages/users.js") },
+  { path: "/channels", title: () => t("page.channels"), access: "admin", nav: true, load: () => import("./pages/channels.js") },
+  { path: "/redemptions", title: () => t("page.redemptions"), access: "admin", nav: true,
     load: () => import("./pages/redemptions.js") },
-  { path: "/orders", title: "Orders", access: "admin", nav: "Orders", load: () => import("./pages/orders.js") },
+  { path: "/orders", title: () => t("page.orders"), access: "admin", nav: true, load: () => import("./pages/orders.js") },
   // root's pages
-  { path: "/settings", title: "Settings", access: "root", nav: "Settings", load: () => import("./pages/settings.js") },
+  { path: "/settings", title: () => t("page.settings"), access: "root", nav: true, load: () => import("./pages/settings.js") },
 ];
 
 /** The page shown for a path no page has. */
 export const NOT_FOUND = /** @type {Page} */ ({
-  path: "", title: "Page not found", access: "anyone", load: () => import("./pages/not-found.js"),
+  path: "", title: () => t("page.notFound"), access: "anyone", load: () => import("./pages/not-found.js"),
 });
 
 /** Role numbers of the access levels that are roles. */

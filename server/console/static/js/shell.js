@@ -1,10 +1,11 @@
 /**
  * `<tw-shell>`: the frame around every page — the site's name, the navigation of the signed-in user's
- * role, sign out, and the `<main>` element pages draw into. Below 48rem wide the navigation folds behind
- * a "Menu" button.
+ * role, sign out, the language switch, and the `<main>` element pages draw into. Below 48rem wide the
+ * navigation folds behind a "Menu" button.
  */
 
 import { h, replace } from "./dom.js";
+import { LANGUAGES, locale, t } from "./i18n.js";
 import { LEAST_ROLE, PAGES } from "./pages.js";
 
 export class Shell extends HTMLElement {
@@ -14,25 +15,43 @@ export class Shell extends HTMLElement {
     this.menu = h("button", {
       type: "button", class: "menu-toggle", "aria-expanded": "false", "aria-controls": "site-nav",
       onclick: () => this.toggleMenu(),
-    }, "Menu");
+    }, t("shell.menu"));
     this.list = h("ul", { class: "nav-list" });
     this.account = h("div", { class: "nav-account" });
-    this.nav = h("nav", { id: "site-nav", class: "site-nav", "aria-label": "Main" }, this.list, this.account);
-    this.main = h("main", { id: "main", tabindex: "-1" }, h("p", { class: "loading" }, "Loading…"));
+    this.nav = h("nav", { id: "site-nav", class: "site-nav", "aria-label": t("shell.mainNav") }, this.list, this.account);
+    this.languageLabel = h("label", { for: "language", class: "visually-hidden" }, t("shell.language"));
+    this.language = h("select", { id: "language", class: "language",
+      onchange: () => this.onLanguage(this.language.value) },
+    Object.entries(LANGUAGES).map(([tag, { name }]) => h("option", { value: tag, lang: tag }, name)));
+    this.language.value = locale();
+    this.skip = h("a", { class: "skip-link", href: "#main" }, t("shell.skip"));
+    this.main = h("main", { id: "main", tabindex: "-1" }, h("p", { class: "loading" }, t("common.loading")));
     this.notice = h("div", { class: "notice", role: "status", "aria-live": "polite" });
     /** A message for the next page shown (after a redirect). */
     this.pending = "";
     /** Called when the user asks to sign out. */
     this.onSignOut = () => {};
+    /** Called when the user picks a language in the switch (its tag). */
+    this.onLanguage = (/** @type {string} */ _tag) => {};
   }
 
   connectedCallback() {
     if (this.contains(this.main)) return;
     replace(this,
-      h("a", { class: "skip-link", href: "#main" }, "Skip to content"),
-      h("header", { class: "top" }, this.brand, this.menu, this.nav),
+      this.skip,
+      h("header", { class: "top" }, this.brand,
+        h("div", { class: "language-switch" }, this.languageLabel, this.language), this.menu, this.nav),
       this.notice,
       this.main);
+  }
+
+  /** Name the shell's own controls again in the chosen language (the page and navigation are redrawn). */
+  relabel() {
+    this.menu.textContent = t("shell.menu");
+    this.nav.setAttribute("aria-label", t("shell.mainNav"));
+    this.languageLabel.textContent = t("shell.language");
+    this.skip.textContent = t("shell.skip");
+    this.language.value = locale();
   }
 
   /** @param {string} name */
@@ -54,15 +73,15 @@ export class Shell extends HTMLElement {
     if (user) {
       const entries = PAGES.filter((page) => page.nav && page.access in LEAST_ROLE
         && user.role >= LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)]);
-      replace(this.list, entries.map((page) => entry(page.path, page.nav ?? page.title)));
+      replace(this.list, entries.map((page) => entry(page.path, page.title())));
       replace(this.account,
         h("span", { class: "who" }, user.display_name || user.username),
-        h("button", { type: "button", class: "secondary", onclick: () => this.onSignOut() }, "Sign out"));
+        h("button", { type: "button", class: "secondary", onclick: () => this.onSignOut() }, t("shell.signOut")));
     } else if (!setUp) {
       replace(this.list);
       replace(this.account);
     } else {
-      replace(this.list, entry("/login", "Sign in"), entry("/register", "Create an account"));
+      replace(this.list, entry("/login", t("page.login")), entry("/register", t("page.register")));
       replace(this.account);
     }
     this.toggleMenu(false);

@@ -4,6 +4,8 @@
  * type and exchange rates) and times in the browser's own time zone.
  */
 
+import { locale, t } from "./i18n.js";
+
 /** @typedef {import("./types.js").Status} Status */
 
 export class Site {
@@ -41,7 +43,7 @@ export class Site {
 
   /** The unit a quota field is typed in ("$", "¥", or "points"). */
   get quotaUnit() {
-    return this.inCurrency ? this.currency.symbol : "points";
+    return this.inCurrency ? this.currency.symbol : t("site.points");
   }
 
   /**
@@ -49,12 +51,12 @@ export class Site {
    * @param {number} quota
    */
   quota(quota) {
-    if (!this.inCurrency) return Math.round(quota).toLocaleString();
+    if (!this.inCurrency) return Math.round(quota).toLocaleString(locale());
     const { symbol, rate } = this.currency;
     const amount = (quota / this.status.quota_per_unit) * rate;
     const small = amount !== 0 && Math.abs(amount) < 0.01;
     const digits = small ? { maximumSignificantDigits: 2 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 };
-    return symbol + amount.toLocaleString(undefined, digits);
+    return symbol + amount.toLocaleString(locale(), digits);
   }
 
   /**
@@ -80,13 +82,13 @@ export class Site {
 }
 
 /**
- * Unix seconds as a date and time in the browser's time zone; `never` for 0 or -1.
+ * Unix seconds as a date and time in the browser's time zone, in the chosen language; `never` for 0 or -1.
  * @param {number} seconds
  * @param {string} [never]
  */
-export function dateTime(seconds, never = "Never") {
+export function dateTime(seconds, never = t("common.never")) {
   if (!seconds || seconds < 0) return never;
-  return new Date(seconds * 1000).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return new Date(seconds * 1000).toLocaleString(locale(), { dateStyle: "medium", timeStyle: "short" });
 }
 
 /**

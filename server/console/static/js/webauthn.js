@@ -6,6 +6,8 @@
  * field, so it works in browsers without `PublicKeyCredential.parseCreationOptionsFromJSON`.
  */
 
+import { t } from "./i18n.js";
+
 /** Whether this browser can use passkeys at all. */
 export function passkeysSupported() {
   return typeof window.PublicKeyCredential === "function" && !!navigator.credentials;
@@ -88,7 +90,7 @@ function common(credential) {
  */
 export async function createCredential(options) {
   const credential = /** @type {PublicKeyCredential | null} */ (await navigator.credentials.create(creationOptions(options)));
-  if (!credential) throw new Error("The browser made no passkey.");
+  if (!credential) throw new Error(t("passkey.noneMade"));
   const response = /** @type {AuthenticatorAttestationResponse} */ (credential.response);
   return { ...common(credential), response: { clientDataJSON: toBase64Url(response.clientDataJSON),
     attestationObject: toBase64Url(response.attestationObject),
@@ -102,7 +104,7 @@ export async function createCredential(options) {
  */
 export async function getCredential(options) {
   const credential = /** @type {PublicKeyCredential | null} */ (await navigator.credentials.get(requestOptions(options)));
-  if (!credential) throw new Error("The browser gave no passkey.");
+  if (!credential) throw new Error(t("passkey.noneGiven"));
   const response = /** @type {AuthenticatorAssertionResponse} */ (credential.response);
   /** @type {Record<string, unknown>} */
   const answer = { clientDataJSON: toBase64Url(response.clientDataJSON),
@@ -117,10 +119,10 @@ export async function getCredential(options) {
  */
 export function browserRefusal(error) {
   if (error instanceof DOMException && error.name === "NotAllowedError") {
-    return "The passkey request was cancelled or timed out.";
+    return t("passkey.cancelled");
   }
   if (error instanceof DOMException && error.name === "InvalidStateError") {
-    return "This authenticator already holds a passkey of this account.";
+    return t("passkey.already");
   }
   return error instanceof Error ? error.message : String(error);
 }

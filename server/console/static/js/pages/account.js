@@ -15,12 +15,13 @@
  */
 
 import { h, replace } from "../dom.js";
-import { checkbox, checked, field, form, heading, refuse, run, valueOf } from "../forms.js";
+import { checkbox, checked, field, form, heading, refuse, rowLabel, run, valueOf, withCodes } from "../forms.js";
 import { dateTime } from "../site.js";
 import { ceremony, passkeysSupported } from "../webauthn.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyThen } from "../widgets/verify.js";
+import { t } from "../i18n.js";
 
 /** @typedef {{enabled: boolean, locked: boolean, backup_codes_remaining: number}} TwoFactorStatus */
 /** @typedef {{secret: string, qr_code_data: string, backup_codes: string[]}} TwoFactorSetup */
@@ -54,29 +55,29 @@ export async function render(ctx) {
     settings = {};
   }
 
-  const profile = form("Profile", async (element) => {
+  const profile = form(t("account.profile"), async (element) => {
     const display = valueOf(element, "display_name").trim();
     await api.put("/api/user/self", { display_name: display });
     await session.refresh(0);
-    shell.say("Display name saved.");
+    shell.say(t("account.displaySaved"));
   },
-  field("Username", "username", { value: user.username, readonly: true }),
-  field("Display name", "display_name", { value: user.display_name, autocomplete: "nickname" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Save profile")));
+  field(t("field.username"), "username", { value: user.username, readonly: true }),
+  field(t("field.displayName"), "display_name", { value: user.display_name, autocomplete: "nickname" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("account.saveProfile"))));
 
-  const password = form("Change the password", async (element) => {
+  const password = form(t("account.changePassword"), async (element) => {
     const next = valueOf(element, "password");
-    if (next !== valueOf(element, "confirm")) throw refuse("confirm", "does not match the password");
+    if (next !== valueOf(element, "confirm")) throw refuse("confirm", t("common.noMatch"));
     await api.put("/api/user/self", { original_password: valueOf(element, "original_password"), password: next });
     element.reset();
-    shell.say("Password changed.");
+    shell.say(t("account.passwordChanged"));
   },
-  field("Current password", "original_password", { type: "password", autocomplete: "current-password" }),
-  field("New password", "password", { type: "password", autocomplete: "new-password" }),
-  field("Confirm the new password", "confirm", { type: "password", autocomplete: "new-password" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Change password")));
+  field(t("field.currentPassword"), "original_password", { type: "password", autocomplete: "current-password" }),
+  field(t("field.newPassword"), "password", { type: "password", autocomplete: "new-password" }),
+  field(t("field.confirmNew"), "confirm", { type: "password", autocomplete: "new-password" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("reset.change"))));
 
-  const email = form("E-mail address", async (element) => {
+  const email = form(t("field.emailAddress"), async (element) => {
     const address = valueOf(element, "email").trim();
     const code = valueOf(element, "code").trim();
     if (!code) {  // Enter in the address field, before any code came: ask for one
@@ -85,37 +86,36 @@ export async function render(ctx) {
     }
     await api.get("/api/oauth/email/bind", { email: address, code });
     await session.refresh(0);
-    shell.say(`E-mail address ${address} bound to your account.`);
+    shell.say(t("account.bound", { email: address }));
   },
-  field("E-mail address", "email", { type: "email", value: user.email, autocomplete: "email" }),
+  field(t("field.emailAddress"), "email", { type: "email", value: user.email, autocomplete: "email" }),
   h("div", { class: "actions inline" }, h("button", { type: "button", class: "secondary", onclick: () => void sendCode() },
-    "Send code")),
-  field("Code from the e-mail", "code", { autocomplete: "one-time-code", inputmode: "numeric" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Bind address")));
+    t("register.sendCode"))),
+  field(t("account.codeFromMail"), "code", { autocomplete: "one-time-code", inputmode: "numeric" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("account.bind"))));
   /** @param {string} address */
   const mailCode = async (address) => {
-    if (!address) throw refuse("email", "enter the address to bind");
+    if (!address) throw refuse("email", t("account.enterAddress"));
     await api.get("/api/verification", { email: address });
-    shell.say(`A code was sent to ${address}.`);
+    shell.say(t("register.codeSent", { email: address }));
   };
   const sendCode = () => run(email, () => mailCode(valueOf(email, "email").trim()));
 
   const tokenArea = h("div", {});
-  const token = section("token-heading", "Access token",
-    h("p", {}, "A token lets a program call the management API as you: send it as ",
-      h("code", {}, "Authorization: Bearer <token>"), " with ", h("code", {}, `New-Api-User: ${user.id}`),
-      " (your user id; a call without it is refused). Making one replaces the one before."),
-    h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void makeToken() }, "Make a new access token")),
+  const token = section("token-heading", t("account.accessToken"),
+    h("p", {}, withCodes(t("account.tokenIntro"),
+      { auth: "Authorization: Bearer <token>", user: `New-Api-User: ${user.id}` })),
+    h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void makeToken() }, t("account.makeToken"))),
     tokenArea);
   const makeToken = async () => {
-    const sure = await confirmAction({ title: "Make a new access token?",
-      message: "Programs using your current access token stop working at once.", confirm: "Make a new token" });
+    const sure = await confirmAction({ title: t("account.makeTokenTitle"),
+      message: t("account.makeTokenMessage"), confirm: t("account.makeTokenConfirm") });
     if (!sure) return;
     try {
       /** @type {string} */
       const secret = await api.get("/api/user/token");
-      replace(tokenArea, secretBox("Your new access token", secret,
-        "Shown this once: copy it now. Anyone holding it can act as you."));
+      replace(tokenArea, secretBox(t("account.newToken"), secret,
+        t("account.tokenOnce")));
     } catch (error) {
       shell.say(error instanceof Error ? error.message : String(error));
     }
@@ -125,9 +125,9 @@ export async function render(ctx) {
   const drawTwoFactor = (/** @type {TwoFactorStatus} */ status) => {
     twoFactorOn = status.enabled;
     replace(twoFactorArea, status.enabled ? twoFactorManage(ctx, status, () => void reloadTwoFactor())
-    : [h("p", {}, "Two-factor authentication is off: signing in needs only your password."),
+    : [h("p", {}, t("account.twoFactorOff")),
       h("div", { class: "toolbar" }, h("button", { type: "button", onclick: () => void startTwoFactor() },
-        "Set up two-factor authentication"))]);
+        t("account.setUpTwoFactor")))]);
   };
   const reloadTwoFactor = async () => drawTwoFactor(await api.get("/api/user/2fa/status"));
   const startTwoFactor = async () => {
@@ -144,10 +144,10 @@ export async function render(ctx) {
   const passkeyArea = h("div", {});
   const drawPasskeys = (/** @type {PasskeyStatus} */ status) => replace(passkeyArea, passkeyList(status, remove),
     !ctx.site.status.passkey_login
-      ? h("p", {}, "Passkeys are switched off on this site: you cannot add one now.")
+      ? h("p", {}, t("account.passkeysOff"))
       : passkeysSupported()
         ? adder
-        : h("p", {}, "This browser cannot make passkeys."));
+        : h("p", {}, t("account.noPasskeySupport")));
   const reloadPasskeys = async () => drawPasskeys(await api.get("/api/user/passkey"));
   /** @param {() => Promise<void>} work */
   const acted = async (work) => {
@@ -167,15 +167,14 @@ export async function render(ctx) {
       return;
     }
     await reloadPasskeys();
-    shell.say("Passkey added: you can sign in with it.");
+    shell.say(t("account.passkeyAdded"));
   };
-  const adder = form("Add a passkey", addPasskey,
-    h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Add a passkey")));
+  const adder = form(t("account.addPasskey"), addPasskey,
+    h("div", { class: "toolbar" }, h("button", { type: "submit" }, t("account.addPasskey"))));
   /** @param {Passkey} passkey @param {boolean} [asked] */
   const remove = (passkey, asked = false) => acted(async () => {
-    const sure = asked || await confirmAction({ title: "Remove this passkey?",
-      message: `Passkey ${shortId(passkey.credential_id)} will no longer sign you in. The authenticator may still `
-        + "list it: remove it there too.", confirm: "Remove passkey" });
+    const sure = asked || await confirmAction({ title: t("account.removePasskeyTitle"),
+      message: t("account.removePasskeyMessage", { id: shortId(passkey.credential_id) }), confirm: t("account.removePasskey") });
     if (!sure) return;
     try {
       await api.delete(`/api/user/passkey?credential_id=${encodeURIComponent(passkey.credential_id)}`);
@@ -185,43 +184,43 @@ export async function render(ctx) {
       return;
     }
     await reloadPasskeys();
-    shell.say(`Passkey ${shortId(passkey.credential_id)} removed.`);
+    shell.say(t("account.passkeyRemoved", { id: shortId(passkey.credential_id) }));
   });
   drawPasskeys(passkeys);
 
-  const notify = form("Notifications", async (element) => {
+  const notify = form(t("account.notifications"), async (element) => {
     const threshold = valueOf(element, "quota_warning_threshold").trim();
     /** @type {Record<string, unknown>} */
     const body = { notify_type: valueOf(element, "notify_type"), webhook_url: valueOf(element, "webhook_url").trim(),
       notification_email: valueOf(element, "notification_email").trim(), record_ip_log: checked(element, "record_ip_log") };
     if (threshold) {
-      if (!/^\d+$/.test(threshold)) throw refuse("quota_warning_threshold", "must be a whole number of quota points");
+      if (!/^\d+$/.test(threshold)) throw refuse("quota_warning_threshold", t("account.wholePoints"));
       body.quota_warning_threshold = Number(threshold);
     }
     await api.put("/api/user/setting", body);
-    shell.say("Settings saved.");
+    shell.say(t("account.settingsSaved"));
   },
-  field("Notify by", "notify_type", { type: "select", value: String(settings.notify_type ?? "email"),
-    options: [{ value: "email", label: "E-mail" }, { value: "webhook", label: "Webhook" }] }),
-  field("Warn when the balance is below (points)", "quota_warning_threshold",
+  field(t("account.notifyBy"), "notify_type", { type: "select", value: String(settings.notify_type ?? "email"),
+    options: [{ value: "email", label: t("field.email") }, { value: "webhook", label: t("account.webhook") }] }),
+  field(t("account.warnBelow"), "quota_warning_threshold",
     { inputmode: "numeric", value: settings.quota_warning_threshold ? String(settings.quota_warning_threshold) : "" }),
-  field("Notification e-mail", "notification_email", { type: "email", value: String(settings.notification_email ?? ""),
-    hint: "empty: your account's address" }),
-  field("Webhook URL", "webhook_url", { type: "url", value: String(settings.webhook_url ?? "") }),
-  checkbox("Record the client IP address in my logs", "record_ip_log", settings.record_ip_log === true),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Save settings")));
+  field(t("account.notificationEmail"), "notification_email", { type: "email", value: String(settings.notification_email ?? ""),
+    hint: t("account.notificationEmailHint") }),
+  field(t("account.webhookUrl"), "webhook_url", { type: "url", value: String(settings.webhook_url ?? "") }),
+  checkbox(t("account.recordIp"), "record_ip_log", settings.record_ip_log === true),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("account.saveSettings"))));
 
   replace(main,
-    heading("Account"),
-    section("profile-heading", "Profile", profile),
-    section("password-heading", "Password", password),
-    section("email-heading", "E-mail address", email),
+    heading(t("page.account")),
+    section("profile-heading", t("account.profile"), profile),
+    section("password-heading", t("field.password"), password),
+    section("email-heading", t("field.emailAddress"), email),
     token,
-    section("twofa-heading", "Two-factor authentication", twoFactorArea),
-    section("passkeys-heading", "Passkeys",
-      h("p", {}, "A passkey signs you in without a password or a code: your device or security key holds it."),
+    section("twofa-heading", t("login.twoFactor"), twoFactorArea),
+    section("passkeys-heading", t("account.passkeys"),
+      h("p", {}, t("account.passkeysIntro")),
       passkeyArea),
-    section("settings-heading", "Notifications and privacy", notify));
+    section("settings-heading", t("account.notificationsPrivacy"), notify));
 }
 
 /**
@@ -232,28 +231,28 @@ export async function render(ctx) {
  * @param {() => void} done
  */
 function openTwoFactorSetup({ api, shell }, setup, done) {
-  const dialog = openDialog("Set up two-factor authentication", () => URL.revokeObjectURL(qr.src));
+  const dialog = openDialog(t("account.setUpTwoFactor"), () => URL.revokeObjectURL(qr.src));
   const qr = h("img", { class: "qr", width: 222, height: 222,
-    alt: "QR code of the authenticator set-up (the key below, as an image)" });
+    alt: t("account.qrAlt") });
   api.blob("/api/user/2fa/qr").then((image) => { qr.src = URL.createObjectURL(image); },
     (error) => qr.replaceWith(h("p", { class: "form-error", role: "alert" }, error instanceof Error ? error.message : String(error))));
-  const enable = form("Turn on two-factor authentication", async (element) => {
+  const enable = form(t("account.turnOnForm"), async (element) => {
     await api.post("/api/user/2fa/enable", { code: valueOf(element, "code").trim() });
     dialog.close();
-    shell.say("Two-factor authentication is on: signing in now asks for a code.");
+    shell.say(t("account.twoFactorOn"));
     done();
   },
-  field("Code from the app", "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true }),
+  field(t("account.codeFromApp"), "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true }),
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    h("button", { type: "submit" }, "Turn on")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    h("button", { type: "submit" }, t("account.turnOn"))));
   dialog.body.append(
-    h("p", {}, "1. Scan this code with an authenticator app, or type the key below into it."),
+    h("p", {}, t("account.step1")),
     qr,
-    secretBox("Key for typing by hand", setup.secret, "The same secret as the QR code."),
-    h("p", {}, "2. Keep these backup codes somewhere safe: each signs you in once without the app. They are shown this once."),
-    h("ul", { class: "backup-codes", "aria-label": "Backup codes" }, setup.backup_codes.map((c) => h("li", {}, h("code", {}, c)))),
-    h("p", {}, "3. Type the code the app shows now."),
+    secretBox(t("account.keyByHand"), setup.secret, t("account.sameSecret")),
+    h("p", {}, t("account.step2")),
+    h("ul", { class: "backup-codes", "aria-label": t("account.backupCodes") }, setup.backup_codes.map((c) => h("li", {}, h("code", {}, c)))),
+    h("p", {}, t("account.step3")),
     enable);
 }
 
@@ -265,29 +264,29 @@ function openTwoFactorSetup({ api, shell }, setup, done) {
  */
 function twoFactorManage({ api, shell }, status, changed) {
   const codes = h("div", {});
-  const manage = form("Manage two-factor authentication", async () => {},
-    field("Code from the app or a backup code", "code", { autocomplete: "one-time-code" }),
+  const manage = form(t("account.manageForm"), async () => {},
+    field(t("account.codeOrBackup"), "code", { autocomplete: "one-time-code" }),
     h("div", { class: "actions inline" },
-      h("button", { type: "button", class: "secondary", onclick: () => void renew() }, "New backup codes"),
-      h("button", { type: "button", class: "danger", onclick: () => void off() }, "Turn off")));
+      h("button", { type: "button", class: "secondary", onclick: () => void renew() }, t("account.newBackupCodes")),
+      h("button", { type: "button", class: "danger", onclick: () => void off() }, t("account.turnOff"))));
   const renew = () => run(manage, async () => {
     /** @type {{backup_codes: string[]}} */
     const made = await api.post("/api/user/2fa/backup_codes", { code: valueOf(manage, "code").trim() });
-    replace(codes, h("p", {}, "Your new backup codes, shown this once (the old ones no longer work):"),
-      h("ul", { class: "backup-codes", "aria-label": "New backup codes" }, made.backup_codes.map((c) => h("li", {}, h("code", {}, c)))));
+    replace(codes, h("p", {}, t("account.newCodesShown")),
+      h("ul", { class: "backup-codes", "aria-label": t("account.newBackupCodes") }, made.backup_codes.map((c) => h("li", {}, h("code", {}, c)))));
   });
   const off = () => run(manage, async () => {
     const code = valueOf(manage, "code").trim();
-    if (!code) throw refuse("code", "enter a code from the app or a backup code");
-    const sure = await confirmAction({ title: "Turn off two-factor authentication?",
-      message: "Signing in will need only your password.", confirm: "Turn off" });
+    if (!code) throw refuse("code", t("account.enterCode"));
+    const sure = await confirmAction({ title: t("account.turnOffTitle"),
+      message: t("account.turnOffMessage"), confirm: t("account.turnOff") });
     if (!sure) return;
     await api.post("/api/user/2fa/disable", { code });
-    shell.say("Two-factor authentication is off.");
+    shell.say(t("account.twoFactorIsOff"));
     changed();
   });
-  return [h("p", {}, `Two-factor authentication is on${status.locked ? " (locked after failed codes: try later)" : ""}. `
-    + `${status.backup_codes_remaining} backup codes left.`), manage, codes];
+  return [h("p", {}, `${t(status.locked ? "account.onLocked" : "account.onStatus")} `
+    + t("account.backupLeft", { count: status.backup_codes_remaining })), manage, codes];
 }
 
 /**
@@ -298,8 +297,8 @@ function shortId(credentialId) {
   return credentialId.length > 12 ? `${credentialId.slice(0, 12)}…` : credentialId;
 }
 
-const ATTACHMENT = /** @type {Record<string, string>} */ ({ platform: "This device",
-  "cross-platform": "Security key or phone" });
+const ATTACHMENT = /** @type {Record<string, () => string>} */ ({ platform: () => t("passkey.platform"),
+  "cross-platform": () => t("passkey.crossPlatform") });
 
 /**
  * The user's passkeys as a table, each with its Remove button.
@@ -307,15 +306,15 @@ const ATTACHMENT = /** @type {Record<string, string>} */ ({ platform: "This devi
  * @param {(passkey: Passkey) => void} remove
  */
 function passkeyList(status, remove) {
-  if (status.credentials.length === 0) return h("p", {}, "You have no passkey.");
-  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Your passkeys" },
-    h("table", { class: "stacking" }, h("caption", {}, `Your passkeys (${status.count})`),
-      h("thead", {}, h("tr", {}, ["Passkey", "Kind", "Added", "Last used", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+  if (status.credentials.length === 0) return h("p", {}, t("account.noPasskey"));
+  return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("account.yourPasskeys") },
+    h("table", { class: "stacking" }, h("caption", {}, t("account.yourPasskeysCount", { count: status.count })),
+      h("thead", {}, h("tr", {}, [t("passkey.col"), t("passkey.kind"), t("passkey.added"), t("passkey.lastUsed"), t("col.actions")].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, status.credentials.map((p) => h("tr", {},
-        h("th", { scope: "row", "data-label": "Passkey" }, h("code", {}, shortId(p.credential_id))),
-        h("td", { "data-label": "Kind" }, ATTACHMENT[p.attachment] ?? "Not said"),
-        h("td", { "data-label": "Added" }, dateTime(p.created_at)),
-        h("td", { "data-label": "Last used" }, dateTime(p.last_used_at)),
-        h("td", { "data-label": "Actions" }, h("button", { type: "button", class: "danger",
-          "aria-label": `Remove passkey ${shortId(p.credential_id)}`, onclick: () => remove(p) }, "Remove")))))));
+        h("th", { scope: "row", "data-label": t("passkey.col") }, h("code", {}, shortId(p.credential_id))),
+        h("td", { "data-label": t("passkey.kind") }, ATTACHMENT[p.attachment]?.() ?? t("passkey.notSaid")),
+        h("td", { "data-label": t("passkey.added") }, dateTime(p.created_at)),
+        h("td", { "data-label": t("passkey.lastUsed") }, dateTime(p.last_used_at)),
+        h("td", { "data-label": t("col.actions") }, h("button", { type: "button", class: "danger",
+          "aria-label": rowLabel(t("account.removePasskey"), shortId(p.credential_id)), onclick: () => remove(p) }, t("account.remove"))))))));
 }

@@ -10,8 +10,10 @@ import { h } from "../dom.js";
 import { field, form, refuse, showError, valueOf } from "../forms.js";
 import { Role } from "../session.js";
 import { openDialog } from "../widgets/dialog.js";
+import { t } from "../i18n.js";
 
-/** new-api's channel type numbers that Tollway knows by name (others are shown by number). */
+/** new-api's channel type numbers that Tollway knows by name (others are shown by number); Custom's name
+ * is the chosen language's (`typeName`). */
 export const CHANNEL_TYPES = /** @type {Record<number, string>} */ ({
   1: "OpenAI", 8: "Custom", 14: "Anthropic", 20: "OpenRouter", 24: "Gemini", 25: "Moonshot", 40: "SiliconFlow",
   43: "DeepSeek",
@@ -30,14 +32,15 @@ export const DEFAULT_BASES = /** @type {Record<number, string>} */ ({
  * @param {number} type
  */
 export function baseUrlHint(type) {
-  if (type === 8) return "Required: a Custom channel has no default address.";
+  if (type === 8) return t("channel.customRequired");
   const base = DEFAULT_BASES[type];
-  return base ? `Empty for the type's default address, ${base}.` : "Empty for the type's default address.";
+  return base ? t("channel.defaultBase", { base }) : t("channel.defaultBaseNone");
 }
 
 /** @param {number} type */
 export function typeName(type) {
-  return CHANNEL_TYPES[type] ?? `Type ${type}`;
+  if (type === 8) return t("channel.custom");
+  return CHANNEL_TYPES[type] ?? t("channel.typeN", { n: String(type) });
 }
 
 /**
@@ -46,12 +49,12 @@ export function typeName(type) {
  * @param {() => void} onSaved
  */
 export function openChannelForm({ api, session, shell }, channel, onSaved) {
-  const dialog = openDialog(channel ? `Edit channel “${channel.name}”` : "Create a channel");
-  const types = Object.entries(CHANNEL_TYPES).map(([value, label]) => ({ value, label }));
+  const dialog = openDialog(channel ? t("channel.editDialog", { name: channel.name }) : t("channel.createDialog"));
+  const types = Object.keys(CHANNEL_TYPES).map((value) => ({ value, label: typeName(Number(value)) }));
   if (channel && !(channel.type in CHANNEL_TYPES)) types.push({ value: String(channel.type), label: typeName(channel.type) });
-  const models = field("Models", "models", { type: "textarea", value: channel ? channel.models : "",
-    hint: "Comma-separated model names this channel serves." });
-  const baseUrl = field("Base URL", "base_url", { value: channel ? channel.base_url : "", autocomplete: "off",
+  const models = field(t("channels.models"), "models", { type: "textarea", value: channel ? channel.models : "",
+    hint: t("channel.modelsHint") });
+  const baseUrl = field(t("channel.baseUrl"), "base_url", { value: channel ? channel.base_url : "", autocomplete: "off",
     hint: baseUrlHint(channel ? channel.type : 1) });
   const canFetch = channel !== null || session.role >= Role.ROOT;
   const fetchModels = async () => {
@@ -64,13 +67,13 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
           key: valueOf(editor, "key"), base_url: valueOf(editor, "base_url").trim() });
       const box = /** @type {HTMLTextAreaElement} */ (models.querySelector("textarea"));
       box.value = found.join(",");
-      shell.say(`${found.length} ${found.length === 1 ? "model" : "models"} fetched from the upstream.`);
+      shell.say(t("channel.fetched", { count: found.length }));
     } catch (error) {
       showError(editor, error);
     }
   };
 
-  const editor = form(channel ? "Edit channel" : "Create a channel", async (f) => {
+  const editor = form(channel ? t("channel.editForm") : t("channel.createDialog"), async (f) => {
     /** @type {Record<string, unknown>} */
     const fields = { type: Number(valueOf(f, "type")), name: valueOf(f, "name").trim(),
       base_url: valueOf(f, "base_url").trim(), models: valueOf(f, "models").trim(),
@@ -79,7 +82,7 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
     for (const name of ["priority", "weight"]) {
       const text = valueOf(f, name).trim();
       const number = Number(text);
-      if (text === "" || !Number.isInteger(number)) throw refuse(name, "must be a whole number");
+      if (text === "" || !Number.isInteger(number)) throw refuse(name, t("common.mustBeWhole"));
       fields[name] = number;
     }
     const key = valueOf(f, "key");
@@ -90,40 +93,40 @@ export function openChannelForm({ api, session, shell }, channel, onSaved) {
       /** @type {number[]} */
       const ids = await api.post("/api/channel/", { mode: valueOf(f, "mode"), channel: { ...fields, key },
         multi_key_mode: valueOf(f, "mode") === "multi_to_single" ? valueOf(f, "multi_key_mode") : undefined });
-      shell.say(`${ids.length} ${ids.length === 1 ? "channel" : "channels"} created.`);
+      shell.say(t("channel.created", { count: ids.length }));
     }
     onSaved();
     dialog.close();
   },
-  field("Name", "name", { value: channel ? channel.name : "", required: true, autocomplete: "off" }),
-  field("Type", "type", { type: "select", value: String(channel ? channel.type : 1), options: types }),
-  channel ? null : field("How the keys are used", "mode", { type: "select", value: "single", options: [
-    { value: "single", label: "One channel with this key" },
-    { value: "batch", label: "One channel per key line" },
-    { value: "multi_to_single", label: "One channel with several keys (one per line)" }] }),
-  channel ? null : field("Key order of a multi-key channel", "multi_key_mode", { type: "select", value: "random",
-    options: [{ value: "random", label: "Random" }, { value: "polling", label: "In turn" }] }),
-  field("Key", "key", { type: "textarea", required: !channel, autocomplete: "off",
-    hint: channel ? "Leave empty to keep the key; it is never shown here." : "One key per line for several keys." }),
+  field(t("col.name"), "name", { value: channel ? channel.name : "", required: true, autocomplete: "off" }),
+  field(t("col.type"), "type", { type: "select", value: String(channel ? channel.type : 1), options: types }),
+  channel ? null : field(t("channel.mode"), "mode", { type: "select", value: "single", options: [
+    { value: "single", label: t("channel.single") },
+    { value: "batch", label: t("channel.batch") },
+    { value: "multi_to_single", label: t("channel.multi") }] }),
+  channel ? null : field(t("channel.multiMode"), "multi_key_mode", { type: "select", value: "random",
+    options: [{ value: "random", label: t("channel.random") }, { value: "polling", label: t("channel.polling") }] }),
+  field(t("channel.key"), "key", { type: "textarea", required: !channel, autocomplete: "off",
+    hint: channel ? t("channel.keepKey") : t("channel.keyPerLine") }),
   baseUrl,
   models,
   canFetch ? h("div", { class: "actions inline" }, h("button", { type: "button", class: "secondary",
-    onclick: () => void fetchModels() }, "Fetch the upstream's models")) : null,
-  field("Groups", "group", { value: channel ? channel.group : "default", autocomplete: "off",
-    hint: "Comma-separated groups whose users this channel serves." }),
-  field("Tag", "tag", { value: channel ? channel.tag : "", autocomplete: "off" }),
-  field("Priority", "priority", { type: "number", inputmode: "numeric", step: "1", value: String(channel ? channel.priority : 0),
-    hint: "Higher is tried first." }),
-  field("Weight", "weight", { type: "number", inputmode: "numeric", step: "1", min: "0",
+    onclick: () => void fetchModels() }, t("channel.fetch"))) : null,
+  field(t("channels.groups"), "group", { value: channel ? channel.group : "default", autocomplete: "off",
+    hint: t("channel.groupsHint") }),
+  field(t("channels.tag"), "tag", { value: channel ? channel.tag : "", autocomplete: "off" }),
+  field(t("channels.priority"), "priority", { type: "number", inputmode: "numeric", step: "1", value: String(channel ? channel.priority : 0),
+    hint: t("channel.priorityHint") }),
+  field(t("channel.weight"), "weight", { type: "number", inputmode: "numeric", step: "1", min: "0",
     value: String(channel ? channel.weight : 0) }),
-  field("Test model", "test_model", { value: channel ? channel.test_model : "", autocomplete: "off",
-    hint: "Empty: the first model." }),
-  field("Model mapping", "model_mapping", { type: "textarea", value: channel ? channel.model_mapping : "",
-    hint: "A JSON object: requested model → upstream model." }),
-  field("Remark", "remark", { value: channel ? channel.remark : "", autocomplete: "off" }),
+  field(t("channel.testModel"), "test_model", { value: channel ? channel.test_model : "", autocomplete: "off",
+    hint: t("channel.testModelHint") }),
+  field(t("channel.mapping"), "model_mapping", { type: "textarea", value: channel ? channel.model_mapping : "",
+    hint: t("channel.mappingHint") }),
+  field(t("users.remark"), "remark", { value: channel ? channel.remark : "", autocomplete: "off" }),
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    h("button", { type: "submit" }, channel ? "Save" : "Create channel")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    h("button", { type: "submit" }, channel ? t("common.save") : t("channels.create"))));
   dialog.body.append(editor);
   const typeBox = /** @type {HTMLSelectElement} */ (editor.querySelector("select[name=type]"));
   const hint = /** @type {HTMLElement} */ (baseUrl.querySelector(".hint"));

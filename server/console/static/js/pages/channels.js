@@ -17,7 +17,7 @@
 
 import { ApiError } from "../api.js";
 import { h, replace, uid } from "../dom.js";
-import { field, form, heading, showError, valueOf } from "../forms.js";
+import { field, form, heading, rowLabel, showError, valueOf } from "../forms.js";
 import { Role } from "../session.js";
 import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
@@ -25,11 +25,13 @@ import { PagedTable } from "../widgets/paged-table.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyThen } from "../widgets/verify.js";
 import { CHANNEL_TYPES, openChannelForm, typeName } from "./channel-form.js";
+import { number, t } from "../i18n.js";
 
 /** @typedef {import("../types.js").Channel} Channel */
 
-const CHANNEL_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Disabled automatically" });
-const KEY_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Disabled automatically" });
+/** A channel's (and a multi-key channel's key's) status. */
+const CHANNEL_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"),
+  2: () => t("status.disabled"), 3: () => t("status.autoDisabled") });
 /** How often a run's progress is read while it lasts (docs/CONSOLE.md counts these calls). */
 const PROGRESS_EVERY_MS = 2000;
 
@@ -75,12 +77,12 @@ export async function render(ctx) {
    */
   const showRun = (p, running, ended) => {
     const label = p.running
-      ? `${running}: ${p.done} of ${p.total} done, ${p.failed} failed so far.`
-      : `${ended}: ${p.passed} passed, ${p.failed} failed, of ${p.total}.`;
+      ? t("channels.running", { what: running, done: number(p.done), total: number(p.total), failed: number(p.failed) })
+      : t("channels.ended", { what: ended, passed: number(p.passed), failed: number(p.failed), total: number(p.total) });
     replace(runArea, h("div", { role: "status" }, h("p", {}, label)),
       h("progress", { max: String(Math.max(p.total, 1)), value: String(p.running ? p.done : Math.max(p.total, 1)),
         "aria-label": running }),
-      p.failures.length ? h("ul", { class: "run-failures", "aria-label": "Failures" }, p.failures.map((f) =>
+      p.failures.length ? h("ul", { class: "run-failures", "aria-label": t("channels.failures") }, p.failures.map((f) =>
         h("li", {}, `#${f.channel_id} ${f.name}: ${f.message}`))) : null);
   };
   /** @param {string} run @returns {Promise<RunProgress>} */
@@ -88,15 +90,15 @@ export async function render(ctx) {
 
   const testAll = () => act(async () => {
     await api.get("/api/channel/test");
-    shell.say("Testing every channel started.");
+    shell.say(t("channels.testStarted"));
     for (;;) {
       const p = await progressOf("test");
-      showRun(p, "Testing every channel", "Every channel tested");
+      showRun(p, t("channels.testingAll"), t("channels.allTested"));
       if (!p.running) break;
       await pause(PROGRESS_EVERY_MS);
       if (!runArea.isConnected) return; // the page was left: stop reading
     }
-    shell.say("Testing every channel ended; the list shows each channel's last test.");
+    shell.say(t("channels.testEnded"));
     await table.reload();
   });
   const updateAll = () => act(async () => {
@@ -104,28 +106,28 @@ export async function render(ctx) {
     /** @type {Promise<{updated: number, failed: number}>} */
     const call = api.get("/api/channel/update_balance");
     call.finally(() => { settled = true; }).catch(() => {});
-    shell.say("Updating every balance…");
+    shell.say(t("channels.updatingAllDots"));
     for (;;) {
       await Promise.race([pause(PROGRESS_EVERY_MS), call.catch(() => {})]);
       if (settled || !runArea.isConnected) break;
       const p = await progressOf("balance");
-      if (p.running) showRun(p, "Updating every balance", "Every balance updated");
+      if (p.running) showRun(p, t("channels.updatingAll"), t("channels.allUpdated"));
     }
     const result = await call;
-    showRun(await progressOf("balance"), "Updating every balance", "Every balance updated");
-    shell.say(`Balances updated: ${result.updated}, failed: ${result.failed}.`);
+    showRun(await progressOf("balance"), t("channels.updatingAll"), t("channels.allUpdated"));
+    shell.say(t("channels.balancesUpdated", { updated: number(result.updated), failed: number(result.failed) }));
     await table.reload();
   });
 
   /** @param {Channel} c */
   const test = (c) => act(async () => {
-    shell.say(`Testing channel “${c.name}”…`);
+    shell.say(t("channels.testing", { name: c.name }));
     try {
       /** @type {{time: number}} */
       const result = await api.get(`/api/channel/test/${c.id}`);
-      shell.say(`Channel “${c.name}” answered in ${result.time.toFixed(2)} s.`);
+      shell.say(t("channels.answered", { name: c.name, seconds: number(result.time, { minimumFractionDigits: 2, maximumFractionDigits: 2 }) }));
     } catch (error) {
-      shell.say(`Channel “${c.name}” failed the test: ${error instanceof Error ? error.message : String(error)}`);
+      shell.say(t("channels.testFailed", { name: c.name, message: error instanceof Error ? error.message : String(error) }));
     }
     await table.reload();
   });
@@ -134,10 +136,10 @@ export async function render(ctx) {
     try {
       /** @type {{key: string}} */
       const revealed = await api.post(`/api/channel/${c.id}/key`);
-      const dialog = openDialog(`Key of channel “${c.name}”`);
-      dialog.body.append(secretBox("The channel's key", revealed.key,
-        "Anyone holding this key can spend the provider account: keep it like a password."),
-      h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, "Close")));
+      const dialog = openDialog(t("channels.keyDialog", { name: c.name }));
+      dialog.body.append(secretBox(t("channels.theKey"), revealed.key,
+        t("channels.keepKey")),
+      h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
     } catch (error) {
       if (needsVerification(error)) {
         verifyThen(api, error.message, () => void reveal(c));
@@ -150,41 +152,41 @@ export async function render(ctx) {
   const actions = (c) => {
     /** @param {string} text @param {() => void} onclick @param {string} [kind] */
     const button = (text, onclick, kind = "secondary") => h("button", { type: "button", class: kind,
-      "aria-label": `${text} ${c.name}`, onclick }, text);
+      "aria-label": rowLabel(text, c.name), onclick }, text);
     return h("div", { class: "row-actions" },
-      button("Test", () => void test(c)),
-      button("Edit", () => openChannelForm(ctx, c, () => void table.reload())),
+      button(t("channels.test"), () => void test(c)),
+      button(t("common.edit"), () => openChannelForm(ctx, c, () => void table.reload())),
       c.status === 1
-        ? button("Disable", () => void acted(null, async () => {
+        ? button(t("common.disable"), () => void acted(null, async () => {
           await api.put("/api/channel/", { id: c.id, status: 2 });
-          return `Channel “${c.name}” disabled.`;
+          return t("channels.disabled", { name: c.name });
         }))
-        : button("Enable", () => void acted(null, async () => {
+        : button(t("common.enable"), () => void acted(null, async () => {
           await api.put("/api/channel/", { id: c.id, status: 1 });
-          return `Channel “${c.name}” enabled.`;
+          return t("channels.enabled", { name: c.name });
         })),
-      button("Balance", () => void acted(null, async () => {
+      button(t("dash.balance"), () => void acted(null, async () => {
         /** @type {{balance: number}} */
         const result = await api.get(`/api/channel/update_balance/${c.id}`);
-        return `Channel “${c.name}” balance: ${result.balance}.`;
+        return t("channels.balanceIs", { name: c.name, balance: number(result.balance) });
       })),
-      button("Copy", () => void acted(null, async () => {
+      button(t("secret.copy"), () => void acted(null, async () => {
         await api.post(`/api/channel/copy/${c.id}`);
-        return `Channel “${c.name}” copied as “${c.name}_copy”.`;
+        return t("channels.copied", { name: c.name, copy: `${c.name}_copy` });
       })),
-      c.channel_info.is_multi_key ? button("Keys", () => openKeys(ctx, c, () => void table.reload())) : null,
-      c.tag ? button("Tag", () => openTag(ctx, c.tag, () => void table.reload())) : null,
-      session.role >= Role.ROOT ? button("Reveal key", () => void reveal(c)) : null,
-      button("Delete", () => void acted({ title: "Delete this channel?",
-        message: `Channel “${c.name}” stops serving at once. This cannot be undone.`, confirm: "Delete" }, async () => {
+      c.channel_info.is_multi_key ? button(t("channels.keys"), () => openKeys(ctx, c, () => void table.reload())) : null,
+      c.tag ? button(t("channels.tag"), () => openTag(ctx, c.tag, () => void table.reload())) : null,
+      session.role >= Role.ROOT ? button(t("channels.revealKey"), () => void reveal(c)) : null,
+      button(t("common.delete"), () => void acted({ title: t("channels.deleteTitle"),
+        message: t("channels.deleteMessage", { name: c.name }), confirm: t("common.delete") }, async () => {
         await api.delete(`/api/channel/${c.id}`);
-        return `Channel “${c.name}” deleted.`;
+        return t("channels.deleted", { name: c.name });
       }), "danger"));
   };
 
   /** @param {Channel} c */
   const selector = (c) => {
-    const box = h("input", { type: "checkbox", "aria-label": `Select ${c.name}` });
+    const box = h("input", { type: "checkbox", "aria-label": rowLabel(t("channels.select"), c.name) });
     box.checked = selected.has(c.id);
     box.addEventListener("change", () => {
       if (box.checked) selected.add(c.id);
@@ -193,7 +195,7 @@ export async function render(ctx) {
     return box;
   };
   const chosen = () => {
-    if (selected.size === 0) throw new ApiError("ids: select one channel or more first", 400);
+    if (selected.size === 0) throw new ApiError(t("channels.selectFirst"), 400);
     return [...selected];
   };
 
@@ -219,53 +221,53 @@ export async function render(ctx) {
   };
 
   replace(main,
-    heading("Channels"),
-    h("p", {}, "Channels are the upstream providers and keys that serve model calls."),
+    heading(t("page.channels")),
+    h("p", {}, t("channels.intro")),
     h("div", { class: "toolbar" },
-      h("button", { type: "button", onclick: () => openChannelForm(ctx, null, () => void table.reload()) }, "Create channel"),
-      h("button", { type: "button", class: "secondary", onclick: () => void testAll() }, "Test all channels"),
-      h("button", { type: "button", class: "secondary", onclick: () => void updateAll() }, "Update all balances"),
-      h("button", { type: "button", class: "secondary", onclick: () => void table.reload() }, "Reload the list"),
+      h("button", { type: "button", onclick: () => openChannelForm(ctx, null, () => void table.reload()) }, t("channels.create")),
+      h("button", { type: "button", class: "secondary", onclick: () => void testAll() }, t("channels.testAll")),
+      h("button", { type: "button", class: "secondary", onclick: () => void updateAll() }, t("channels.updateAll")),
+      h("button", { type: "button", class: "secondary", onclick: () => void table.reload() }, t("channels.reload")),
       h("button", { type: "button", class: "secondary", onclick: () => void acted(null, async () => {
         /** @type {{success: number, fails: number}} */
         const fixed = await api.post("/api/channel/fix");
-        return `Abilities rebuilt: ${fixed.success} channels, ${fixed.fails} failed.`;
-      }) }, "Fix abilities"),
-      h("button", { type: "button", class: "danger", onclick: () => void acted({ title: "Delete every disabled channel?",
-        message: "Every channel disabled by an admin or automatically is deleted. This cannot be undone.",
-        confirm: "Delete disabled channels" }, async () => {
+        return t("channels.fixed", { success: number(fixed.success), fails: number(fixed.fails) });
+      }) }, t("channels.fix")),
+      h("button", { type: "button", class: "danger", onclick: () => void acted({ title: t("channels.deleteDisabledTitle"),
+        message: t("channels.deleteDisabledMessage"),
+        confirm: t("channels.deleteDisabled") }, async () => {
         /** @type {number} */
         const count = await api.delete("/api/channel/disabled");
-        return `${count} disabled ${count === 1 ? "channel" : "channels"} deleted.`;
-      }) }, "Delete disabled channels")),
+        return t("channels.disabledDeleted", { count });
+      }) }, t("channels.deleteDisabled"))),
     runArea,
     h("div", { class: "filters" },
-      filter("Status", "status", [{ value: "", label: "Any status" }, { value: "enabled", label: "Enabled" },
-        { value: "disabled", label: "Disabled" }]),
-      filter("Type", "type", [{ value: "", label: "Any type" },
-        ...Object.entries(CHANNEL_TYPES).map(([value, label]) => ({ value, label }))]),
-      textFilter("Group", "group"),
-      textFilter("Model", "model"),
-      textFilter("Tag", "tag")),
+      filter(t("col.status"), "status", [{ value: "", label: t("channels.anyStatus") }, { value: "enabled", label: t("status.enabled") },
+        { value: "disabled", label: t("status.disabled") }]),
+      filter(t("col.type"), "type", [{ value: "", label: t("channels.anyType") },
+        ...Object.keys(CHANNEL_TYPES).map((value) => ({ value, label: typeName(Number(value)) }))]),
+      textFilter(t("col.group"), "group"),
+      textFilter(t("col.model"), "model"),
+      textFilter(t("channels.tag"), "tag")),
     h("div", { class: "toolbar" },
       h("button", { type: "button", class: "secondary", onclick: () => openBatchTag(ctx, chosen, () => void table.reload(), act) },
-        "Tag the selected"),
+        t("channels.tagSelected")),
       h("button", { type: "button", class: "danger", onclick: () => void acted(null, async () => {
         const ids = chosen();
-        if (!(await confirmAction({ title: "Delete the selected channels?",
-          message: `${ids.length} ${ids.length === 1 ? "channel stops" : "channels stop"} serving at once. This cannot be undone.`,
-          confirm: "Delete selected" }))) return "Nothing deleted.";
+        if (!(await confirmAction({ title: t("channels.deleteSelectedTitle"),
+          message: t("channels.deleteSelectedMessage", { count: ids.length }),
+          confirm: t("channels.deleteSelectedConfirm") }))) return t("channels.nothingDeleted");
         /** @type {number} */
         const count = await api.post("/api/channel/batch", { ids });
         selected.clear();
-        return `${count} ${count === 1 ? "channel" : "channels"} deleted.`;
-      }) }, "Delete the selected")),
+        return t("channels.deletedCount", { count });
+      }) }, t("channels.deleteSelected"))),
     table);
   await table.configure({
-    caption: "Channels",
-    searchLabel: "Search by id, name, base URL or whole key",
-    empty: () => (Object.values(filters).some(Boolean) ? "No channel matches these filters."
-      : "No channels yet. Create one to serve model calls."),
+    caption: t("channels.caption"),
+    searchLabel: t("channels.search"),
+    empty: () => (Object.values(filters).some(Boolean) ? t("channels.noMatch")
+      : t("channels.empty")),
     fetch: ({ p, page_size, keyword }) => {
       const { status, type, group, model, tag } = filters;
       return keyword || group || model || tag
@@ -273,18 +275,18 @@ export async function render(ctx) {
         : api.get("/api/channel/", { p, page_size, status, type });
     },
     columns: [
-      { label: "Name", cell: (c) => c.name },
-      { label: "Select", cell: selector },
-      { label: "Id", cell: (c) => String(c.id) },
-      { label: "Type", cell: (c) => typeName(c.type) },
-      { label: "Status", cell: (c) => h("span", { class: `badge status-${c.status}` }, CHANNEL_STATUS[c.status] ?? String(c.status)) },
-      { label: "Groups", cell: (c) => c.group },
-      { label: "Models", cell: (c) => h("span", { class: "mono" }, c.models.split(",").join(", ")) },
-      { label: "Tag", cell: (c) => c.tag || "—" },
-      { label: "Priority", cell: (c) => String(c.priority) },
-      { label: "Last test", cell: (c) => (c.test_time ? `${dateTime(c.test_time)}, ${c.response_time} ms` : "Never") },
-      { label: "Balance", cell: (c) => (c.balance_updated_time ? String(c.balance) : "—") },
-      { label: "Actions", cell: actions },
+      { label: t("col.name"), cell: (c) => c.name },
+      { label: t("channels.select"), cell: selector },
+      { label: t("col.id"), cell: (c) => String(c.id) },
+      { label: t("col.type"), cell: (c) => typeName(c.type) },
+      { label: t("col.status"), cell: (c) => h("span", { class: `badge status-${c.status}` }, CHANNEL_STATUS[c.status]?.() ?? String(c.status)) },
+      { label: t("channels.groups"), cell: (c) => c.group },
+      { label: t("channels.models"), cell: (c) => h("span", { class: "mono" }, c.models.split(",").join(", ")) },
+      { label: t("channels.tag"), cell: (c) => c.tag || "—" },
+      { label: t("channels.priority"), cell: (c) => String(c.priority) },
+      { label: t("channels.lastTest"), cell: (c) => (c.test_time ? t("channels.lastTestAt", { time: dateTime(c.test_time), ms: number(c.response_time) }) : t("common.never")) },
+      { label: t("dash.balance"), cell: (c) => (c.balance_updated_time ? String(c.balance) : "—") },
+      { label: t("col.actions"), cell: actions },
     ],
   });
 }
@@ -299,18 +301,18 @@ export async function render(ctx) {
 function openBatchTag({ api, shell }, chosen, onSaved, act) {
   void act(async () => {
     const ids = chosen();
-    const dialog = openDialog("Tag the selected channels");
-    dialog.body.append(form("Tag the selected channels", async (f) => {
+    const dialog = openDialog(t("channels.tagSelectedDialog"));
+    dialog.body.append(form(t("channels.tagSelectedDialog"), async (f) => {
       /** @type {number} */
       const count = await api.post("/api/channel/batch/tag", { ids, tag: valueOf(f, "tag").trim() });
-      shell.say(`${count} ${count === 1 ? "channel" : "channels"} tagged.`);
+      shell.say(t("channels.tagged", { count }));
       onSaved();
       dialog.close();
     },
-    field("Tag", "tag", { autocomplete: "off", hint: `For ${ids.length} selected; empty removes the tag.` }),
+    field(t("channels.tag"), "tag", { autocomplete: "off", hint: t("channels.tagHint", { count: ids.length }) }),
     h("div", { class: "actions" },
-      h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-      h("button", { type: "submit" }, "Set tag"))));
+      h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+      h("button", { type: "submit" }, t("channels.setTag")))));
     dialog.body.querySelector("input")?.focus();
   });
 }
@@ -322,36 +324,36 @@ function openBatchTag({ api, shell }, chosen, onSaved, act) {
  * @param {() => void} onSaved
  */
 function openTag({ api, shell }, tag, onSaved) {
-  const dialog = openDialog(`Channels tagged “${tag}”`);
-  /** @param {string} path @param {string} done */
-  const bulk = (path, done) => async () => {
+  const dialog = openDialog(t("channels.taggedDialog", { tag }));
+  /** @param {string} path @param {boolean} enabled */
+  const bulk = (path, enabled) => async () => {
     const editor = /** @type {HTMLFormElement} */ (dialog.body.querySelector("form"));
     try {
       /** @type {number} */
       const count = await api.post(path, { tag });
-      shell.say(`${count} ${count === 1 ? "channel" : "channels"} tagged “${tag}” ${done}.`);
+      shell.say(t(enabled ? "channels.tagEnabled" : "channels.tagDisabled", { count, tag }));
       onSaved();
       dialog.close();
     } catch (error) {
       showError(editor, error);
     }
   };
-  dialog.body.append(form("Rename the tag", async (f) => {
+  dialog.body.append(form(t("channels.renameForm"), async (f) => {
     /** @type {number} */
     const count = await api.put("/api/channel/tag", { tag, new_tag: valueOf(f, "new_tag").trim() });
-    shell.say(`Tag “${tag}” renamed on ${count} ${count === 1 ? "channel" : "channels"}.`);
+    shell.say(t("channels.renamed", { count, tag }));
     onSaved();
     dialog.close();
   },
   h("div", { class: "actions inline" },
-    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/enabled", "enabled")() },
-      "Enable all"),
-    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/disabled", "disabled")() },
-      "Disable all")),
-  field("New tag", "new_tag", { value: tag, autocomplete: "off" }),
+    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/enabled", true)() },
+      t("channels.enableAll")),
+    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/disabled", false)() },
+      t("channels.disableAll"))),
+  field(t("channels.newTag"), "new_tag", { value: tag, autocomplete: "off" }),
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Close"),
-    h("button", { type: "submit" }, "Rename tag"))));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.close")),
+    h("button", { type: "submit" }, t("channels.renameTag")))));
 }
 
 /**
@@ -361,20 +363,20 @@ function openTag({ api, shell }, tag, onSaved) {
  * @param {() => void} onSaved
  */
 function openKeys({ api }, c, onSaved) {
-  const dialog = openDialog(`Keys of channel “${c.name}”`, onSaved);
-  const list = h("div", {}, h("p", { class: "loading" }, "Loading the keys…"));
+  const dialog = openDialog(t("channels.keysDialog", { name: c.name }), onSaved);
+  const list = h("div", {}, h("p", { class: "loading" }, t("channels.loadingKeys")));
   dialog.body.append(list, h("div", { class: "actions" },
-    h("button", { type: "button", onclick: () => dialog.close() }, "Close")));
+    h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
   const load = async () => {
     try {
       /** @type {{keys: {index: number, status: number, key_preview: string, reason: string}[], enabled_count: number, total: number}} */
       const page = await api.post("/api/channel/multi_key/manage", { channel_id: c.id, action: "get_key_status", page_size: 100 });
-      replace(list, h("p", {}, `${page.enabled_count} of ${page.total} keys enabled.`),
+      replace(list, h("p", {}, t("channels.keysEnabled", { enabled: number(page.enabled_count), total: number(page.total) })),
         h("ul", { class: "checks" }, page.keys.map((k) => h("li", {},
-          h("span", { class: "mono" }, k.key_preview), ` — ${KEY_STATUS[k.status] ?? k.status}${k.reason ? ` (${k.reason})` : ""} `,
-          h("button", { type: "button", class: "secondary", "aria-label": `${k.status === 1 ? "Disable" : "Enable"} key ${k.index + 1}`,
+          h("span", { class: "mono" }, k.key_preview), ` — ${CHANNEL_STATUS[k.status]?.() ?? k.status}${k.reason ? ` (${k.reason})` : ""} `,
+          h("button", { type: "button", class: "secondary", "aria-label": rowLabel(k.status === 1 ? t("common.disable") : t("common.enable"), t("channels.keyN", { n: String(k.index + 1) })),
             onclick: () => void change(k.status === 1 ? "disable_key" : "enable_key", k.index) },
-          k.status === 1 ? "Disable" : "Enable")))));
+          k.status === 1 ? t("common.disable") : t("common.enable"))))));
     } catch (error) {
       replace(list, h("p", { role: "alert" }, error instanceof Error ? error.message : String(error)));
     }

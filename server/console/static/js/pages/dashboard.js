@@ -9,6 +9,7 @@
 import { h, replace, uid } from "../dom.js";
 import { heading } from "../forms.js";
 import { METRICS, PERIODS, slotsOf, usageChart } from "../widgets/usage-chart.js";
+import { number, t } from "../i18n.js";
 
 /** The lowest role that may read everyone's usage (`GET /api/data/` is for admins). */
 const ADMIN = 10;
@@ -21,27 +22,27 @@ export async function render({ main, api, session, site }) {
   const periodId = uid("period");
   const metricId = uid("metric");
   const period = h("select", { id: periodId },
-    Object.entries(PERIODS).map(([value, spec]) => h("option", { value }, spec.label)));
+    Object.entries(PERIODS).map(([value, spec]) => h("option", { value }, spec.label())));
   period.value = "week";
   const metric = h("select", { id: metricId },
-    Object.entries(METRICS).map(([value, label]) => h("option", { value }, label)));
+    Object.entries(METRICS).map(([value, label]) => h("option", { value }, label())));
   const area = h("div", { class: "chart-area" });
   const whoseId = uid("whose");
   // admins and root may see everyone's usage, summed per model and hour (`GET /api/data/`)
   const whose = user.role >= ADMIN ? h("select", { id: whoseId },
-    h("option", { value: "self" }, "Yours"), h("option", { value: "all" }, "Everyone")) : null;
+    h("option", { value: "self" }, t("dash.yours")), h("option", { value: "all" }, t("dash.everyone"))) : null;
   replace(main,
-    heading("Dashboard"),
+    heading(t("page.dashboard")),
     h("dl", { class: "cards" },
-      figure("Balance", site.quota(user.quota)),
-      figure("Used", site.quota(user.used_quota)),
-      figure("Requests", user.request_count.toLocaleString())),
+      figure(t("dash.balance"), site.quota(user.quota)),
+      figure(t("dash.used"), site.quota(user.used_quota)),
+      figure(t("dash.requests"), number(user.request_count))),
     h("section", { "aria-labelledby": `${periodId}-heading` },
-      h("h2", { id: `${periodId}-heading` }, "Usage by model"),
+      h("h2", { id: `${periodId}-heading` }, t("dash.usageByModel")),
       h("div", { class: "controls" },
-        h("div", { class: "control" }, h("label", { for: periodId }, "Period"), period),
-        h("div", { class: "control" }, h("label", { for: metricId }, "Show"), metric),
-        whose ? h("div", { class: "control" }, h("label", { for: whoseId }, "Whose usage"), whose) : null),
+        h("div", { class: "control" }, h("label", { for: periodId }, t("dash.period")), period),
+        h("div", { class: "control" }, h("label", { for: metricId }, t("dash.show")), metric),
+        whose ? h("div", { class: "control" }, h("label", { for: whoseId }, t("dash.whose")), whose) : null),
       area));
 
   /** @type {{buckets: import("../types.js").UsageBucket[], slots: import("../widgets/usage-chart.js").Slot[]}} */
@@ -50,14 +51,14 @@ export async function render({ main, api, session, site }) {
     const chosen = /** @type {import("../widgets/usage-chart.js").Metric} */ (metric.value);
     const spec = PERIODS[/** @type {import("../widgets/usage-chart.js").Period} */ (period.value)];
     const format = chosen === "quota" ? (/** @type {number} */ v) => site.quota(v)
-      : (/** @type {number} */ v) => Math.round(v).toLocaleString();
-    replace(area, usageChart({ buckets: data.buckets, slots: data.slots, metric: chosen, periodLabel: spec.label,
+      : (/** @type {number} */ v) => number(Math.round(v));
+    replace(area, usageChart({ buckets: data.buckets, slots: data.slots, metric: chosen, periodLabel: spec.label(),
       format, width: Math.max(280, Math.min(1200, (area.clientWidth || main.clientWidth || 640) - 34)) }));
   };
   const load = async () => {
     const span = slotsOf(/** @type {import("../widgets/usage-chart.js").Period} */ (period.value), new Date());
     area.setAttribute("aria-busy", "true");
-    replace(area, h("p", { class: "loading" }, "Loading…"));
+    replace(area, h("p", { class: "loading" }, t("common.loading")));
     try {
       const path = whose?.value === "all" ? "/api/data/" : "/api/data/self";
       /** @type {import("../types.js").UsageBucket[]} */

@@ -6,19 +6,22 @@
  */
 
 import { h, replace } from "../dom.js";
-import { heading } from "../forms.js";
+import { heading, rowLabel, withCodes } from "../forms.js";
 import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { openKeyForm } from "./key-form.js";
+import { t } from "../i18n.js";
 
 /** How a key is written everywhere but the reveal route's reply (`sk-` and the 48 characters). */
 const KEY_PREFIX = "sk-";
 
 /** @typedef {import("../types.js").ApiKey} ApiKey */
 
-export const KEY_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Expired", 4: "Exhausted" });
+/** @type {Record<number, () => string>} */
+const KEY_STATUS = { 1: () => t("status.enabled"), 2: () => t("status.disabled"), 3: () => t("keys.status.expired"),
+  4: () => t("keys.status.exhausted") };
 const WHOLE_KEY = /^(sk-)?[A-Za-z0-9]{48}$/;
 
 /** @param {import("../types.js").PageContext} ctx */
@@ -41,61 +44,60 @@ export async function render(ctx) {
   const reveal = (key) => act(async () => {
     /** @type {{key: string}} */
     const revealed = await api.post(`/api/token/${key.id}/key`);
-    const dialog = openDialog(`API key “${label(key)}”`);
+    const dialog = openDialog(t("keys.dialog", { name: label(key) }));
     // the route answers the bare key, as new-api's does; a caller sends it with its `sk-` prefix
-    dialog.body.append(secretBox("The whole key", `${KEY_PREFIX}${revealed.key}`,
-      "Anyone holding this key can spend its quota: keep it like a password."),
-    h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, "Close")));
+    dialog.body.append(secretBox(t("keys.whole"), `${KEY_PREFIX}${revealed.key}`,
+      t("keys.keepIt")),
+    h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
   });
   /** @param {ApiKey} key */
   const toggle = (key) => act(async () => {
     const status = key.status === 1 ? 2 : 1;
     await api.put("/api/token/", { id: key.id, status }, { status_only: 1 });
-    shell.say(`API key “${label(key)}” ${status === 1 ? "enabled" : "disabled"}.`);
+    shell.say(t(status === 1 ? "keys.enabled" : "keys.disabled", { name: label(key) }));
     await table.reload();
   });
   /** @param {ApiKey} key */
   const remove = (key) => act(async () => {
-    const sure = await confirmAction({ title: "Delete this API key?",
-      message: `Calls made with “${label(key)}” stop working at once. This cannot be undone.`, confirm: "Delete" });
+    const sure = await confirmAction({ title: t("keys.deleteTitle"),
+      message: t("keys.deleteMessage", { name: label(key) }), confirm: t("common.delete") });
     if (!sure) return;
     await api.delete(`/api/token/${key.id}`);
-    shell.say(`API key “${label(key)}” deleted.`);
+    shell.say(t("keys.deleted", { name: label(key) }));
     await table.reload();
   });
   /** @param {ApiKey} key */
   const actions = (key) => h("div", { class: "row-actions" },
-    h("button", { type: "button", class: "secondary", "aria-label": `Reveal ${label(key)}`, onclick: () => void reveal(key) }, "Reveal"),
-    h("button", { type: "button", class: "secondary", "aria-label": `Edit ${label(key)}`,
-      onclick: () => openKeyForm(ctx, key, () => void table.reload()) }, "Edit"),
-    h("button", { type: "button", class: "secondary", "aria-label": `${key.status === 1 ? "Disable" : "Enable"} ${label(key)}`,
-      onclick: () => void toggle(key) }, key.status === 1 ? "Disable" : "Enable"),
-    h("button", { type: "button", class: "danger", "aria-label": `Delete ${label(key)}`, onclick: () => void remove(key) }, "Delete"));
+    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(t("keys.reveal"), label(key)), onclick: () => void reveal(key) }, t("keys.reveal")),
+    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(t("common.edit"), label(key)),
+      onclick: () => openKeyForm(ctx, key, () => void table.reload()) }, t("common.edit")),
+    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(key.status === 1 ? t("common.disable") : t("common.enable"), label(key)),
+      onclick: () => void toggle(key) }, key.status === 1 ? t("common.disable") : t("common.enable")),
+    h("button", { type: "button", class: "danger", "aria-label": rowLabel(t("common.delete"), label(key)), onclick: () => void remove(key) }, t("common.delete")));
 
   replace(main,
-    heading("API keys"),
-    h("p", {}, "Keys are what programs send to call models through this gateway (as ",
-      h("code", {}, "Authorization: Bearer sk-…"), ")."),
+    heading(t("page.keys")),
+    h("p", {}, withCodes(t("keys.intro"), { header: "Authorization: Bearer sk-…" })),
     h("div", { class: "toolbar" }, h("button", { type: "button",
-      onclick: () => openKeyForm(ctx, null, () => void table.reload()) }, "Create API key")),
+      onclick: () => openKeyForm(ctx, null, () => void table.reload()) }, t("keys.create"))),
     table);
   await table.configure({
-    caption: "Your API keys",
-    searchLabel: "Search by name or whole key",
-    empty: "No API keys yet. Create one to call models.",
+    caption: t("keys.caption"),
+    searchLabel: t("keys.search"),
+    empty: t("keys.empty"),
     fetch: ({ p, page_size, keyword }) => {
       if (!keyword) return api.get("/api/token/", { p, page_size });
       const byKey = WHOLE_KEY.test(keyword);
       return api.get("/api/token/search", { p, page_size, keyword: byKey ? "" : keyword, token: byKey ? keyword : "" });
     },
     columns: [
-      { label: "Name", cell: (key) => label(key) },
-      { label: "Status", cell: (key) => h("span", { class: `badge status-${key.status}` }, KEY_STATUS[key.status] ?? String(key.status)) },
-      { label: "Remaining", cell: (key) => (key.unlimited_quota ? "Unlimited" : site.quota(key.remain_quota)) },
-      { label: "Used", cell: (key) => site.quota(key.used_quota) },
-      { label: "Expires", cell: (key) => dateTime(key.expired_time) },
-      { label: "Group", cell: (key) => key.group || "Your group" },
-      { label: "Actions", cell: actions },
+      { label: t("col.name"), cell: (key) => label(key) },
+      { label: t("col.status"), cell: (key) => h("span", { class: `badge status-${key.status}` }, KEY_STATUS[key.status]?.() ?? String(key.status)) },
+      { label: t("keys.remaining"), cell: (key) => (key.unlimited_quota ? t("keys.unlimited") : site.quota(key.remain_quota)) },
+      { label: t("col.used"), cell: (key) => site.quota(key.used_quota) },
+      { label: t("keys.expires"), cell: (key) => dateTime(key.expired_time) },
+      { label: t("col.group"), cell: (key) => key.group || t("keys.yourGroup") },
+      { label: t("col.actions"), cell: actions },
     ],
   });
 }

@@ -10,6 +10,7 @@ import { h, replace } from "../dom.js";
 import { field, form, heading, valueOf } from "../forms.js";
 import { nextOf } from "../pages.js";
 import { ceremony, passkeysSupported } from "../webauthn.js";
+import { t } from "../i18n.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main, api, session, router, site, url }) {
@@ -19,32 +20,32 @@ export function render({ main, api, session, router, site, url }) {
     await router.go(nextOf(url), { replace: true });
   };
   const secondStep = () => {
-    const step = form("Two-factor authentication", async (f) => {
+    const step = form(t("login.twoFactor"), async (f) => {
       await finish(await api.post("/api/user/login/2fa", { code: valueOf(f, "code").trim() }));
     },
-    field("Authentication code", "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true,
-      hint: "The 6-digit code of your authenticator app, or one of your backup codes." }),
-    h("div", { class: "actions" }, h("button", { type: "submit" }, "Verify")));
-    replace(main, h("section", { class: "narrow" }, heading("Two-factor authentication"),
-      h("p", {}, "Your password was right. Your account also needs its second factor."), step));
+    field(t("login.code"), "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true,
+      hint: t("login.codeHint") }),
+    h("div", { class: "actions" }, h("button", { type: "submit" }, t("verify.verify"))));
+    replace(main, h("section", { class: "narrow" }, heading(t("login.twoFactor")),
+      h("p", {}, t("login.passwordRight")), step));
     step.querySelector("input")?.focus();
   };
-  const signIn = form("Sign in", async (f) => {
+  const signIn = form(t("page.login"), async (f) => {
     const reply = await api.post("/api/user/login", {
       username: valueOf(f, "username").trim(), password: valueOf(f, "password") });
     if (reply && reply.require_2fa) secondStep();
     else await finish(reply);
   },
-  field("Username", "username", { autocomplete: "username", required: true, hint: "Or your e-mail address." }),
-  field("Password", "password", { type: "password", autocomplete: "current-password", required: true }),
-  h("div", { class: "actions" }, h("button", { type: "submit" }, "Sign in")));
+  field(t("field.username"), "username", { autocomplete: "username", required: true, hint: t("login.usernameHint") }),
+  field(t("field.password"), "password", { type: "password", autocomplete: "current-password", required: true }),
+  h("div", { class: "actions" }, h("button", { type: "submit" }, t("page.login"))));
   const withPasskey = site.status.passkey_login && passkeysSupported()
-    ? form("Sign in with a passkey", async () => {
+    ? form(t("login.withPasskey"), async () => {
       await finish(await ceremony(api, "/api/user/passkey/login", "get"));
     },
-    h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary" }, "Sign in with a passkey")))
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary" }, t("login.withPasskey"))))
     : null;
-  replace(main, h("section", { class: "narrow" }, heading("Sign in"), signIn, withPasskey,
-    h("p", { class: "links" }, h("a", { href: "/forgot-password" }, "Forgotten password?"), " · ",
-      h("a", { href: "/register" }, "Create an account"))));
+  replace(main, h("section", { class: "narrow" }, heading(t("page.login")), signIn, withPasskey,
+    h("p", { class: "links" }, h("a", { href: "/forgot-password" }, t("login.forgot")), " · ",
+      h("a", { href: "/register" }, t("page.register")))));
 }

@@ -10,10 +10,12 @@ import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { LEAST_ROLE } from "../pages.js";
 import { dateTime, fromLocalInput } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { number, t } from "../i18n.js";
 
 /** The log types (`type` of a row and of the filter; 0: every type). */
-export const LOG_TYPES = /** @type {Record<number, string>} */ ({
-  1: "Top-up", 2: "Consumption", 3: "Management", 4: "System", 5: "Error", 6: "Refund",
+export const LOG_TYPES = /** @type {Record<number, () => string>} */ ({
+  1: () => t("logs.type.1"), 2: () => t("logs.type.2"), 3: () => t("logs.type.3"), 4: () => t("logs.type.4"),
+  5: () => t("logs.type.5"), 6: () => t("logs.type.6"),
 });
 
 /**
@@ -55,17 +57,17 @@ export async function render(ctx) {
       const stat = await api.get(`${base}/stat`, statQuery(filters));
       /** @param {string} label @param {string} value */
       const figure = (label, value) => h("div", { class: "card" }, h("dt", {}, label), h("dd", {}, value));
-      replace(totals, figure("Quota used", site.quota(stat.quota)),
-        figure("Requests in the last minute", stat.rpm.toLocaleString()),
-        figure("Tokens in the last minute", stat.tpm.toLocaleString()));
+      replace(totals, figure(t("chart.metric.quota"), site.quota(stat.quota)),
+        figure(t("logs.rpm"), number(stat.rpm)),
+        figure(t("logs.tpm"), number(stat.tpm)));
     } catch (error) {
       replace(totals, h("p", { class: "form-error", role: "alert" }, error instanceof Error ? error.message : String(error)));
     }
   };
 
-  const typeOptions = [{ value: "0", label: "Every type" },
-    ...Object.entries(LOG_TYPES).map(([value, label]) => ({ value, label }))];
-  const filterForm = form("Filter the logs", async (element) => {
+  const typeOptions = [{ value: "0", label: t("logs.everyType") },
+    ...Object.entries(LOG_TYPES).map(([value, label]) => ({ value, label: label() }))];
+  const filterForm = form(t("logs.filter"), async (element) => {
     /** @type {Record<string, string | number>} */
     const next = { type: Number(valueOf(element, "type")), model_name: valueOf(element, "model_name").trim(),
       token_name: valueOf(element, "token_name").trim() };
@@ -73,56 +75,56 @@ export async function render(ctx) {
       const text = valueOf(element, name);
       if (!text) continue;
       const seconds = fromLocalInput(text);
-      if (Number.isNaN(seconds)) throw refuse(name, "must be a date and time");
+      if (Number.isNaN(seconds)) throw refuse(name, t("common.mustBeDate"));
       next[name] = seconds;
     }
     if (admin) {
       next.username = valueOf(element, "username").trim();
       const channel = valueOf(element, "channel").trim();
-      if (channel && !/^\d+$/.test(channel)) throw refuse("channel", "must be a channel id (a whole number)");
+      if (channel && !/^\d+$/.test(channel)) throw refuse("channel", t("logs.channelMustBeId"));
       if (channel) next.channel = Number(channel);
     }
     filters = next;
     await Promise.all([table.search(""), showTotals()]);
   },
   h("div", { class: "log-filters" },
-    field("Type", "type", { type: "select", options: typeOptions, value: "0" }),
-    field("Model", "model_name", { hint: "the exact model name" }),
-    field("API key name", "token_name"),
-    admin ? field("User", "username", { hint: "the exact username" }) : null,
-    admin ? field("Channel id", "channel", { inputmode: "numeric" }) : null,
-    field("From", "start_timestamp", { type: "datetime-local", hint: "in your time zone" }),
-    field("Until", "end_timestamp", { type: "datetime-local", hint: "in your time zone" })),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Apply filters")));
+    field(t("col.type"), "type", { type: "select", options: typeOptions, value: "0" }),
+    field(t("col.model"), "model_name", { hint: t("logs.exactModel") }),
+    field(t("logs.keyName"), "token_name"),
+    admin ? field(t("col.user"), "username", { hint: t("logs.exactUser") }) : null,
+    admin ? field(t("logs.channelId"), "channel", { inputmode: "numeric" }) : null,
+    field(t("logs.from"), "start_timestamp", { type: "datetime-local", hint: t("logs.inYourZone") }),
+    field(t("logs.until"), "end_timestamp", { type: "datetime-local", hint: t("logs.inYourZone") })),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("logs.apply"))));
 
   /** @type {import("../widgets/paged-table.js").Column<LogRow>[]} */
   const columns = [
-    { label: "Time", cell: (row) => dateTime(row.created_at) },
-    { label: "Type", cell: (row) => LOG_TYPES[row.type] ?? String(row.type) },
-    ...(admin ? [{ label: "User", cell: (/** @type {LogRow} */ row) => row.username },
-      { label: "Channel", cell: (/** @type {LogRow} */ row) => (row.channel
+    { label: t("col.time"), cell: (row) => dateTime(row.created_at) },
+    { label: t("col.type"), cell: (row) => LOG_TYPES[row.type]?.() ?? String(row.type) },
+    ...(admin ? [{ label: t("col.user"), cell: (/** @type {LogRow} */ row) => row.username },
+      { label: t("col.channel"), cell: (/** @type {LogRow} */ row) => (row.channel
         ? `#${row.channel}${row.channel_name ? ` ${row.channel_name}` : ""}` : "") }] : []),
-    { label: "API key", cell: (row) => row.token_name },
-    { label: "Model", cell: (row) => row.model_name },
-    { label: "Tokens in / out", cell: (row) => (row.type === 2
-      ? `${row.prompt_tokens.toLocaleString()} / ${row.completion_tokens.toLocaleString()}` : "") },
-    { label: "Quota", cell: (row) => (row.quota ? site.quota(row.quota) : "") },
-    { label: "Time taken", cell: (row) => (row.type === 2 ? `${row.use_time} s${row.is_stream ? ", streamed" : ""}` : "") },
-    { label: "Details", cell: (row) => row.content },
+    { label: t("col.apiKey"), cell: (row) => row.token_name },
+    { label: t("col.model"), cell: (row) => row.model_name },
+    { label: t("logs.tokensInOut"), cell: (row) => (row.type === 2
+      ? `${number(row.prompt_tokens)} / ${number(row.completion_tokens)}` : "") },
+    { label: t("col.quota"), cell: (row) => (row.quota ? site.quota(row.quota) : "") },
+    { label: t("logs.timeTaken"), cell: (row) => (row.type === 2 ? t(row.is_stream ? "logs.secondsStreamed" : "logs.seconds", { seconds: number(row.use_time) }) : "") },
+    { label: t("logs.details"), cell: (row) => h("span", { class: "server-text" }, row.content) },
   ];
 
   replace(main,
-    heading("Logs"),
-    h("p", {}, admin ? "Every user's logs: calls, top-ups and changes, newest first."
-      : "Your calls, top-ups and account changes, newest first."),
+    heading(t("page.logs")),
+    h("p", {}, admin ? t("logs.introAdmin")
+      : t("logs.intro")),
     filterForm,
-    h("h2", {}, "Totals of these filters"),
+    h("h2", {}, t("logs.totals")),
     totals,
-    h("h2", {}, "Log entries"),
+    h("h2", {}, t("logs.entries")),
     table);
   await Promise.all([table.configure({
-    caption: admin ? "Every user's logs" : "Your logs",
-    empty: "No logs match.",
+    caption: admin ? t("logs.captionAdmin") : t("logs.caption"),
+    empty: t("logs.empty"),
     columns,
     fetch: ({ p, page_size }) => api.get(list, { p, page_size, ...filters }),
   }), showTotals()]);

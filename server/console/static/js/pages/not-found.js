@@ -2,9 +2,10 @@
 
 import { h, replace } from "../dom.js";
 import { heading } from "../forms.js";
+import { t } from "../i18n.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main }) {
-  replace(main, heading("Page not found"),
-    h("p", {}, "The console has no page at this address. ", h("a", { href: "/" }, "Go to the start page.")));
+  replace(main, heading(t("page.notFound")),
+    h("p", {}, t("notFound.text"), h("a", { href: "/" }, t("notFound.start"))));
 }

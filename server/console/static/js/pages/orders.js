@@ -6,15 +6,17 @@
  */
 
 import { h, replace } from "../dom.js";
-import { heading } from "../forms.js";
+import { heading, rowLabel } from "../forms.js";
 import { dateTime } from "../site.js";
 import { confirmAction } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { t } from "../i18n.js";
 
 /** @typedef {import("../types.js").TopUp} TopUp */
 
-const ORDER_STATUS = /** @type {Record<string, string>} */ ({
-  pending: "Pending", review: "In review", success: "Completed", failed: "Failed", expired: "Expired",
+const ORDER_STATUS = /** @type {Record<string, () => string>} */ ({
+  pending: () => t("order.pending"), review: () => t("order.review"), success: () => t("order.completed"),
+  failed: () => t("order.failed"), expired: () => t("order.expired"),
 });
 
 /** @param {import("../types.js").PageContext} ctx */
@@ -26,13 +28,12 @@ export async function render(ctx) {
   /** @param {TopUp} order */
   const complete = async (order) => {
     try {
-      const sure = await confirmAction({ title: "Complete this order by hand?",
-        message: `Order ${order.trade_no} is marked paid and user #${order.user_id} is credited `
-          + `${site.quota(order.amount * site.status.quota_per_unit)}. Do this only when the payment arrived.`,
-        confirm: "Complete order" });
+      const sure = await confirmAction({ title: t("orders.completeTitle"),
+        message: t("orders.completeMessage", { order: order.trade_no, user: order.user_id, amount: site.quota(order.amount * site.status.quota_per_unit) }),
+        confirm: t("orders.completeOrder") });
       if (!sure) return;
       await api.post("/api/user/topup/complete", { trade_no: order.trade_no });
-      shell.say(`Order ${order.trade_no} completed.`);
+      shell.say(t("orders.completed", { order: order.trade_no }));
       await table.reload();
     } catch (error) {
       shell.say(error instanceof Error ? error.message : String(error));
@@ -40,27 +41,27 @@ export async function render(ctx) {
   };
 
   replace(main,
-    heading("Orders"),
-    h("p", {}, "Every top-up order of every user. An order still pending can be completed by hand."),
+    heading(t("page.orders")),
+    h("p", {}, t("orders.intro")),
     table);
   await table.configure({
-    caption: "Top-up orders",
-    searchLabel: "Search by trade number",
-    empty: "No top-up orders yet.",
+    caption: t("orders.caption"),
+    searchLabel: t("orders.search"),
+    empty: t("orders.empty"),
     fetch: ({ p, page_size, keyword }) => api.get("/api/user/topup", { p, page_size, keyword }),
     columns: [
-      { label: "Trade number", cell: (order) => h("span", { class: "mono" }, order.trade_no) },
-      { label: "User", cell: (order) => `#${order.user_id}` },
-      { label: "Amount", cell: (order) => String(order.amount) },
-      { label: "Paid", cell: (order) => String(order.money) },
-      { label: "Method", cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
-      { label: "Status", cell: (order) => h("span", { class: `badge status-${order.status}` },
-        ORDER_STATUS[order.status] ?? order.status) },
-      { label: "Created", cell: (order) => dateTime(order.create_time) },
-      { label: "Completed", cell: (order) => dateTime(order.complete_time, "—") },
-      { label: "Actions", cell: (order) => (order.status === "pending" || order.status === "review"
-        ? h("button", { type: "button", class: "secondary", "aria-label": `Complete ${order.trade_no}`,
-          onclick: () => void complete(order) }, "Complete")
+      { label: t("orders.tradeNo"), cell: (order) => h("span", { class: "mono" }, order.trade_no) },
+      { label: t("col.user"), cell: (order) => `#${order.user_id}` },
+      { label: t("col.amount"), cell: (order) => String(order.amount) },
+      { label: t("topup.paid"), cell: (order) => String(order.money) },
+      { label: t("orders.method"), cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
+      { label: t("col.status"), cell: (order) => h("span", { class: `badge status-${order.status}` },
+        ORDER_STATUS[order.status]?.() ?? order.status) },
+      { label: t("col.created"), cell: (order) => dateTime(order.create_time) },
+      { label: t("col.completed"), cell: (order) => dateTime(order.complete_time, "—") },
+      { label: t("col.actions"), cell: (order) => (order.status === "pending" || order.status === "review"
+        ? h("button", { type: "button", class: "secondary", "aria-label": rowLabel(t("orders.complete"), order.trade_no),
+          onclick: () => void complete(order) }, t("orders.complete"))
         : "—") },
     ],
   });

@@ -11,6 +11,7 @@
 import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { ApiError } from "../api.js";
+import { number, t } from "../i18n.js";
 
 /** Gemini's prebuilt voices (a selection; the upstream knows more). */
 export const VOICES = ["Kore", "Puck", "Charon", "Aoede", "Fenrir", "Leda", "Orus", "Zephyr"];
@@ -75,13 +76,13 @@ async function gateway(path, key, auth, body) {
   try {
     response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "omit", cache: "no-store" });
   } catch (error) {
-    throw new ApiError(`The server could not be reached (${error instanceof Error ? error.message : String(error)}).`, 0);
+    throw new ApiError(t("play.unreachable", { reason: error instanceof Error ? error.message : String(error) }), 0);
   }
   /** @type {any} */
   const answer = await response.json().catch(() => null);
   if (!response.ok) {
     const message = answer && answer.error && typeof answer.error.message === "string" ? answer.error.message
-      : `The server answered ${response.status} without a message.`;
+      : t("api.noMessage", { status: response.status });
     throw new ApiError(message, response.status);
   }
   return answer;
@@ -101,7 +102,7 @@ export async function render(ctx) {
   /** @param {HTMLFormElement} element */
   const keyOf = async (element) => {
     const id = Number(valueOf(element, "key"));
-    if (!id) throw refuse("key", "create an API key first (on the API keys page)");
+    if (!id) throw refuse("key", t("play.needKey"));
     const known = revealed.get(id);
     if (known) return known;
     /** @type {{key: string}} */
@@ -115,11 +116,11 @@ export async function render(ctx) {
 
   const player = h("div", { class: "player", "aria-live": "polite" });
   let audioUrl = "";
-  const speech = form("Speech", async (element) => {
+  const speech = form(t("play.speech"), async (element) => {
     const model = valueOf(element, "model");
     const text = valueOf(element, "text").trim();
-    if (!model) throw refuse("model", "no model that speaks is available to you");
-    if (!text) throw refuse("text", "type something to say");
+    if (!model) throw refuse("model", t("play.noSpeaker"));
+    if (!text) throw refuse("text", t("play.typeSomething"));
     const key = await keyOf(element);
     const answer = await gateway(`/v1beta/models/${encodeURIComponent(model)}:generateContent`, key,
       { "x-goog-api-key": "" }, {
@@ -130,49 +131,49 @@ export async function render(ctx) {
     const parts = answer?.candidates?.[0]?.content?.parts ?? [];
     /** @type {{mimeType: string, data: string} | undefined} */
     const audio = parts.map((/** @type {any} */ p) => p.inlineData).find((/** @type {any} */ d) => d && typeof d.data === "string");
-    if (!audio) throw new ApiError("The answer has no audio.", 200);
+    if (!audio) throw new ApiError(t("play.noAudio"), 200);
     if (audioUrl) URL.revokeObjectURL(audioUrl);
     audioUrl = URL.createObjectURL(wavOf(bytesOf(audio.data), rateOf(audio.mimeType ?? "")));
-    replace(player, h("audio", { controls: true, src: audioUrl, "aria-label": "The spoken text" }),
-      h("p", { class: "hint" }, `${model}, voice ${valueOf(element, "voice")}, ${audio.mimeType}`));
+    replace(player, h("audio", { controls: true, src: audioUrl, "aria-label": t("play.spoken") }),
+      h("p", { class: "hint" }, t("play.audioInfo", { model, voice: valueOf(element, "voice"), mime: audio.mimeType })));
   },
-  field("Model", "model", { type: "select", options: modelOptions(speaking), value: speaking[0] ?? "",
-    hint: speaking.length ? "" : "No model that speaks is available to you." }),
-  field("Voice", "voice", { type: "select", options: VOICES.map((v) => ({ value: v, label: v })), value: VOICES[0] }),
-  field("API key", "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "",
-    hint: "the call is made with this key and charged to it" }),
-  field("Text to say", "text", { type: "textarea" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Speak")));
+  field(t("col.model"), "model", { type: "select", options: modelOptions(speaking), value: speaking[0] ?? "",
+    hint: speaking.length ? "" : t("play.noSpeakerHint") }),
+  field(t("play.voice"), "voice", { type: "select", options: VOICES.map((v) => ({ value: v, label: v })), value: VOICES[0] }),
+  field(t("col.apiKey"), "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "",
+    hint: t("play.keyHint") }),
+  field(t("play.textToSay"), "text", { type: "textarea" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("play.speak"))));
 
   const verdict = h("div", { "aria-live": "polite" });
-  const moderation = form("Moderation", async (element) => {
+  const moderation = form(t("play.moderation"), async (element) => {
     const model = valueOf(element, "model");
     const input = valueOf(element, "input").trim();
-    if (!input) throw refuse("input", "type a text to check");
+    if (!input) throw refuse("input", t("play.typeText"));
     const answer = await gateway("/v1/moderations", await keyOf(element), { Authorization: "Bearer " },
       model ? { model, input } : { input });
     /** @type {{flagged: boolean, categories: Record<string, boolean>, category_scores: Record<string, number>}} */
     const result = answer.results[0];
     const names = Object.keys(result.category_scores).sort((a, b) => result.category_scores[b] - result.category_scores[a]);
-    replace(verdict, h("p", { class: result.flagged ? "flagged" : "clean" }, result.flagged ? "Flagged." : "Not flagged."),
-      h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Moderation result" },
-        h("table", { class: "stacking" }, h("caption", {}, "Categories"),
-          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Category"), h("th", { scope: "col" }, "Flagged"),
-            h("th", { scope: "col" }, "Score"))),
-          h("tbody", {}, names.map((n) => h("tr", {}, h("th", { scope: "row", "data-label": "Category" }, n),
-            h("td", { "data-label": "Flagged" }, result.categories[n] ? "Yes" : "No"),
-            h("td", { "data-label": "Score" }, result.category_scores[n].toFixed(4))))))));
+    replace(verdict, h("p", { class: result.flagged ? "flagged" : "clean" }, result.flagged ? t("play.flagged") : t("play.notFlagged")),
+      h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("play.result") },
+        h("table", { class: "stacking" }, h("caption", {}, t("play.categories")),
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, t("play.category")), h("th", { scope: "col" }, t("play.flaggedCol")),
+            h("th", { scope: "col" }, t("play.score")))),
+          h("tbody", {}, names.map((n) => h("tr", {}, h("th", { scope: "row", "data-label": t("play.category") }, n),
+            h("td", { "data-label": t("play.flaggedCol") }, result.categories[n] ? t("common.yes") : t("common.no")),
+            h("td", { "data-label": t("play.score") }, number(result.category_scores[n], { minimumFractionDigits: 4, maximumFractionDigits: 4 }))))))));
   },
-  field("Model", "model", { type: "select", options: modelOptions(moderating), value: moderating[0] ?? "" }),
-  field("API key", "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "" }),
-  field("Text to check", "input", { type: "textarea" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Check")));
+  field(t("col.model"), "model", { type: "select", options: modelOptions(moderating), value: moderating[0] ?? "" }),
+  field(t("col.apiKey"), "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "" }),
+  field(t("play.textToCheck"), "input", { type: "textarea" }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("play.check"))));
 
   replace(main,
-    heading("Playground"),
-    h("p", {}, "Try models with your API keys: each call goes through the gateway and is charged like any other."),
-    h("section", { class: "panel", "aria-labelledby": "speech-heading" }, h("h2", { id: "speech-heading" }, "Speech"),
+    heading(t("page.playground")),
+    h("p", {}, t("play.intro")),
+    h("section", { class: "panel", "aria-labelledby": "speech-heading" }, h("h2", { id: "speech-heading" }, t("play.speech")),
       speech, player),
     h("section", { class: "panel", "aria-labelledby": "moderation-heading" },
-      h("h2", { id: "moderation-heading" }, "Moderation"), moderation, verdict));
+      h("h2", { id: "moderation-heading" }, t("play.moderation")), moderation, verdict));
 }

@@ -9,14 +9,16 @@
  */
 
 import { h, replace, uid } from "../dom.js";
-import { checkbox, checked, field, form, heading, refuse, valueOf } from "../forms.js";
+import { checkbox, checked, field, form, heading, refuse, rowLabel, valueOf } from "../forms.js";
 import { dateTime, fromLocalInput, toLocalInput } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { t } from "../i18n.js";
 
 /** @typedef {import("../types.js").Redemption} Redemption */
 
-const CODE_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled", 3: "Used" });
+const CODE_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled"),
+  3: () => t("redeem.used") });
 const DAY = 86400;
 
 /** @param {import("../types.js").PageContext} ctx */
@@ -39,59 +41,59 @@ export async function render(ctx) {
   const toggle = (code) => act(async () => {
     const status = code.status === 1 ? 2 : 1;
     await api.put("/api/redemption/", { id: code.id, status }, { status_only: 1 });
-    shell.say(`Redemption code ${label(code)} ${status === 1 ? "enabled" : "disabled"}.`);
+    shell.say(t(status === 1 ? "redeem.enabled" : "redeem.disabled", { name: label(code) }));
     await table.reload();
   });
   /** @param {Redemption} code */
   const remove = (code) => act(async () => {
-    const sure = await confirmAction({ title: "Delete this redemption code?",
-      message: `Code ${label(code)} can no longer be redeemed. This cannot be undone.`, confirm: "Delete" });
+    const sure = await confirmAction({ title: t("redeem.deleteTitle"),
+      message: t("redeem.deleteMessage", { name: label(code) }), confirm: t("common.delete") });
     if (!sure) return;
     await api.delete(`/api/redemption/${code.id}`);
-    shell.say(`Redemption code ${label(code)} deleted.`);
+    shell.say(t("redeem.deleted", { name: label(code) }));
     await table.reload();
   });
   const removeInvalid = () => act(async () => {
-    const sure = await confirmAction({ title: "Delete every invalid code?",
-      message: "Every used, disabled or expired code is deleted. This cannot be undone.", confirm: "Delete invalid codes" });
+    const sure = await confirmAction({ title: t("redeem.deleteInvalidTitle"),
+      message: t("redeem.deleteInvalidMessage"), confirm: t("redeem.deleteInvalid") });
     if (!sure) return;
     /** @type {number} */
     const count = await api.delete("/api/redemption/invalid");
-    shell.say(`${count} invalid redemption ${count === 1 ? "code" : "codes"} deleted.`);
+    shell.say(t("redeem.invalidDeleted", { count }));
     await table.reload();
   });
   /** @param {Redemption} code */
   const actions = (code) => h("div", { class: "row-actions" },
     code.status === 3 ? null : h("button", { type: "button", class: "secondary",
-      "aria-label": `${code.status === 1 ? "Disable" : "Enable"} ${label(code)}`, onclick: () => void toggle(code) },
-    code.status === 1 ? "Disable" : "Enable"),
-    h("button", { type: "button", class: "danger", "aria-label": `Delete ${label(code)}`, onclick: () => void remove(code) },
-      "Delete"));
+      "aria-label": rowLabel(code.status === 1 ? t("common.disable") : t("common.enable"), label(code)), onclick: () => void toggle(code) },
+    code.status === 1 ? t("common.disable") : t("common.enable")),
+    h("button", { type: "button", class: "danger", "aria-label": rowLabel(t("common.delete"), label(code)), onclick: () => void remove(code) },
+      t("common.delete")));
 
   replace(main,
-    heading("Redemption codes"),
-    h("p", {}, "A redemption code adds its quota to the balance of the user who redeems it, once."),
+    heading(t("page.redemptions")),
+    h("p", {}, t("redeem.intro")),
     h("div", { class: "toolbar" },
-      h("button", { type: "button", onclick: () => openCreateForm(ctx, () => void table.reload()) }, "Create codes"),
-      h("button", { type: "button", class: "danger", onclick: () => void removeInvalid() }, "Delete invalid codes")),
+      h("button", { type: "button", onclick: () => openCreateForm(ctx, () => void table.reload()) }, t("redeem.createCodes")),
+      h("button", { type: "button", class: "danger", onclick: () => void removeInvalid() }, t("redeem.deleteInvalid"))),
     table);
   await table.configure({
-    caption: "Redemption codes",
-    searchLabel: "Search by id, whole code or name",
-    empty: "No redemption codes yet.",
+    caption: t("redeem.caption"),
+    searchLabel: t("redeem.search"),
+    empty: t("redeem.empty"),
     fetch: ({ p, page_size, keyword }) => (keyword
       ? api.get("/api/redemption/search", { p, page_size, keyword })
       : api.get("/api/redemption/", { p, page_size })),
     columns: [
-      { label: "Name", cell: (code) => label(code) },
-      { label: "Code", cell: (code) => h("code", {}, code.key) },
-      { label: "Status", cell: (code) => h("span", { class: `badge status-${code.status}` },
-        CODE_STATUS[code.status] ?? String(code.status)) },
-      { label: "Quota", cell: (code) => site.quota(code.quota) },
-      { label: "Created", cell: (code) => dateTime(code.created_time) },
-      { label: "Expires", cell: (code) => dateTime(code.expired_time) },
-      { label: "Redeemed by", cell: (code) => (code.used_user_id ? `User #${code.used_user_id}, ${dateTime(code.redeemed_time)}` : "Nobody") },
-      { label: "Actions", cell: actions },
+      { label: t("col.name"), cell: (code) => label(code) },
+      { label: t("redeem.code"), cell: (code) => h("code", {}, code.key) },
+      { label: t("col.status"), cell: (code) => h("span", { class: `badge status-${code.status}` },
+        CODE_STATUS[code.status]?.() ?? String(code.status)) },
+      { label: t("col.quota"), cell: (code) => site.quota(code.quota) },
+      { label: t("col.created"), cell: (code) => dateTime(code.created_time) },
+      { label: t("keys.expires"), cell: (code) => dateTime(code.expired_time) },
+      { label: t("redeem.redeemedBy"), cell: (code) => (code.used_user_id ? t("redeem.byUser", { id: code.used_user_id, time: dateTime(code.redeemed_time) }) : t("redeem.nobody")) },
+      { label: t("col.actions"), cell: actions },
     ],
   });
 }
@@ -102,20 +104,20 @@ export async function render(ctx) {
  * @param {() => void} onSaved
  */
 function openCreateForm({ api, site }, onSaved) {
-  const dialog = openDialog("Create redemption codes");
-  const expiry = field("Expires at", "expired_time", { type: "datetime-local",
-    value: toLocalInput(Math.floor(Date.now() / 1000) + 30 * DAY), hint: "In your browser's time zone." });
+  const dialog = openDialog(t("redeem.createDialog"));
+  const expiry = field(t("keys.expiresAt"), "expired_time", { type: "datetime-local",
+    value: toLocalInput(Math.floor(Date.now() / 1000) + 30 * DAY), hint: t("common.browserZone") });
   expiry.toggleAttribute("hidden", true);
-  const never = checkbox("Never expires", "never_expires", true, (on) => expiry.toggleAttribute("hidden", on));
-  const editor = form("Create redemption codes", async (f) => {
+  const never = checkbox(t("keys.neverExpires"), "never_expires", true, (on) => expiry.toggleAttribute("hidden", on));
+  const editor = form(t("redeem.createDialog"), async (f) => {
     const quota = site.quotaFromInput(valueOf(f, "quota"));
-    if (Number.isNaN(quota)) throw refuse("quota", "must be a number");
+    if (Number.isNaN(quota)) throw refuse("quota", t("common.mustBeNumber"));
     const count = Number(valueOf(f, "count"));
-    if (valueOf(f, "count").trim() === "" || !Number.isInteger(count)) throw refuse("count", "must be a whole number");
+    if (valueOf(f, "count").trim() === "" || !Number.isInteger(count)) throw refuse("count", t("common.mustBeWhole"));
     let expiredTime = 0;
     if (!checked(f, "never_expires")) {
       expiredTime = fromLocalInput(valueOf(f, "expired_time"));
-      if (Number.isNaN(expiredTime)) throw refuse("expired_time", "must be a date and time");
+      if (Number.isNaN(expiredTime)) throw refuse("expired_time", t("common.mustBeDate"));
     }
     const name = valueOf(f, "name").trim();
     /** @type {string[]} */
@@ -123,15 +125,15 @@ function openCreateForm({ api, site }, onSaved) {
     onSaved();
     showCodes(dialog, name, keys);
   },
-  field("Name", "name", { required: true, autocomplete: "off", hint: "A label for the batch, 1–20 characters." }),
-  field(`Quota of each code (${site.quotaUnit})`, "quota", { type: "number", inputmode: "decimal", step: "any", min: "0",
+  field(t("col.name"), "name", { required: true, autocomplete: "off", hint: t("redeem.nameHint") }),
+  field(t("redeem.quotaEach", { unit: site.quotaUnit }), "quota", { type: "number", inputmode: "decimal", step: "any", min: "0",
     required: true }),
-  field("How many codes", "count", { type: "number", inputmode: "numeric", step: "1", min: "1", value: "1",
-    required: true, hint: "1 to 100." }),
+  field(t("redeem.howMany"), "count", { type: "number", inputmode: "numeric", step: "1", min: "1", value: "1",
+    required: true, hint: t("redeem.howManyHint") }),
   never, expiry,
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    h("button", { type: "submit" }, "Create codes")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    h("button", { type: "submit" }, t("redeem.createCodes"))));
   dialog.body.append(editor);
   editor.querySelector("input")?.focus();
 }
@@ -154,24 +156,23 @@ function showCodes(dialog, name, keys) {
   const copy = async () => {
     try {
       await navigator.clipboard.writeText(box.value);
-      said.textContent = "Copied to the clipboard.";
+      said.textContent = t("secret.copied");
     } catch {
       box.focus();
       box.select();
-      said.textContent = "The browser refused the clipboard: the codes are selected, press Ctrl+C (⌘C) to copy them.";
+      said.textContent = t("redeem.copyRefused");
     }
   };
-  const done = h("button", { type: "button", onclick: () => dialog.close() }, "Done");
+  const done = h("button", { type: "button", onclick: () => dialog.close() }, t("common.done"));
   const file = `redemption-codes-${name.replace(/[^A-Za-z0-9_-]+/g, "-") || "batch"}.txt`;
   replace(dialog.body, h("div", { class: "secret" },
-    h("label", { for: id }, keys.length === 1 ? "The new code" : `The ${keys.length} new codes`),
+    h("label", { for: id }, t("redeem.newCodes", { count: keys.length })),
     box,
     h("p", { class: "hint", id: `${id}-note` },
-      "Copy or download them now: each one adds its quota to whoever redeems it first. "
-      + "They stay in the list for admins."),
+      t("redeem.copyNow")),
     h("div", { class: "actions inline" },
-      h("button", { type: "button", class: "secondary", onclick: () => void copy() }, "Copy"),
-      h("a", { class: "button secondary", href: url, download: file }, "Download")),
+      h("button", { type: "button", class: "secondary", onclick: () => void copy() }, t("secret.copy")),
+      h("a", { class: "button secondary", href: url, download: file }, t("redeem.download"))),
     said), h("div", { class: "actions" }, done));
   done.focus();
 }

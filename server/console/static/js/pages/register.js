@@ -6,14 +6,15 @@
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, run, valueOf } from "../forms.js";
+import { t } from "../i18n.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main, api, site, router, shell, url }) {
   const verify = site.status.email_verification;
-  const sendCode = h("button", { type: "button", class: "secondary" }, "Send code");
-  const register = form("Create an account", async (f) => {
+  const sendCode = h("button", { type: "button", class: "secondary" }, t("register.sendCode"));
+  const register = form(t("page.register"), async (f) => {
     const password = valueOf(f, "password");
-    if (valueOf(f, "confirm") !== password) throw refuse("confirm", "does not match the password");
+    if (valueOf(f, "confirm") !== password) throw refuse("confirm", t("common.noMatch"));
     /** @type {Record<string, string>} */
     const body = { username: valueOf(f, "username").trim(), password, aff_code: valueOf(f, "aff_code") };
     if (verify) {
@@ -21,27 +22,27 @@ export function render({ main, api, site, router, shell, url }) {
       body.verification_code = valueOf(f, "verification_code").trim();
     }
     await api.post("/api/user/register", body);
-    shell.flash("Your account is ready. Sign in.");
+    shell.flash(t("register.ready"));
     await router.go("/login");
   },
-  field("Username", "username", { autocomplete: "username", required: true, hint: "At most 20 characters." }),
-  field("Password", "password", { type: "password", autocomplete: "new-password", required: true,
-    hint: "8 to 64 characters." }),
-  field("Confirm password", "confirm", { type: "password", autocomplete: "new-password", required: true }),
+  field(t("field.username"), "username", { autocomplete: "username", required: true, hint: t("register.usernameHint") }),
+  field(t("field.password"), "password", { type: "password", autocomplete: "new-password", required: true,
+    hint: t("field.passwordHint") }),
+  field(t("field.confirmPassword"), "confirm", { type: "password", autocomplete: "new-password", required: true }),
   verify ? [
-    field("E-mail", "email", { type: "email", autocomplete: "email", required: true }),
+    field(t("field.email"), "email", { type: "email", autocomplete: "email", required: true }),
     h("div", { class: "actions inline" }, sendCode),
-    field("Verification code", "verification_code", { autocomplete: "one-time-code", inputmode: "numeric",
-      required: true, hint: "The code mailed to the address above; it works for 10 minutes." }),
+    field(t("field.verificationCode"), "verification_code", { autocomplete: "one-time-code", inputmode: "numeric",
+      required: true, hint: t("register.codeHint") }),
   ] : null,
-  field("Invitation code", "aff_code", { value: url.searchParams.get("aff") ?? "", hint: "Optional." }),
-  h("div", { class: "actions" }, h("button", { type: "submit" }, "Create account")));
+  field(t("register.invitation"), "aff_code", { value: url.searchParams.get("aff") ?? "", hint: t("common.optional") }),
+  h("div", { class: "actions" }, h("button", { type: "submit" }, t("register.create"))));
   sendCode.addEventListener("click", () => void run(register, async () => {
     const email = valueOf(register, "email").trim();
-    if (!email) throw refuse("email", "is required");
+    if (!email) throw refuse("email", t("common.required"));
     await api.get("/api/verification", { email });
-    shell.say(`A code was sent to ${email}.`);
+    shell.say(t("register.codeSent", { email }));
   }));
-  replace(main, h("section", { class: "narrow" }, heading("Create an account"), register,
-    h("p", { class: "links" }, "Already have an account? ", h("a", { href: "/login" }, "Sign in"))));
+  replace(main, h("section", { class: "narrow" }, heading(t("page.register")), register,
+    h("p", { class: "links" }, t("register.haveAccount"), h("a", { href: "/login" }, t("page.login")))));
 }

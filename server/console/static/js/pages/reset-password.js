@@ -6,31 +6,32 @@
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, valueOf } from "../forms.js";
+import { t } from "../i18n.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main, api, session, router, shell, url }) {
   const email = url.searchParams.get("email") ?? "";
   const token = url.searchParams.get("token") ?? "";
   if (!email || !token) {
-    replace(main, h("section", { class: "narrow" }, heading("Choose a new password"),
-      h("p", {}, "This page opens from the link in a password reset e-mail, and that link is incomplete. ",
-        h("a", { href: "/forgot-password" }, "Ask for a new link."))));
+    replace(main, h("section", { class: "narrow" }, heading(t("page.resetPassword")),
+      h("p", {}, t("reset.incomplete"),
+        h("a", { href: "/forgot-password" }, t("reset.askNew")))));
     return;
   }
   window.history.replaceState(null, "", "/user/reset");
-  const reset = form("Choose a new password", async (f) => {
+  const reset = form(t("page.resetPassword"), async (f) => {
     const password = valueOf(f, "password");
-    if (valueOf(f, "confirm") !== password) throw refuse("confirm", "does not match the password");
+    if (valueOf(f, "confirm") !== password) throw refuse("confirm", t("common.noMatch"));
     await api.post("/api/user/reset", { email, token, password });
     session.forget();  // every session of the account ended with the change
-    shell.flash("Your password is changed. Sign in with the new one.");
+    shell.flash(t("reset.changed"));
     await router.go("/login");
   },
-  field("E-mail", "email", { value: email, readonly: true }),
-  field("New password", "password", { type: "password", autocomplete: "new-password", required: true,
-    hint: "8 to 64 characters." }),
-  field("Confirm password", "confirm", { type: "password", autocomplete: "new-password", required: true }),
-  h("div", { class: "actions" }, h("button", { type: "submit" }, "Change password")));
-  replace(main, h("section", { class: "narrow" }, heading("Choose a new password"), reset,
-    h("p", { class: "links" }, "Link expired? ", h("a", { href: "/forgot-password" }, "Ask for a new one."))));
+  field(t("field.email"), "email", { value: email, readonly: true }),
+  field(t("field.newPassword"), "password", { type: "password", autocomplete: "new-password", required: true,
+    hint: t("field.passwordHint") }),
+  field(t("field.confirmPassword"), "confirm", { type: "password", autocomplete: "new-password", required: true }),
+  h("div", { class: "actions" }, h("button", { type: "submit" }, t("reset.change"))));
+  replace(main, h("section", { class: "narrow" }, heading(t("page.resetPassword")), reset,
+    h("p", { class: "links" }, t("reset.expired"), h("a", { href: "/forgot-password" }, t("reset.askNewOne")))));
 }

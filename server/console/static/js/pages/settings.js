@@ -14,6 +14,7 @@
 
 import { h, replace } from "../dom.js";
 import { checkbox, clearErrors, field, form, heading, refuse, showError } from "../forms.js";
+import { number, t, tOr } from "../i18n.js";
 
 /** @typedef {import("../types.js").OptionField} OptionField */
 /** @typedef {import("../types.js").OptionSection} OptionSection */
@@ -27,10 +28,10 @@ const SITE_NAME = "SystemName";  // the shell shows it: updated as soon as it is
  */
 function boundsText(option) {
   const { minimum: lo, maximum: hi, min_length: fewest, max_length: most } = option;
-  if (lo !== null && hi !== null) return `From ${lo} to ${hi}.`;
-  if (lo !== null) return option.exclusive_minimum ? `Greater than ${lo}.` : `At least ${lo}.`;
-  if (hi !== null) return `At most ${hi}.`;
-  if (most !== null) return fewest ? `${fewest}–${most} characters.` : `Up to ${most} characters.`;
+  if (lo !== null && hi !== null) return t("settings.fromTo", { lo: String(lo), hi: String(hi) });
+  if (lo !== null) return option.exclusive_minimum ? t("settings.greater", { lo: String(lo) }) : t("settings.atLeast", { lo: String(lo) });
+  if (hi !== null) return t("settings.atMost", { hi: String(hi) });
+  if (most !== null) return fewest ? t("settings.chars", { fewest: String(fewest), most: String(most) }) : t("settings.upTo", { most: String(most) });
   return "";
 }
 
@@ -39,7 +40,8 @@ function boundsText(option) {
  * @param {OptionField} option
  */
 function hintOf(option) {
-  return [option.hint, boundsText(option)].filter(Boolean).join(" ") || undefined;
+  const hint = option.hint ? tOr(`opt.${option.key}.hint`, option.hint) : "";
+  return [hint, boundsText(option)].filter(Boolean).join(" ") || undefined;
 }
 
 /**
@@ -61,18 +63,19 @@ function jsonText(stored) {
  * @returns {{element: HTMLElement, initial: string}}
  */
 function control(option, stored) {
-  const { key, kind, label } = option;
+  const { key, kind } = option;
+  const label = tOr(`opt.${key}.label`, option.label);
   if (kind === "bool") {
     const initial = stored === "true" ? "true" : "false";
     return { element: checkbox(label, key, initial === "true", undefined, hintOf(option)), initial };
   }
   if (option.secret) {
-    const hint = ["Write-only: leave empty to keep the saved value unchanged.", hintOf(option)].filter(Boolean).join(" ");
+    const hint = [t("settings.writeOnly"), hintOf(option)].filter(Boolean).join(" ");
     return { element: field(label, key, { type: "password", autocomplete: "new-password", hint }), initial: "" };
   }
   const hint = hintOf(option);
   if (option.choices) {
-    const options = option.choices.map((value) => ({ value, label: value || "(none)" }));
+    const options = option.choices.map((value) => ({ value, label: value || t("settings.none") }));
     return { element: field(label, key, { type: "select", options, value: stored, hint }), initial: stored };
   }
   if (kind === "json") {
@@ -118,11 +121,12 @@ export async function render(ctx) {
       return made.element;
     });
     const headingId = `section-${section.id}`;
-    const sectionForm = form(section.title, async (element) => {
+    const title = tOr(`optsec.${section.id}.title`, section.title);
+    const sectionForm = form(title, async (element) => {
       const changed = section.options.filter((option) => option.secret
         ? current(element, option.key) !== "" : current(element, option.key) !== saved.get(option.key));
       if (!changed.length) {
-        shell.say(`Nothing changed in ${section.title}.`);
+        shell.say(t("settings.nothingChanged", { section: title }));
         return;
       }
       /** @type {unknown[]} */
@@ -135,7 +139,7 @@ export async function render(ctx) {
             try {
               JSON.parse(text);
             } catch {
-              throw refuse(option.key, "is not valid JSON");
+              throw refuse(option.key, t("settings.notJson"));
             }
           }
           await api.put("/api/option/", { key: option.key, value: option.kind === "bool" ? text === "true" : text });
@@ -154,19 +158,18 @@ export async function render(ctx) {
       clearErrors(element);
       for (const error of refusals.reverse()) showError(element, error);  // the first refused field ends focused
       const refused = refusals.length;
-      shell.say(`${section.title}: ${done} ${done === 1 ? "option" : "options"} saved`
-        + (refused ? `, ${refused} refused.` : "."));
+      shell.say(t(refused ? "settings.savedRefused" : "settings.saved",
+        { section: title, count: done, refused: number(refused) }));
     },
-    h("p", {}, section.intro),
+    h("p", {}, tOr(`optsec.${section.id}.intro`, section.intro)),
     controls,
-    h("div", { class: "actions inline" }, h("button", { type: "submit" }, `Save ${section.title}`)));
+    h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("settings.save", { section: title }))));
     return h("section", { class: "panel", "aria-labelledby": headingId },
-      h("h2", { id: headingId }, section.title), sectionForm);
+      h("h2", { id: headingId }, title), sectionForm);
   });
 
   replace(main,
-    heading("Settings"),
-    h("p", {}, "The site's options. Each section saves only what changed in it; secret fields are never shown "
-      + "and keep their value unless something is typed in them."),
+    heading(t("page.settings")),
+    h("p", {}, t("settings.intro")),
     sections);
 }

@@ -5,6 +5,7 @@
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, valueOf } from "../forms.js";
+import { t } from "../i18n.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render({ main, api, session, site, router }) {
@@ -15,7 +16,7 @@ export async function render({ main, api, session, site, router }) {
     await router.go("/", { replace: true });
     return;
   }
-  const setup = form("Create root", async (f) => {
+  const setup = form(t("setup.createRoot"), async (f) => {
     const username = valueOf(f, "username").trim();
     const password = valueOf(f, "password");
     await api.post("/api/setup", { username, password, confirmPassword: valueOf(f, "confirmPassword") });
@@ -23,15 +24,14 @@ export async function render({ main, api, session, site, router }) {
     await session.signedIn(await api.post("/api/user/login", { username, password }));
     await router.go("/", { replace: true });
   },
-  field("Username", "username", { autocomplete: "username", required: true, value: "root" }),
-  field("Password", "password", { type: "password", autocomplete: "new-password", required: true,
-    hint: "8 to 64 characters." }),
-  field("Confirm password", "confirmPassword", { type: "password", autocomplete: "new-password", required: true }),
-  h("div", { class: "actions" }, h("button", { type: "submit" }, "Create root")));
+  field(t("field.username"), "username", { autocomplete: "username", required: true, value: "root" }),
+  field(t("field.password"), "password", { type: "password", autocomplete: "new-password", required: true,
+    hint: t("field.passwordHint") }),
+  field(t("field.confirmPassword"), "confirmPassword", { type: "password", autocomplete: "new-password", required: true }),
+  h("div", { class: "actions" }, h("button", { type: "submit" }, t("setup.createRoot"))));
   replace(main, h("section", { class: "narrow" },
-    heading("Set up Tollway"),
-    h("p", {}, "This server has no accounts yet. Create root, the account that manages everything; ",
-      "you are signed in as root right after."),
-    state.database_type ? h("p", { class: "hint" }, `Database: ${state.database_type}.`) : null,
+    heading(t("page.setup")),
+    h("p", {}, t("setup.intro")),
+    state.database_type ? h("p", { class: "hint" }, t("setup.database", { database: state.database_type })) : null,
     setup));
 }

@@ -11,6 +11,7 @@ import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, run, valueOf } from "../forms.js";
 import { dateTime } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { number, t, usd } from "../i18n.js";
 
 /**
  * `GET /api/user/topup/info` (the fields the page reads).
@@ -34,8 +35,9 @@ import { PagedTable } from "../widgets/paged-table.js";
  * @property {string} status
  */
 
-const ORDER_STATUS = /** @type {Record<string, string>} */ ({
-  pending: "Pending", success: "Paid", failed: "Failed", expired: "Expired", review: "In review",
+const ORDER_STATUS = /** @type {Record<string, () => string>} */ ({
+  pending: () => t("order.pending"), success: () => t("order.paid"), failed: () => t("order.failed"),
+  expired: () => t("order.expired"), review: () => t("order.review"),
 });
 
 /** @param {import("../types.js").PageContext} ctx */
@@ -49,47 +51,47 @@ export async function render(ctx) {
   /** @type {PagedTable<Order>} */
   const orders = new PagedTable();
 
-  const redeem = form("Redeem a code", async (element) => {
+  const redeem = form(t("topup.redeemForm"), async (element) => {
     const key = valueOf(element, "key");
-    if (!key.trim()) throw refuse("key", "enter the code");
+    if (!key.trim()) throw refuse("key", t("topup.enterCode"));
     /** @type {number} */
     const added = await api.post("/api/user/topup", { key });
     element.reset();
     await showBalance(0);
-    shell.say(`Code redeemed: ${site.quota(added)} added to your balance.`);
+    shell.say(t("topup.redeemed", { amount: site.quota(added) }));
   },
-  field("Redemption code", "key", { autocomplete: "off", hint: "a code you were given" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, "Redeem")));
+  field(t("topup.code"), "key", { autocomplete: "off", hint: t("topup.codeHint") }),
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("topup.redeem"))));
 
   const buyArea = h("div", {});
   replace(main,
-    heading("Top up"),
-    h("dl", { class: "cards" }, h("div", { class: "card" }, h("dt", {}, "Balance"), balance)),
-    h("section", { "aria-labelledby": "redeem-heading" }, h("h2", { id: "redeem-heading" }, "Redeem a code"), redeem),
-    h("section", { "aria-labelledby": "buy-heading" }, h("h2", { id: "buy-heading" }, "Buy online"), buyArea),
-    h("section", { "aria-labelledby": "orders-heading" }, h("h2", { id: "orders-heading" }, "Your orders"), orders));
+    heading(t("page.topup")),
+    h("dl", { class: "cards" }, h("div", { class: "card" }, h("dt", {}, t("dash.balance")), balance)),
+    h("section", { "aria-labelledby": "redeem-heading" }, h("h2", { id: "redeem-heading" }, t("topup.redeemForm")), redeem),
+    h("section", { "aria-labelledby": "buy-heading" }, h("h2", { id: "buy-heading" }, t("topup.buyOnline")), buyArea),
+    h("section", { "aria-labelledby": "orders-heading" }, h("h2", { id: "orders-heading" }, t("topup.yourOrders")), orders));
 
   /** @type {[TopUpInfo, void, void]} */
   const [info] = await Promise.all([
     api.get("/api/user/topup/info"),
     showBalance(5000),
     orders.configure({
-      caption: "Your orders",
-      searchLabel: "Search by order number",
-      empty: "No orders yet.",
+      caption: t("topup.yourOrders"),
+      searchLabel: t("topup.searchOrder"),
+      empty: t("topup.noOrders"),
       fetch: ({ p, page_size, keyword }) => api.get("/api/user/topup/self", { p, page_size, keyword }),
       columns: [
-        { label: "Order", cell: (o) => o.trade_no },
-        { label: "Amount", cell: (o) => o.amount.toLocaleString() },
-        { label: "Paid", cell: (o) => `$${o.money.toFixed(2)}` },
-        { label: "Status", cell: (o) => ORDER_STATUS[o.status] ?? o.status },
-        { label: "Created", cell: (o) => dateTime(o.create_time) },
-        { label: "Completed", cell: (o) => dateTime(o.complete_time, "") },
+        { label: t("topup.order"), cell: (o) => o.trade_no },
+        { label: t("col.amount"), cell: (o) => number(o.amount) },
+        { label: t("topup.paid"), cell: (o) => usd(o.money) },
+        { label: t("col.status"), cell: (o) => ORDER_STATUS[o.status]?.() ?? o.status },
+        { label: t("col.created"), cell: (o) => dateTime(o.create_time) },
+        { label: t("col.completed"), cell: (o) => dateTime(o.complete_time, "") },
       ],
     }),
   ]);
   replace(buyArea, info.enable_stripe_topup ? buyForm(ctx, info)
-    : h("p", {}, "This site does not take payments online. Ask an administrator for a code."));
+    : h("p", {}, t("topup.noPayments")));
 }
 
 /**
@@ -106,7 +108,7 @@ function checkoutPage(link) {
     url = null;
   }
   if (!url || url.protocol !== "https:" || !url.hostname || url.username || url.password) {
-    throw new Error("The payment provider did not answer an https: checkout page; nothing was opened.");
+    throw new Error(t("topup.badCheckout"));
   }
   return url.href;
 }
@@ -119,28 +121,28 @@ function buyForm({ api }, info) {
   const price = h("p", { class: "hint", role: "status" });
   const amountOf = (/** @type {HTMLFormElement} */ element) => {
     const text = valueOf(element, "amount").trim();
-    if (!/^\d+$/.test(text)) throw refuse("amount", "must be a whole number of units");
+    if (!/^\d+$/.test(text)) throw refuse("amount", t("topup.wholeUnits"));
     return Number(text);
   };
-  const element = form("Buy quota online", async (buy) => {
+  const element = form(t("topup.buyForm"), async (buy) => {
     const amount = amountOf(buy);
     const here = `${window.location.origin}/topup`;
     /** @type {{pay_link: unknown}} */
     const paid = await api.post("/api/user/stripe/pay", { amount, success_url: here, cancel_url: here });
     window.location.assign(checkoutPage(paid.pay_link));
   },
-  field("Amount", "amount", { type: "number", min: String(info.stripe_min_topup), step: "1",
+  field(t("col.amount"), "amount", { type: "number", min: String(info.stripe_min_topup), step: "1",
     inputmode: "numeric", value: String(info.stripe_min_topup),
-    hint: `Units of one US dollar of quota each, at least ${info.stripe_min_topup}; $${info.stripe_unit_price} a unit.` }),
+    hint: t("topup.amountHint", { min: number(info.stripe_min_topup), price: usd(info.stripe_unit_price) }) }),
   price,
   h("div", { class: "actions inline" },
-    h("button", { type: "button", class: "secondary", onclick: () => void quote() }, "Show the price"),
-    h("button", { type: "submit" }, "Pay")));
+    h("button", { type: "button", class: "secondary", onclick: () => void quote() }, t("topup.showPrice")),
+    h("button", { type: "submit" }, t("topup.pay"))));
   const quote = async () => {
     await run(element, async () => {
       /** @type {string} */
       const total = await api.post("/api/user/stripe/amount", { amount: amountOf(element) });
-      price.textContent = `You pay $${total}.`;
+      price.textContent = t("topup.youPay", { total: usd(Number(total)) });
     });
   };
   return element;

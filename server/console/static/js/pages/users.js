@@ -9,16 +9,18 @@
  */
 
 import { h, replace } from "../dom.js";
-import { field, form, heading, refuse, valueOf } from "../forms.js";
+import { field, form, heading, refuse, rowLabel, valueOf } from "../forms.js";
 import { Role } from "../session.js";
 import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { t } from "../i18n.js";
 
 /** @typedef {import("../types.js").AdminUser} AdminUser */
 
-const ROLE_NAME = /** @type {Record<number, string>} */ ({ 1: "User", 10: "Admin", 100: "Root" });
-const USER_STATUS = /** @type {Record<number, string>} */ ({ 1: "Enabled", 2: "Disabled" });
+const ROLE_NAME = /** @type {Record<number, () => string>} */ ({ 1: () => t("role.user"), 10: () => t("role.admin"),
+  100: () => t("role.root") });
+const USER_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled") });
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -40,25 +42,25 @@ export async function render(ctx) {
   /**
    * @param {AdminUser} user
    * @param {string} action
-   * @param {string} done
+   * @param {string} done  the message said after it (from `t()`)
    * @param {{title: string, message: string, confirm: string}} [ask]
    */
   const manage = (user, action, done, ask) => act(async () => {
     if (ask && !(await confirmAction(ask))) return;
     await api.post("/api/user/manage", { id: user.id, action });
-    shell.say(`${label(user)} ${done}.`);
+    shell.say(done);
     await table.reload();
   });
   /**
-   * @param {AdminUser} user
+   * @param {AdminUser} _user
    * @param {string} path
-   * @param {string} done
+   * @param {string} done  the message said after it (from `t()`)
    * @param {{title: string, message: string, confirm: string}} ask
    */
-  const reset = (user, path, done, ask) => act(async () => {
+  const reset = (_user, path, done, ask) => act(async () => {
     if (!(await confirmAction(ask))) return;
     await api.delete(path);
-    shell.say(`${label(user)}: ${done}.`);
+    shell.say(done);
   });
 
   /** @param {AdminUser} user */
@@ -66,32 +68,32 @@ export async function render(ctx) {
     const name = label(user);
     /** @param {string} text @param {() => void} onclick @param {string} [kind] */
     const button = (text, onclick, kind = "secondary") => h("button", { type: "button", class: kind,
-      "aria-label": `${text} ${name}`, onclick }, text);
+      "aria-label": rowLabel(text, name), onclick }, text);
     return h("div", { class: "row-actions" },
-      button("Edit", () => openUserForm(ctx, user, () => void table.reload())),
-      button("Quota", () => openQuotaForm(ctx, user, () => void table.reload())),
+      button(t("common.edit"), () => openUserForm(ctx, user, () => void table.reload())),
+      button(t("col.quota"), () => openQuotaForm(ctx, user, () => void table.reload())),
       user.status === 1
-        ? button("Disable", () => void manage(user, "disable", "disabled", { title: "Disable this user?",
-          message: `${name} is signed out everywhere and their API keys stop working until enabled again.`,
-          confirm: "Disable" }))
-        : button("Enable", () => void manage(user, "enable", "enabled")),
+        ? button(t("common.disable"), () => void manage(user, "disable", t("users.disabled", { name }), { title: t("users.disableTitle"),
+          message: t("users.disableMessage", { name }),
+          confirm: t("common.disable") }))
+        : button(t("common.enable"), () => void manage(user, "enable", t("users.enabled", { name }))),
       user.role < Role.ADMIN && session.role >= Role.ROOT
-        ? button("Promote", () => void manage(user, "promote", "is now an admin")) : null,
+        ? button(t("users.promote"), () => void manage(user, "promote", t("users.promoted", { name }))) : null,
       user.role >= Role.ADMIN && user.role < Role.ROOT
-        ? button("Demote", () => void manage(user, "demote", "is now a common user", { title: "Demote this admin?",
-          message: `${name} loses the admin pages and routes at once.`, confirm: "Demote" })) : null,
-      button("Reset 2FA", () => void reset(user, `/api/user/${user.id}/2fa`, "2FA turned off", {
-        title: "Turn off this user's 2FA?",
-        message: `${name} can then sign in with the password alone, until they turn 2FA on again.`, confirm: "Turn off 2FA" })),
-      button("Reset passkeys", () => void reset(user, `/api/user/${user.id}/reset_passkey`, "passkeys removed", {
-        title: "Remove this user's passkeys?",
-        message: `Every passkey of ${name} is deleted; they sign in with the password.`, confirm: "Remove passkeys" })),
-      button("Delete", () => void manage(user, "delete", "deleted", { title: "Delete this user?",
-        message: `${name}'s sessions and API keys stop at once; the username stays taken. This cannot be undone.`,
-        confirm: "Delete" }), "danger"));
+        ? button(t("users.demote"), () => void manage(user, "demote", t("users.demoted", { name }), { title: t("users.demoteTitle"),
+          message: t("users.demoteMessage", { name }), confirm: t("users.demote") })) : null,
+      button(t("users.reset2fa"), () => void reset(user, `/api/user/${user.id}/2fa`, t("users.twoFactorOff", { name }), {
+        title: t("users.reset2faTitle"),
+        message: t("users.reset2faMessage", { name }), confirm: t("users.turnOff2fa") })),
+      button(t("users.resetPasskeys"), () => void reset(user, `/api/user/${user.id}/reset_passkey`, t("users.passkeysRemoved", { name }), {
+        title: t("users.resetPasskeysTitle"),
+        message: t("users.resetPasskeysMessage", { name }), confirm: t("users.removePasskeys") })),
+      button(t("common.delete"), () => void manage(user, "delete", t("users.deleted", { name }), { title: t("users.deleteTitle"),
+        message: t("users.deleteMessage", { name }),
+        confirm: t("common.delete") }), "danger"));
   };
 
-  const groupSelect = h("select", { id: "users-group", name: "group" }, h("option", { value: "" }, "Every group"));
+  const groupSelect = h("select", { id: "users-group", name: "group" }, h("option", { value: "" }, t("users.everyGroup")));
   const readGroups = () => act(async () => {
     /** @type {string[]} */
     const names = await api.get("/api/group/");
@@ -103,32 +105,32 @@ export async function render(ctx) {
   });
 
   replace(main,
-    heading("Users"),
+    heading(t("page.users")),
     h("div", { class: "toolbar" },
-      h("button", { type: "button", onclick: () => openUserForm(ctx, null, () => void table.reload()) }, "Create user")),
+      h("button", { type: "button", onclick: () => openUserForm(ctx, null, () => void table.reload()) }, t("users.create"))),
     h("div", { class: "filters" },
-      h("div", { class: "field" }, h("label", { for: "users-group" }, "Group"), groupSelect)),
+      h("div", { class: "field" }, h("label", { for: "users-group" }, t("col.group")), groupSelect)),
     table);
   void readGroups();
   await table.configure({
-    caption: "Users",
-    searchLabel: "Search by id, username, e-mail or display name",
-    empty: "No users.",
+    caption: t("users.caption"),
+    searchLabel: t("users.search"),
+    empty: t("users.empty"),
     fetch: ({ p, page_size, keyword }) => (keyword || group
       ? api.get("/api/user/search", { p, page_size, keyword, group })
       : api.get("/api/user/", { p, page_size })),
     columns: [
-      { label: "Username", cell: (user) => label(user) },
-      { label: "Id", cell: (user) => String(user.id) },
-      { label: "Display name", cell: (user) => user.display_name || "—" },
-      { label: "Role", cell: (user) => ROLE_NAME[user.role] ?? String(user.role) },
-      { label: "Status", cell: (user) => h("span", { class: `badge status-${user.status}` },
-        USER_STATUS[user.status] ?? String(user.status)) },
-      { label: "Group", cell: (user) => user.group },
-      { label: "Balance", cell: (user) => site.quota(user.quota) },
-      { label: "Used", cell: (user) => site.quota(user.used_quota) },
-      { label: "Last sign-in", cell: (user) => dateTime(user.last_login_at) },
-      { label: "Actions", cell: actions },
+      { label: t("field.username"), cell: (user) => label(user) },
+      { label: t("col.id"), cell: (user) => String(user.id) },
+      { label: t("field.displayName"), cell: (user) => user.display_name || "—" },
+      { label: t("users.role"), cell: (user) => ROLE_NAME[user.role]?.() ?? String(user.role) },
+      { label: t("col.status"), cell: (user) => h("span", { class: `badge status-${user.status}` },
+        USER_STATUS[user.status]?.() ?? String(user.status)) },
+      { label: t("col.group"), cell: (user) => user.group },
+      { label: t("dash.balance"), cell: (user) => site.quota(user.quota) },
+      { label: t("col.used"), cell: (user) => site.quota(user.used_quota) },
+      { label: t("users.lastSignIn"), cell: (user) => dateTime(user.last_login_at) },
+      { label: t("col.actions"), cell: actions },
     ],
   });
 }
@@ -141,8 +143,8 @@ export async function render(ctx) {
  * @param {() => void} onSaved
  */
 function openUserForm({ api, session }, user, onSaved) {
-  const dialog = openDialog(user ? `Edit user “${user.username}”` : "Create a user");
-  const editor = form(user ? "Edit user" : "Create a user", async (f) => {
+  const dialog = openDialog(user ? t("users.editDialog", { name: user.username }) : t("users.createDialog"));
+  const editor = form(user ? t("users.editForm") : t("users.createDialog"), async (f) => {
     if (!user) {
       await api.post("/api/user/", { username: valueOf(f, "username").trim(), password: valueOf(f, "password"),
         display_name: valueOf(f, "display_name").trim(), role: Number(valueOf(f, "role") || Role.USER) });
@@ -157,18 +159,18 @@ function openUserForm({ api, session }, user, onSaved) {
     onSaved();
     dialog.close();
   },
-  field("Username", "username", { value: user ? user.username : "", required: true, autocomplete: "off" }),
-  field("Display name", "display_name", { value: user ? user.display_name : "", autocomplete: "off" }),
-  field(user ? "New password" : "Password", "password", { type: "password", autocomplete: "new-password",
-    required: !user, hint: user ? "Leave empty to keep the password; a new one signs the user out everywhere."
-      : "8 to 64 characters." }),
-  user ? field("Group", "group", { value: user.group, autocomplete: "off" }) : null,
-  user ? field("Remark", "remark", { value: user.remark, autocomplete: "off", hint: "Seen by admins only." }) : null,
-  !user && session.role >= Role.ROOT ? field("Role", "role", { type: "select", value: String(Role.USER),
-    options: [{ value: String(Role.USER), label: "Common user" }, { value: String(Role.ADMIN), label: "Admin" }] }) : null,
+  field(t("field.username"), "username", { value: user ? user.username : "", required: true, autocomplete: "off" }),
+  field(t("field.displayName"), "display_name", { value: user ? user.display_name : "", autocomplete: "off" }),
+  field(user ? t("field.newPassword") : t("field.password"), "password", { type: "password", autocomplete: "new-password",
+    required: !user, hint: user ? t("users.keepPassword")
+      : t("field.passwordHint") }),
+  user ? field(t("col.group"), "group", { value: user.group, autocomplete: "off" }) : null,
+  user ? field(t("users.remark"), "remark", { value: user.remark, autocomplete: "off", hint: t("users.remarkHint") }) : null,
+  !user && session.role >= Role.ROOT ? field(t("users.role"), "role", { type: "select", value: String(Role.USER),
+    options: [{ value: String(Role.USER), label: t("users.commonUser") }, { value: String(Role.ADMIN), label: t("role.admin") }] }) : null,
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    h("button", { type: "submit" }, user ? "Save" : "Create user")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    h("button", { type: "submit" }, user ? t("common.save") : t("users.create"))));
   dialog.body.append(editor);
   editor.querySelector("input")?.focus();
 }
@@ -180,32 +182,32 @@ function openUserForm({ api, session }, user, onSaved) {
  * @param {() => void} onSaved
  */
 function openQuotaForm({ api, site, shell }, user, onSaved) {
-  const dialog = openDialog(`Balance of “${user.username}”`);
-  const editor = form("Change the balance", async (f) => {
+  const dialog = openDialog(t("users.balanceDialog", { name: user.username }));
+  const editor = form(t("users.changeBalance"), async (f) => {
     const value = site.quotaFromInput(valueOf(f, "value"));
-    if (Number.isNaN(value)) throw refuse("value", "must be a number");
+    if (Number.isNaN(value)) throw refuse("value", t("common.mustBeNumber"));
     const mode = valueOf(f, "mode");
     if (mode === "override") {
-      const sure = await confirmAction({ title: "Replace this balance?",
-        message: `${user.username}'s balance becomes ${site.quota(value)} (now ${site.quota(user.quota)}).`,
-        confirm: "Replace balance" });
+      const sure = await confirmAction({ title: t("users.replaceTitle"),
+        message: t("users.replaceMessage", { name: user.username, amount: site.quota(value), now: site.quota(user.quota) }),
+        confirm: t("users.replaceBalance") });
       if (!sure) return;
     }
     /** @type {import("../types.js").ManageResult} */
     const result = await api.post("/api/user/manage", { id: user.id, action: "add_quota", mode, value });
-    shell.say(`${user.username}'s balance is now ${site.quota(result.quota)}.`);
+    shell.say(t("users.balanceNow", { name: user.username, amount: site.quota(result.quota) }));
     onSaved();
     dialog.close();
   },
-  h("p", {}, `The balance now: ${site.quota(user.quota)}.`),
-  field("Change", "mode", { type: "select", value: "add", options: [
-    { value: "add", label: "Add to the balance" }, { value: "subtract", label: "Subtract from the balance" },
-    { value: "override", label: "Replace the balance" }] }),
-  field(`Amount (${site.quotaUnit})`, "value", { type: "number", inputmode: "decimal", step: "any", min: "0",
+  h("p", {}, t("users.theBalanceNow", { amount: site.quota(user.quota) })),
+  field(t("users.change"), "mode", { type: "select", value: "add", options: [
+    { value: "add", label: t("users.add") }, { value: "subtract", label: t("users.subtract") },
+    { value: "override", label: t("users.replace") }] }),
+  field(t("col.amountUnit", { unit: site.quotaUnit }), "value", { type: "number", inputmode: "decimal", step: "any", min: "0",
     required: true }),
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    h("button", { type: "submit" }, "Apply")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    h("button", { type: "submit" }, t("users.apply"))));
   dialog.body.append(editor);
   editor.querySelector("select")?.focus();
 }

@@ -4,6 +4,7 @@
  */
 
 import { h, uid } from "../dom.js";
+import { t } from "../i18n.js";
 
 /**
  * @typedef {object} Dialog
@@ -42,7 +43,7 @@ export function confirmAction({ title, message, confirm }) {
   return new Promise((resolve) => {
     let confirmed = false;
     const dialog = openDialog(title, () => resolve(confirmed));
-    const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel");
+    const cancel = h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel"));
     const yes = h("button", {
       type: "button", class: "danger",
       onclick: () => { confirmed = true; dialog.close(); },

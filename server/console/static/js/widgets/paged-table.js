@@ -9,6 +9,7 @@
  */
 
 import { h, replace, uid } from "../dom.js";
+import { number, t } from "../i18n.js";
 
 export const PAGE_SIZES = [10, 20, 50, 100];
 
@@ -56,15 +57,15 @@ export class PagedTable extends HTMLElement {
       this.table);
     this.summary = h("p", { class: "table-summary", role: "status" });
     this.previous = h("button", { type: "button", class: "secondary", onclick: () => void this.go(this.query.p - 1) },
-      "Previous");
+      t("table.previous"));
     this.next = h("button", { type: "button", class: "secondary", onclick: () => void this.go(this.query.p + 1) },
-      "Next");
+      t("table.next"));
     this.position = h("span", { class: "pager-position" });
     const sizeId = uid("page-size");
     this.size = h("select", { id: sizeId, onchange: () => this.resize() },
       PAGE_SIZES.map((n) => h("option", { value: String(n) }, String(n))));
-    this.pager = h("nav", { class: "pager", "aria-label": "Pages" }, this.previous, this.position, this.next,
-      h("label", { for: sizeId }, "Rows per page"), this.size);
+    this.pager = h("nav", { class: "pager", "aria-label": t("table.pages") }, this.previous, this.position, this.next,
+      h("label", { for: sizeId }, t("table.rowsPerPage")), this.size);
     this.searchBox = h("div");
   }
 
@@ -78,7 +79,7 @@ export class PagedTable extends HTMLElement {
       const input = h("input", { id, type: "search", name: "keyword", autocomplete: "off" });
       const search = h("form", { role: "search", class: "search", "aria-label": options.searchLabel },
         h("label", { for: id }, options.searchLabel), input,
-        h("button", { type: "submit", class: "secondary" }, "Search"));
+        h("button", { type: "submit", class: "secondary" }, t("table.search")));
       search.addEventListener("submit", (event) => {
         event.preventDefault();
         void this.search(input.value.trim());
@@ -117,7 +118,7 @@ export class PagedTable extends HTMLElement {
     const sequence = ++this.sequence;
     const columns = options.columns.length;
     this.table.setAttribute("aria-busy", "true");
-    replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, "Loading…")));
+    replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, t("common.loading"))));
     this.previous.disabled = true;
     this.next.disabled = true;
     try {
@@ -131,7 +132,7 @@ export class PagedTable extends HTMLElement {
       }
       if (page.items.length === 0) {
         const empty = typeof options.empty === "function" ? options.empty() : options.empty;
-        const text = this.query.keyword ? `Nothing matches “${this.query.keyword}”.` : empty;
+        const text = this.query.keyword ? t("table.noMatch", { keyword: this.query.keyword }) : empty;
         replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, text)));
       } else {
         replace(this.body, page.items.map((row) => h("tr", {}, options.columns.map((c, i) => (i === 0
@@ -140,8 +141,8 @@ export class PagedTable extends HTMLElement {
       }
       const first = (this.query.p - 1) * this.query.page_size + 1;
       this.summary.textContent = page.total === 0 ? ""
-        : `Showing ${first}–${first + page.items.length - 1} of ${page.total}.`;
-      this.position.textContent = `Page ${this.query.p} of ${pages}`;
+        : t("table.showing", { first: number(first), last: number(first + page.items.length - 1), count: page.total });
+      this.position.textContent = t("table.position", { page: number(this.query.p), pages: number(pages) });
       this.previous.disabled = this.query.p <= 1;
       this.next.disabled = this.query.p >= pages;
     } catch (error) {

@@ -6,6 +6,7 @@
  */
 
 import { h, uid } from "../dom.js";
+import { t } from "../i18n.js";
 
 /**
  * @param {string} label  what the secret is ("Your new API key")
@@ -22,7 +23,7 @@ export function secretBox(label, secret, note) {
     : h("input", { ...common, type: "text" });
   input.value = secret;
   const said = h("span", { class: "copied", role: "status" });
-  const copy = h("button", { type: "button", class: "secondary", onclick: () => void copyText(input, said) }, "Copy");
+  const copy = h("button", { type: "button", class: "secondary", onclick: () => void copyText(input, said) }, t("secret.copy"));
   return h("div", { class: "secret" },
     h("label", { for: id }, label),
     h("div", { class: "secret-row" }, input, copy),
@@ -37,10 +38,10 @@ export function secretBox(label, secret, note) {
 async function copyText(input, said) {
   try {
     await navigator.clipboard.writeText(input.value);
-    said.textContent = "Copied to the clipboard.";
+    said.textContent = t("secret.copied");
   } catch {
     input.focus();
     input.select();
-    said.textContent = "The browser refused the clipboard: the key is selected, press Ctrl+C (⌘C) to copy it.";
+    said.textContent = t("secret.copyRefused");
   }
 }

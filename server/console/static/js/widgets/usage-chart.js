@@ -5,24 +5,25 @@
  */
 
 import { h, svg, uid } from "../dom.js";
+import { locale, t } from "../i18n.js";
 
 /** @typedef {"hours" | "week" | "month"} Period */
 /** @typedef {"quota" | "count" | "token_used"} Metric */
 
-/** What each period shows: its label, and how many slots of which kind. */
+/** What each period shows: its label (in the chosen language), and how many slots of which kind. */
 export const PERIODS = /** @type {const} */ ({
-  hours: { label: "Last 24 hours", slots: 24, unit: "hour" },
-  week: { label: "Last 7 days", slots: 7, unit: "day" },
-  month: { label: "Last 30 days", slots: 30, unit: "day" },
+  hours: { label: () => t("chart.period.hours"), slots: 24, unit: "hour" },
+  week: { label: () => t("chart.period.week"), slots: 7, unit: "day" },
+  month: { label: () => t("chart.period.month"), slots: 30, unit: "day" },
 });
 
 export const METRICS = /** @type {const} */ ({
-  quota: "Quota used",
-  count: "Requests",
-  token_used: "Tokens",
+  quota: () => t("chart.metric.quota"),
+  count: () => t("chart.metric.count"),
+  token_used: () => t("chart.metric.tokens"),
 });
 
-const SERIES_MAX = 6;  // the biggest models get their own colour; the rest are "Other models"
+const SERIES_MAX = 6;  // the biggest models get their own colour; the rest are t("chart.otherModels")
 const HEIGHT = 260;
 const MARGIN = { top: 12, right: 8, bottom: 30, left: 76 };
 
@@ -54,8 +55,8 @@ export function slotsOf(period, now) {
       const end = new Date(start);
       end.setHours(start.getHours() + 1);
       slots.push({ start: start.getTime(), end: end.getTime(),
-        label: start.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" }),
-        long: start.toLocaleString(undefined, { weekday: "short", hour: "2-digit", minute: "2-digit" }) });
+        label: start.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" }),
+        long: start.toLocaleString(locale(), { weekday: "short", hour: "2-digit", minute: "2-digit" }) });
     }
   } else {
     const first = new Date(now);
@@ -67,8 +68,8 @@ export function slotsOf(period, now) {
       const end = new Date(start);
       end.setDate(start.getDate() + 1);
       slots.push({ start: start.getTime(), end: end.getTime(),
-        label: start.toLocaleDateString(undefined, { month: "short", day: "numeric" }),
-        long: start.toLocaleDateString(undefined, { weekday: "short", month: "short", day: "numeric" }) });
+        label: start.toLocaleDateString(locale(), { month: "short", day: "numeric" }),
+        long: start.toLocaleDateString(locale(), { weekday: "short", month: "short", day: "numeric" }) });
     }
   }
   return { slots, start: Math.floor(slots[0].start / 1000), end: Math.floor(now.getTime() / 1000) };
@@ -87,7 +88,7 @@ export function tally(buckets, slots, metric) {
   const ranked = [...totals.entries()].filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([m]) => m);
   const named = ranked.length > SERIES_MAX ? ranked.slice(0, SERIES_MAX - 1) : ranked;
   const other = ranked.length > named.length;
-  const series = other ? [...named, "Other models"] : [...named];
+  const series = other ? [...named, t("chart.otherModels")] : [...named];
   const values = series.map(() => slots.map(() => 0));
   for (const b of buckets) {
     const at = b.created_at * 1000;
@@ -118,10 +119,10 @@ function niceStep(max) {
  */
 export function usageChart({ buckets, slots, metric, periodLabel, format, width }) {
   const { series, values } = tally(buckets, slots, metric);
-  const titleText = `${METRICS[metric]} by model, ${periodLabel.toLowerCase()}`;
+  const titleText = t("chart.title", { metric: METRICS[metric](), period: periodLabel.toLowerCase() });
   if (series.length === 0) {
     return h("figure", { class: "chart" }, h("figcaption", {}, titleText),
-      h("p", { class: "empty" }, "No usage in this period yet."));
+      h("p", { class: "empty" }, t("chart.empty")));
   }
   const stackTops = slots.map((_, i) => values.reduce((sum, row) => sum + row[i], 0));
   const total = stackTops.reduce((a, b) => a + b, 0);
@@ -162,7 +163,7 @@ export function usageChart({ buckets, slots, metric, periodLabel, format, width 
   const drawing = svg("svg", { role: "img", "aria-labelledby": `${titleId} ${descId}`, width, height: HEIGHT,
     viewBox: `0 0 ${width} ${HEIGHT}` },
   svg("title", { id: titleId }, titleText),
-  svg("desc", { id: descId }, `Total ${format(total)}; ${series.map((name, k) => `${name} ${format(values[k].reduce((a, b) => a + b, 0))}`).join(", ")}.`),
+  svg("desc", { id: descId }, t("chart.desc", { total: format(total), parts: series.map((name, k) => `${name} ${format(values[k].reduce((a, b) => a + b, 0))}`).join(t("common.listSeparator")) })),
   grid, bars, labels);
 
   const legend = h("ul", { class: "legend" }, series.map((name, k) => h("li", {},
@@ -177,7 +178,7 @@ export function usageChart({ buckets, slots, metric, periodLabel, format, width 
     h("figcaption", {}, titleText),
     drawing,
     legend,
-    h("details", {}, h("summary", {}, "Show the numbers"), h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "The numbers" }, table)));
+    h("details", {}, h("summary", {}, t("chart.showNumbers")), h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("chart.theNumbers") }, table)));
 }
 
 /**
@@ -185,5 +186,5 @@ export function usageChart({ buckets, slots, metric, periodLabel, format, width 
  * @param {Slot[]} slots
  */
 function slotKind(slots) {
-  return slots.length > 1 && slots[1].start - slots[0].start <= 3600000 ? "Hour" : "Day";
+  return slots.length > 1 && slots[1].start - slots[0].start <= 3600000 ? t("chart.hour") : t("chart.day");
 }

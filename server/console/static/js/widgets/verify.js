@@ -12,6 +12,7 @@ import { h } from "../dom.js";
 import { field, form, run, valueOf } from "../forms.js";
 import { ceremony, passkeysSupported } from "../webauthn.js";
 import { openDialog } from "./dialog.js";
+import { t } from "../i18n.js";
 
 /**
  * Whether `error` is the server asking for a secure verification first.
@@ -31,7 +32,7 @@ export function needsVerification(error) {
  */
 export function verifyThen(api, why, then, { twoFactor = true, passkey = false } = {}) {
   const withPasskey = passkey && passkeysSupported();
-  const dialog = openDialog("Confirm it is you");
+  const dialog = openDialog(t("verify.title"));
   const passkeyProof = async () => {
     await ceremony(api, "/api/user/passkey/verify", "get");
     await api.post("/api/verify", { method: "passkey" });
@@ -40,11 +41,10 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
   };
   const usePasskey = () => run(prompt, passkeyProof);
   const ways = twoFactor
-    ? [h("p", {}, `The server answered: ${why}. Enter the code of your authenticator app (or a backup code)`
-        + `${withPasskey ? ", or use one of your passkeys" : ""}.`),
-      field("Authenticator code", "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true })]
-    : [h("p", {}, `The server answered: ${why}. Use one of your passkeys to confirm it is you.`)];
-  const prompt = form("Confirm it is you", async (f) => {
+    ? [h("p", {}, t(withPasskey ? "verify.withCodeOrPasskey" : "verify.withCode", { why })),
+      field(t("verify.code"), "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true })]
+    : [h("p", {}, t("verify.withPasskey", { why }))];
+  const prompt = form(t("verify.title"), async (f) => {
     if (!twoFactor) return passkeyProof();
     await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
     dialog.close();
@@ -52,9 +52,9 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
   },
   ...ways,
   h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, "Cancel"),
-    withPasskey && twoFactor ? h("button", { type: "button", class: "secondary", onclick: () => void usePasskey() }, "Use a passkey") : null,
-    h("button", { type: "submit" }, twoFactor ? "Verify" : "Use a passkey")));
+    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
+    withPasskey && twoFactor ? h("button", { type: "button", class: "secondary", onclick: () => void usePasskey() }, t("verify.usePasskey")) : null,
+    h("button", { type: "submit" }, twoFactor ? t("verify.verify") : t("verify.usePasskey"))));
   dialog.body.append(prompt);
   (prompt.querySelector("input") ?? prompt.querySelector("button[type=submit]"))?.focus();
 }
