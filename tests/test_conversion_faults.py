@@ -58,6 +58,8 @@ async def test_what_the_conversion_cannot_carry_is_a_400_naming_the_field(
     chat_cases: list[tuple[dict[str, Any], str]] = [
         ({"messages": HI, "n": 2}, "n"), ({"messages": bad_arguments}, "messages[1]"),
         ({"messages": audio}, "messages[0]")]
+    chat_cases.append(({"messages": [*HI, {"role": "function", "name": "f", "content": "x"}]},
+                       "messages[1].role"))
     for kwargs, param in chat_cases:
         with pytest.raises(openai.BadRequestError) as bad:
             await completions.create(model=CLAUDE, **kwargs)
@@ -68,7 +70,7 @@ async def test_what_the_conversion_cannot_carry_is_a_400_naming_the_field(
     await nothing_sent_or_charged(app, uid, openai_fake, anthropic_fake)
 
 
-async def test_an_upstream_4xx_is_reshaped_into_the_callers_format_and_not_retried(
+async def test_an_upstream_4xx_is_reshaped_into_the_callers_format_and_not_retried_a_429_is(
         embedded_app: Running, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic) -> None:
     app = embedded_app
     uid, key = await setup(app, openai=openai_fake, claude=anthropic_fake)
@@ -87,6 +89,17 @@ async def test_an_upstream_4xx_is_reshaped_into_the_callers_format_and_not_retri
     assert (from_claude.value.type, from_claude.value.code) == ("upstream_error", "400")
     assert "messages: Input should be a valid list" in from_claude.value.message
     assert (len(openai_fake.received), len(anthropic_fake.received)) == (1, 1)
+    # a retried failure (429) with no other channel to try: 503 upstream_failed, in the caller's shape
+    openai_fake.fail("429")
+    with pytest.raises(anthropic.APIStatusError) as failed:
+        await claude_client(app, key).messages.create(model=CHAT, max_tokens=64, messages=HI)
+    assert failed.value.status_code == 503
+    error = body_error(failed.value)
+    assert (error["type"], error["details"]["error_code"]) == ("api_error", "upstream_failed")
+    anthropic_fake.fail("429")
+    with pytest.raises(openai.InternalServerError) as unavailable:
+        await chat_client(app, key).chat.completions.create(model=CLAUDE, messages=HI)
+    assert (unavailable.value.status_code, unavailable.value.code) == (503, "upstream_failed")
     assert await consume_logs(app) == []
     assert await app.state.quota.balance("user", uid) == START
 

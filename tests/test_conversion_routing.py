@@ -163,3 +163,13 @@ async def test_an_openai_upstream_not_asked_for_usage_is_billed_on_tollways_coun
     assert (usage["input_tokens"], usage["output_tokens"]) == (log.prompt_tokens, log.completion_tokens)
     assert log.completion_tokens > 0 and log.quota == cost(log.prompt_tokens, 0, 0, 0, log.completion_tokens)
     assert await app.state.quota.balance("user", uid) == START - log.quota
+
+
+async def test_both_model_lists_name_the_models_served_by_conversion(
+        embedded_app: Running, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic) -> None:
+    app = embedded_app
+    _, key = await setup(app, openai=openai_fake, claude=anthropic_fake)
+    anthropic_list = [m.id async for m in claude_client(app, key).models.list()]
+    openai_list = {m.id: m.owned_by async for m in chat_client(app, key).models.list()}
+    assert anthropic_list == sorted([CHAT, CLAUDE])  # CHAT is served on /v1/messages by conversion
+    assert openai_list[CLAUDE] == "anthropic" and CHAT in openai_list
