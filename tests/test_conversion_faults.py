@@ -146,11 +146,14 @@ async def test_an_anthropic_callers_converted_stream_cut_upstream(
     assert len(await consume_logs(app)) == 2
 
 
-async def test_an_openai_callers_converted_stream_cut_upstream(embedded_app: Running,
-                                                               anthropic_fake: FakeAnthropic) -> None:
+@pytest.mark.parametrize("after", [3, 9])
+async def test_an_openai_callers_converted_stream_cut_upstream(
+        embedded_app: Running, anthropic_fake: FakeAnthropic, after: int) -> None:
     app = embedded_app
     uid, key = await setup(app, claude=anthropic_fake)
-    anthropic_fake.cut_after = 3  # message_start, the text block's start and its first word
+    # 3: message_start, the text block's start and its first word; 9: all but message_stop (the text's
+    # five words, the block's stop and message_delta with the output count)
+    anthropic_fake.cut_after = after
     anthropic_fake.fail("drop_mid_stream", times=1)
     stream = await chat_client(app, key).chat.completions.create(model=CLAUDE, messages=HI, stream=True)
     received = []
@@ -158,12 +161,19 @@ async def test_an_openai_callers_converted_stream_cut_upstream(embedded_app: Run
         async for chunk in stream:
             received.append(chunk)
     assert "request id" in cut.value.message
-    assert "".join(c.choices[0].delta.content or "" for c in received if c.choices) == "Hello"
-    assert all(c.choices[0].finish_reason is None for c in received)
+    text = "".join(c.choices[0].delta.content or "" for c in received if c.choices)
+    finishes = [c.choices[0].finish_reason for c in received if c.choices and c.choices[0].finish_reason]
     log = await settled_once(app, uid)
-    # the input message_start reported ("hi there": 2 + 5), Tollway's count of the delivered output
-    assert (log.prompt_tokens, log.completion_tokens) == (7, count_all(["Hello"]))
-    assert json.loads(log.other)["usage_estimated"] is True
+    # the input message_start reported ("hi there": 2 + 5); the output message_delta reported, else
+    # Tollway's count of what was delivered
+    if after == 3:
+        assert (text, finishes) == ("Hello", [])
+        assert (log.prompt_tokens, log.completion_tokens) == (7, count_all(["Hello"]))
+        assert json.loads(log.other)["usage_estimated"] is True
+    else:
+        assert (text, finishes) == (anthropic_fake.reply, ["stop"])
+        assert (log.prompt_tokens, log.completion_tokens) == (7, 5)
+        assert json.loads(log.other)["usage_estimated"] is False
 
 
 @pytest.mark.parametrize("caller", ["anthropic", "openai"])
