@@ -117,8 +117,10 @@ async def test_a_full_request_is_converted_and_the_reply_usage_and_cost_mapped(
                                               max_completion_tokens=200)
     assert fake.last.json["max_tokens"] == 200 and plain.choices[0].finish_reason == "stop"
     assert plain.choices[0].message.tool_calls is None
-    await api.chat.completions.create(model=CLAUDE, messages=hi, max_tokens=300)
+    await api.chat.completions.create(model=CLAUDE, messages=hi, max_tokens=300, tools=FUNCTIONS,
+                                      tool_choice={"type": "function", "function": {"name": "get_time"}})
     assert fake.last.json["max_tokens"] == 300
+    assert fake.last.json["tool_choice"] == {"type": "tool", "name": "get_time"}
     await app.state.options.put("claude.default_max_tokens", json.dumps({CLAUDE: 1000, "default": 8192}))
     fake.stop_reason = "max_tokens"
     short = await api.chat.completions.create(model=CLAUDE, messages=hi)
@@ -197,7 +199,8 @@ async def test_a_coding_agents_turns_from_the_openai_sdk_on_a_claude_channel(
         anthropic_fake.tool_uses = [("read_file", {"path": f"f{turn}.py"})] if turn < 3 else []
         anthropic_fake.usage = {"input_tokens": 30, "cache_read_input_tokens": 900 * turn,
                                 "cache_creation_input_tokens": 200, "output_tokens": 40}
-        ask: dict[str, Any] = {"model": CLAUDE, "messages": messages, "tools": tools, "max_tokens": 1024}
+        ask: dict[str, Any] = {"model": CLAUDE, "messages": messages, "tools": tools, "max_tokens": 1024,
+                               "tool_choice": "auto" if turn < 3 else "none"}
         if turn % 2:
             async with api.chat.completions.stream(**ask) as stream:
                 reply = await stream.get_final_completion()
@@ -206,6 +209,7 @@ async def test_a_coding_agents_turns_from_the_openai_sdk_on_a_claude_channel(
         assert reply.choices[0].finish_reason == ("tool_calls" if turn < 3 else "stop")
         body = anthropic_fake.last.json
         assert "cache_control" not in json.dumps(body) and body["max_tokens"] == 1024
+        assert body["tool_choice"] == {"type": "auto" if turn < 3 else "none"}
         assert body["system"] == [{"type": "text", "text": "You are a coding agent."}]
         assert [m["role"] for m in body["messages"]] == ["user"] + ["assistant", "user"] * turn
         for user_turn in body["messages"][2::2]:  # each holds only the tool result of the turn before

@@ -3,12 +3,14 @@ move between a channel that converts and one that passes through (each attempt i
 saying `converted_from` only when the answer was converted); a mapped model goes up under the upstream's
 name while replies and the log carry the requested one; the reservation uses the caller's output cap (or
 `PreConsumedCompletionTokens`), never the default sent to Claude; and an OpenAI upstream that reports no
-usage (a channel set not to be asked) is billed on Tollway's count, which the Anthropic caller sees."""
+usage (a channel set not to be asked) is billed on Tollway's count, which the Anthropic caller sees. Both
+model lists name the models served by conversion, and every stop and finish reason maps as the tables
+say."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx
@@ -24,7 +26,7 @@ from tests.harness import Running, add_user
 from tests.test_anthropic_sdk import client as claude_client
 from tests.test_anthropic_sdk import consume_logs, cost, sent_by_fake
 from tests.test_conversion_chat_sdk import client as chat_client
-from tests.test_conversion_sdk import CHAT, CLAUDE, HI, START, setup, sse
+from tests.test_conversion_sdk import CHAT, CLAUDE, CLAUDE_TOOLS, HI, START, blocks, setup, sse
 
 BOTH = "both-model"
 """A model served by a Claude channel and an OpenAI channel."""
@@ -173,3 +175,26 @@ async def test_both_model_lists_name_the_models_served_by_conversion(
     openai_list = {m.id: m.owned_by async for m in chat_client(app, key).models.list()}
     assert anthropic_list == sorted([CHAT, CLAUDE])  # CHAT is served on /v1/messages by conversion
     assert openai_list[CLAUDE] == "anthropic" and CHAT in openai_list
+
+
+async def test_every_stop_and_finish_reason_and_odd_arguments_map_as_the_tables_say(
+        embedded_app: Running, openai_fake: FakeOpenAI, anthropic_fake: FakeAnthropic) -> None:
+    app = embedded_app
+    _, key = await setup(app, openai=openai_fake, claude=anthropic_fake)
+    messages = claude_client(app, key).messages
+    for finish, stop in (("stop", "end_turn"), ("length", "max_tokens"), ("tool_calls", "tool_use"),
+                         ("function_call", "tool_use"), ("content_filter", "refusal"), ("eos", "end_turn")):
+        openai_fake.text.finish_reason = finish
+        assert (await messages.create(model=CHAT, max_tokens=64, messages=HI)).stop_reason == stop, finish
+    completions = chat_client(app, key).chat.completions
+    for reason, finish in (("end_turn", "stop"), ("stop_sequence", "stop"), ("pause_turn", "stop"),
+                           ("max_tokens", "length"), ("model_context_window_exceeded", "length"),
+                           ("tool_use", "tool_calls"), ("refusal", "content_filter"),
+                           ("something_new", "stop")):
+        anthropic_fake.stop_reason = reason
+        reply = await completions.create(model=CLAUDE, messages=HI)
+        assert reply.choices[0].finish_reason == finish, reason
+    # arguments that are not a JSON object become an empty input
+    openai_fake.text.finish_reason, openai_fake.text.tool_calls = None, [("get_weather", cast(Any, [1, 2]))]
+    message = await messages.create(model=CHAT, max_tokens=64, messages=HI, tools=CLAUDE_TOOLS)
+    assert blocks(message) == [("tool_use", "call_0", "get_weather", {})]

@@ -300,7 +300,8 @@ async def test_a_coding_agents_turns_from_the_anthropic_sdk_on_an_openai_channel
                                   "total_tokens": prompt + 40,
                                   "prompt_tokens_details": {"cached_tokens": cached}}
         ask: dict[str, Any] = {"model": CHAT, "max_tokens": 1024, "system": system, "tools": tools,
-                               "messages": messages}
+                               "messages": messages,
+                               "tool_choice": {"type": "any"} if turn < 3 else {"type": "none"}}
         if turn % 2:
             async with api.messages.stream(**ask) as stream:
                 message = await stream.get_final_message()
@@ -310,6 +311,7 @@ async def test_a_coding_agents_turns_from_the_anthropic_sdk_on_an_openai_channel
         body = openai_fake.last.json
         assert "cache_control" not in json.dumps(body) and body["max_tokens"] == 1024
         assert "max_completion_tokens" not in body
+        assert body["tool_choice"] == ("required" if turn < 3 else "none")
         assert body["messages"][0] == {"role": "system",
                                        "content": "You are a coding agent.\n\nWork in /repo."}
         assert [m["role"] for m in body["messages"]] == ["system", "user"] + ["assistant", "tool"] * turn
