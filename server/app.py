@@ -20,6 +20,7 @@ from server.channels.routes import bp as channels_bp
 from server.clock import Clock
 from server.config import Config
 from server.console.routes import bp as console_bp
+from server.console.routes import page_not_found
 from server.container import Services, build_services
 from server.context import State
 from server.keys.routes import bp as keys_bp
@@ -107,7 +108,7 @@ def create_app(config: Config, *, clock: Clock | None = None, name: str = APP_NA
 
     for bp in BLUEPRINTS:
         app.blueprint(bp)
-    errors.register(app, shape_for, new_api_errors)
+    errors.register(app, page_not_found(shape_for), new_api_errors)
 
     @app.before_server_start
     async def open_state(app: Sanic[Any, Any]) -> None:

@@ -4,6 +4,11 @@
 the two lists equal). Nothing here is under `/api`, `/v1` or `/v1beta`: those answer as before, and an
 unknown `/api/...` path is still the JSON 404.
 
+A browser that opens an address the console does not have (a GET asking for HTML, outside `/api`, `/v1`,
+`/v1beta` and `/console/`) gets `index.html` with the 404 status, and the console shows its "Page not
+found" (`page_not_found`, put before the model routes' error shapes in server/app.py); any other unknown
+path is the JSON 404 of an unknown route.
+
 Every answer is conditional (`ETag`, a 304 on `If-None-Match`). A page is revalidated on every load
 (`no-cache`) and carries a strict `Content-Security-Policy` (only this origin's scripts, styles and
 connections; no inline script or style; no framing; images and sound also from `blob:` addresses, which
@@ -15,6 +20,7 @@ before an upgrade) the current file is sent, to be revalidated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -24,6 +30,7 @@ from sanic.response import HTTPResponse
 
 from server.console.assets import Asset, Bundle
 from server.web.access import Access, Wire, route
+from server.web.errors import ErrorShape, envelope_error
 from server.web.schema import QueryTextRule, Schema
 
 bp = Blueprint("console")
@@ -101,6 +108,29 @@ def _page(path: str, summary: str) -> None:
 
 for _path, _summary in PAGES.items():
     _page(_path, _summary)
+
+NOT_CONSOLE = ("/api/", "/v1/", "/v1beta/", "/console/")
+ShapeFor = Callable[[Request], ErrorShape | None]
+
+
+def page_not_found(fallback: ShapeFor) -> ShapeFor:
+    """The app's error shapes (`fallback`), with the console's "Page not found" first: a browser's GET of
+    an address no route has, outside the API and the console's files, answers `index.html` with 404."""
+
+    def shape_for(request: Request) -> ErrorShape | None:
+        path = request.path
+        if (request.route is None and request.method in ("GET", "HEAD")
+                and "text/html" in request.headers.get("accept", "")
+                and path not in ("/api", "/v1", "/v1beta") and not path.startswith(NOT_CONSOLE)):
+            bundle: Bundle | None = getattr(request.app.ctx, "console", None)
+            if bundle is not None:
+                index = bundle.index
+                return lambda err, request_id: (
+                    HTTPResponse(index.body, status=404, headers=PAGE_HEADERS, content_type=index.media_type)
+                    if err.status == 404 else envelope_error(err, request_id))
+        return fallback(request)
+
+    return shape_for
 
 
 class AssetPath(Schema):

@@ -68,7 +68,9 @@ def test_first_run_creates_root_then_signs_in(page: Page, tmp_path: Path) -> Non
         assert refusal.startswith("confirmPassword: ")
         confirm = page.get_by_label("Confirm password")
         expect(confirm).to_have_attribute("aria-invalid", "true")
-        expect(confirm).to_have_accessible_description(re.compile(re.escape(refusal)))
+        # the server's words, the field named by its label rather than by the API's name
+        labelled = "Confirm password: " + refusal.removeprefix("confirmPassword: ")
+        expect(confirm).to_have_accessible_description(re.compile(re.escape(labelled)))
 
         confirm.fill(PASSWORD)
         page.get_by_role("button", name="Create root").click()
@@ -227,7 +229,7 @@ def test_forgotten_password_and_the_reset_link(page: Page, server: Server, mail:
     page.get_by_role("button", name="Change password").click()
     new_password = page.get_by_label("New password", exact=True)
     expect(new_password).to_have_attribute("aria-invalid", "true")
-    expect(new_password).to_have_accessible_description(re.compile(r"password: must be 8–64 characters"))
+    expect(new_password).to_have_accessible_description(re.compile(r"New password: must be 8–64 characters"))
     new_password.fill("a-new-password-1")
     page.get_by_label("Confirm password").fill("a-new-password-1")
     page.get_by_role("button", name="Change password").click()
@@ -256,7 +258,7 @@ def test_an_email_address_is_bound_on_the_account_page_with_the_mailed_code(
     wrong.fill("000000" if code != "000000" else "111111")
     email.get_by_role("button", name="Bind address").click()
     expect(wrong).to_have_attribute("aria-invalid", "true")  # the server's refusal names the field
-    expect(wrong).to_have_accessible_description(re.compile("code: is wrong or has expired"))
+    expect(wrong).to_have_accessible_description(re.compile("^Code from the e-mail: is wrong or has expired"))
     check_accessibility(page, "account with a refused e-mail code")
     with user_client(server, name) as user:
         assert user.get("/api/user/self").json()["data"]["email"] == ""  # not bound by a wrong code

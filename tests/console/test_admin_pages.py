@@ -167,7 +167,7 @@ def test_codes_made_in_the_page_are_shown_once_and_redeem_exactly_once(page: Pag
     form.get_by_role("button", name="Create codes").click()
     count = form.get_by_label("How many codes")
     expect(count).to_have_attribute("aria-invalid", "true")  # the server's refusal, at its field
-    expect(count).to_have_accessible_description(re.compile(r"count: must be at most 100"))
+    expect(count).to_have_accessible_description(re.compile(r"How many codes: must be at most 100"))
     count.fill("2")
     form.get_by_role("button", name="Create codes").click()
     shown = form.get_by_label("The 2 new codes")
@@ -293,6 +293,7 @@ def test_users_are_managed_in_the_page_and_refusals_show_the_servers_message(pag
     form.get_by_label("Password").fill(PASSWORD)
     form.get_by_role("button", name="Create user").click()
     expect(form).to_be_hidden()
+    expect(page.locator(".notice")).to_have_text(f"User {name} created.")  # a confirmation, not silence
 
     search = page.get_by_role("search", name=re.compile("^Search by id"))
     search.get_by_role("searchbox").fill(name)
@@ -308,6 +309,7 @@ def test_users_are_managed_in_the_page_and_refusals_show_the_servers_message(pag
     edit.get_by_label("Display name").fill("Ann")
     edit.get_by_label("Group").fill("vip")
     edit.get_by_role("button", name="Save").click()
+    expect(page.locator(".notice")).to_have_text(f"User {name} saved.")
     expect(row).to_contain_text("vip")
     page.get_by_label("Group", exact=True).select_option("vip")
     expect(page.locator("tbody tr", has_text=name)).to_be_visible()

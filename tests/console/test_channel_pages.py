@@ -442,7 +442,8 @@ def test_root_reveals_a_channels_keys_after_verifying_with_the_authenticator_cod
         expect(code).to_have_attribute("aria-invalid", "true")  # the server's refusal, at its field
         refused = server.admin().post("/api/verify", json={"method": "2fa", "code": wrong})
         assert refused.status_code == 400
-        expect(code).to_have_accessible_description(refused.json()["message"])
+        detail = refused.json()["message"].removeprefix("code: ")
+        expect(code).to_have_accessible_description(f"Authenticator code: {detail}")  # its label, not `code`
         check_accessibility(page, "verification prompt with a refusal")
 
         code.fill(totp.at(time.time() + 30))  # a step not used yet

@@ -149,7 +149,7 @@ def test_signed_out_pages_are_in_chinese(zh_page: Page, server: Server) -> None:
     page = zh_page
     allowed = allowed_words(server)
     for path, title in (("/login", "登录"), ("/register", "注册账户"), ("/forgot-password", "忘记密码"),
-                        ("/user/reset", "设置新密码")):
+                        ("/user/reset", "设置新密码"), ("/nope", "页面不存在")):
         open_page(page, server, path, title)
         assert page.evaluate("document.documentElement.lang") == "zh-CN"
         assert_chinese(page, path, allowed)

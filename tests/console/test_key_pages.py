@@ -181,6 +181,29 @@ def test_an_admin_chooses_everyones_usage_on_the_dashboard(page: Page, server: S
     check_accessibility(page, "dashboard, everyone's usage")
 
 
+def test_a_key_made_with_only_a_name_takes_the_forms_defaults(page: Page, server: Server) -> None:
+    """The form opens with values that submit: one unit of quota ($1), never expiring; a refusal made in
+    the page names the field by its label, not by the API's name (`remain_quota`)."""
+    name, _ = server.add_user()
+    sign_in(page, server, name)
+    page.goto(f"{server.url}/keys")
+    page.get_by_role("button", name="Create API key").click()
+    form = page.get_by_role("dialog", name="Create an API key")
+    quota = form.get_by_label("Quota ($)")
+    expect(quota).to_have_value("1")
+    quota.fill("")
+    form.get_by_label("Name").fill("only-a-name")
+    form.get_by_role("button", name="Create key").click()
+    expect(quota).to_have_accessible_description(re.compile(r"Quota \(\$\): must be a number$"))
+    quota.fill("1")
+    form.get_by_role("button", name="Create key").click()
+    expect(form.get_by_label("Your new API key")).to_have_value(re.compile(r"^sk-"))
+    with user_client(server, name) as user:
+        made = user.get("/api/token/search", params={"keyword": "only-a-name"}).json()["data"]["items"][0]
+    per_unit = server.status()["quota_per_unit"]
+    assert (made["remain_quota"], made["unlimited_quota"], made["expired_time"]) == (per_unit, False, -1)
+
+
 def test_a_key_with_every_limit_then_deleted(page: Page, server: Server, upstream: FakeOpenAI) -> None:
     name, _ = server.add_user(quota=10_000_000)
     per_unit = server.status()["quota_per_unit"]
@@ -199,7 +222,7 @@ def test_a_key_with_every_limit_then_deleted(page: Page, server: Server, upstrea
     form.get_by_role("button", name="Create key").click()
     ips = form.get_by_label("IP allow list")
     expect(ips).to_have_attribute("aria-invalid", "true")  # the server's refusal, at its field
-    expect(ips).to_have_accessible_description(re.compile(r"allow_ips: "))
+    expect(ips).to_have_accessible_description(re.compile(r"IP allow list: "))  # its label, not allow_ips
     ips.fill("127.0.0.1\n10.0.0.0/8")
     form.get_by_role("button", name="Create key").click()
     made = form.get_by_label("Your new API key")

@@ -151,6 +151,19 @@ async def test_the_api_and_model_routes_answer_as_before(embedded_app: Running) 
     other = await http.get("/no-such-page")
     assert other.status_code == 404 and other.json() == {"success": False, "message": "no such route"}
 
+    # a browser opening an address the console has no page for gets the console (its "Page not found"),
+    # with the 404 status; the API's and the model routes' unknown paths stay JSON for browsers too
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = await http.get("/nope", headers=html)
+    assert page.status_code == 404 and "<tw-shell>" in page.text
+    assert page.headers["content-security-policy"] == CSP
+    asset = f"/console/{version_of(page.text)}/nope.js"
+    for path in ("/api/nope", "/v1/nope", "/v1beta/nope", "/api", asset):
+        answer = await http.get(path, headers=html)
+        assert answer.status_code == 404 and "<tw-shell>" not in answer.text, path
+    posted = await http.post("/nope", headers=html)
+    assert posted.status_code in (404, 405) and "<tw-shell>" not in posted.text
+
 
 def test_the_console_files_are_package_data() -> None:
     """`pip install .` from a clean clone ships every file the console serves (pyproject package-data)."""

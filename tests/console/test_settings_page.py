@@ -148,7 +148,7 @@ def test_model_ratio_is_checked_in_the_page_then_saved_and_read_back(page: Page,
     ratio.fill('{"gpt-x": 2,')
     quota.get_by_role("button", name="Save Quota and pricing").click()
     expect(ratio).to_have_attribute("aria-invalid", "true")
-    expect(ratio).to_have_accessible_description(re.compile(r"ModelRatio: is not valid JSON"))
+    expect(ratio).to_have_accessible_description(re.compile(r"Model ratios: is not valid JSON"))
     expect(ratio).to_be_focused()
     check_accessibility(page, "settings with a refused JSON field")
     assert sent == []  # refused in the page: nothing went to the server
@@ -163,7 +163,8 @@ def test_model_ratio_is_checked_in_the_page_then_saved_and_read_back(page: Page,
     message = refused.json()["message"]
     assert message.startswith("RetryTimes: ")
     expect(retries).to_have_attribute("aria-invalid", "true")
-    expect(retries).to_have_accessible_description(re.compile(re.escape(message)))
+    labelled = "Retries on another channel: " + message.removeprefix("RetryTimes: ")  # its label, not its key
+    expect(retries).to_have_accessible_description(re.compile(re.escape(labelled)))
     expect(ratio).not_to_have_attribute("aria-invalid", "true")
     assert {s["key"] for s in sent} == {"RetryTimes", "ModelRatio"}
     stored = options(server)

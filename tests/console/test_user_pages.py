@@ -18,6 +18,7 @@ import httpx
 import openai
 import pyotp
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from tests.console.browser import (
@@ -149,8 +150,10 @@ def test_a_code_redeemed_in_the_page_raises_the_balance_once(page: Page, server:
     balance = page.locator(".card", has_text="Balance").locator("dd")
     expect(balance).to_have_text(f"${1_000_000 / per_unit:,.2f}")
     expect(page.get_by_text("This site does not take payments online.")).to_be_visible()
-    expect(page.get_by_role("table", name="Your orders")).to_contain_text("No orders yet.")
+    expect(page.get_by_role("table", name="Your top-up orders")).to_contain_text("No orders yet.")
     check_accessibility(page, "top up")
+    found = {v["id"] for v in Axe().run(page).response["violations"]}
+    assert "landmark-unique" not in found  # (a moderate one): the orders section and its table differ
 
     page.get_by_label("Redemption code").fill(code)
     page.get_by_role("button", name="Redeem").click()
@@ -164,7 +167,7 @@ def test_a_code_redeemed_in_the_page_raises_the_balance_once(page: Page, server:
     assert user["quota"] == 3_500_000
     page.get_by_label("Redemption code").fill("")  # empty: refused at the field, in the page
     page.get_by_role("button", name="Redeem").click()
-    expect(page.get_by_text("key: enter the code")).to_be_visible()
+    expect(page.get_by_text("Redemption code: enter the code")).to_be_visible()  # the label, not `key`
     expect(page.get_by_label("Redemption code")).to_have_attribute("aria-invalid", "true")
     check_accessibility(page, "top up with a refusal")
 
@@ -207,6 +210,7 @@ def test_account_profile_password_and_two_factor_set_up_with_the_qr_code(page: P
     page.get_by_role("button", name="Change password").click()
     refused = page.get_by_label("Current password")
     expect(refused).to_have_attribute("aria-invalid", "true")  # the server's refusal names the field
+    expect(refused).to_have_accessible_description(re.compile(r"^Current password: \S"))  # its label
     expect(refused).to_be_focused()
     page.get_by_label("Current password").fill(PASSWORD)
     page.get_by_role("button", name="Change password").click()

@@ -1,7 +1,9 @@
 /**
  * Forms: labelled fields, and the server's refusals shown where they belong. A refusal whose message
  * names a field (`password: must be 8–64 characters`) appears under that field, which is marked invalid
- * and focused; any other refusal appears at the top of the form. The message is always the server's.
+ * and focused, with the field named by its label instead (`New password: must be 8–64 characters`);
+ * any other refusal appears at the top of the form. The words after the field are always the server's
+ * (or, for a refusal made in the page, the catalogue's).
  */
 
 import { ApiError } from "./api.js";
@@ -141,7 +143,10 @@ export function showError(element, error) {
   const control = name ? element.querySelector(`[name="${CSS.escape(name)}"]`) : null;
   const errorLine = control ? element.querySelector(`#${CSS.escape(control.id)}-error`) : null;
   if (control instanceof HTMLElement && errorLine) {
-    errorLine.textContent = message;
+    // named by the field's label, not by the API's field name (`remain_quota: …` → `Quota ($): …`)
+    const label = "labels" in control && control.labels instanceof NodeList ? control.labels[0]?.textContent ?? "" : "";
+    errorLine.textContent = label && error instanceof ApiError && error.field
+      ? t("form.fieldError", { label, detail: error.detail }) : message;
     errorLine.removeAttribute("hidden");
     control.setAttribute("aria-invalid", "true");
     const described = (control.getAttribute("aria-describedby") ?? "").split(" ").filter(Boolean);

@@ -733,4 +733,8 @@ export default {
   "passkey.cancelled": "The passkey request was cancelled or timed out.",
   "passkey.already": "This authenticator already holds a passkey of this account.",
   "keys.autoGroup": "auto — the usable groups of the auto group, in turn",
+  "users.created": "User {name} created.",
+  "users.saved": "User {name} saved.",
+  "topup.ordersCaption": "Your top-up orders",
+  "form.fieldError": "{label}: {detail}",
 };

@@ -718,4 +718,8 @@ export default {
   "passkey.cancelled": "通行密钥请求已取消或超时。",
   "passkey.already": "此身份验证器中已有此账户的通行密钥。",
   "keys.autoGroup": "auto — 依次使用自动分组中可用的分组",
+  "users.created": "用户 {name} 已创建。",
+  "users.saved": "用户 {name} 已保存。",
+  "topup.ordersCaption": "你的充值订单",
+  "form.fieldError": "{label}：{detail}",
 };

@@ -23,7 +23,8 @@ const AUTO_DEFAULT = "the usable AutoGroups";
  */
 export function openKeyForm({ api, site, session }, key, onSaved) {
   const dialog = openDialog(key ? t("keys.editDialog", { name: key.name || `#${key.id}` }) : t("keys.createDialog"));
-  const quotaText = key ? site.quotaToInput(key.remain_quota) : "";
+  // a new key starts with one unit of quota ($1, or QuotaPerUnit points): the form submits as it opens
+  const quotaText = site.quotaToInput(key ? key.remain_quota : site.status.quota_per_unit);
   const expiryText = toLocalInput(key && key.expired_time > 0 ? key.expired_time : Math.floor(Date.now() / 1000) + 30 * DAY);
   const quota = field(t("keys.quota", { unit: site.quotaUnit }), "remain_quota", { type: "number", inputmode: "decimal",
     step: "any", min: "0", value: quotaText,

@@ -76,7 +76,7 @@ export async function render(ctx) {
     api.get("/api/user/topup/info"),
     showBalance(5000),
     orders.configure({
-      caption: t("topup.yourOrders"),
+      caption: t("topup.ordersCaption"),
       searchLabel: t("topup.searchOrder"),
       empty: t("topup.noOrders"),
       fetch: ({ p, page_size, keyword }) => api.get("/api/user/topup/self", { p, page_size, keyword }),

@@ -142,12 +142,14 @@ export async function render(ctx) {
  * @param {AdminUser | null} user
  * @param {() => void} onSaved
  */
-function openUserForm({ api, session }, user, onSaved) {
+function openUserForm({ api, session, shell }, user, onSaved) {
   const dialog = openDialog(user ? t("users.editDialog", { name: user.username }) : t("users.createDialog"));
   const editor = form(user ? t("users.editForm") : t("users.createDialog"), async (f) => {
     if (!user) {
-      await api.post("/api/user/", { username: valueOf(f, "username").trim(), password: valueOf(f, "password"),
+      const username = valueOf(f, "username").trim();
+      await api.post("/api/user/", { username, password: valueOf(f, "password"),
         display_name: valueOf(f, "display_name").trim(), role: Number(valueOf(f, "role") || Role.USER) });
+      shell.say(t("users.created", { name: username }));
     } else {
       /** @type {Record<string, unknown>} */
       const body = { id: user.id, username: valueOf(f, "username").trim(),
@@ -155,6 +157,7 @@ function openUserForm({ api, session }, user, onSaved) {
         remark: valueOf(f, "remark").trim() };
       if (valueOf(f, "password")) body.password = valueOf(f, "password");
       await api.put("/api/user/", body);
+      shell.say(t("users.saved", { name: String(body.username) }));
     }
     onSaved();
     dialog.close();
