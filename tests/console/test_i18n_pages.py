@@ -31,7 +31,7 @@ CODES = "launch"
 ALLOWED = {
     "Tollway", "OpenAI", "Gemini", "Anthropic", "Claude", "OpenRouter", "Moonshot", "SiliconFlow", "DeepSeek",
     "Stripe", "API", "ID", "IP", "CIDR", "URL", "JSON", "HTML", "Markdown", "SMTP", "SSL", "Webhook", "Token",
-    "Logo", "VIP", "English", "Ctrl", "Authorization", "Bearer", "New", "Api", "User", "token", "RP", "http",
+    "Logo", "VIP", "English", "Ctrl", "RP", "http",
     "true", "false", "default", "vip", "svip", "auto", "root", "sk",
     "Kore", "Puck", "Charon", "Aoede", "Fenrir", "Leda", "Orus", "Zephyr",  # Gemini's voices
 }
