@@ -92,3 +92,14 @@ class ChannelRun(StrEnum):
 
     TEST = "test"  # test every channel, in the background
     BALANCE = "balance"  # update every balance
+
+
+class PriceSource(StrEnum):
+    """Where a model's price comes from, first match wins (docs/API.md#prices)."""
+
+    MODEL_PRICE = "model_price"  # the admin's `ModelPrice`: dollars per call
+    MODEL_RATIO = "model_ratio"  # the admin's `ModelRatio`: per token
+    FREE = "free"  # a free built-in family (moderation)
+    BUILTIN = "builtin"  # Tollway's built-in ratio (the Gemini speech models)
+    SELF_USE = "self_use"  # no price, but `SelfUseModeEnabled` lets it through at ratio 37.5
+    NONE = "none"  # no price: a call is refused (`model_price_error`)

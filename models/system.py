@@ -16,6 +16,18 @@ class OptionRepository:
         rows = await self.s.execute(select(Option.key, Option.value))
         return {str(k): str(v) for k, v in rows.all()}
 
+    async def locked(self, keys: list[str]) -> dict[str, str]:
+        """The stored texts of `keys`, their rows locked until the transaction ends (an absent key is not
+        in the result: it has no row to lock)."""
+        rows = await self.s.execute(select(Option.key, Option.value).where(Option.key.in_(keys))
+                                    .order_by(Option.key).with_for_update())
+        return {str(k): str(v) for k, v in rows.all()}
+
+    async def insert(self, key: str, value: str) -> None:
+        """A first row for `key`: IntegrityError when another transaction wrote one meanwhile."""
+        self.s.add(Option(key=key, value=value))
+        await self.s.flush()
+
     async def put(self, key: str, value: str) -> None:
         result = await self.s.execute(update(Option).where(Option.key == key).values(value=value))
         if result.rowcount == 0:  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ from server.keys.routes import bp as keys_bp
 from server.logs.routes import bp as logs_bp
 from server.observability.routes import bp as observability_bp
 from server.payments.routes import bp as payments_bp
+from server.pricing.routes import bp as pricing_bp
 from server.redemptions.routes import bp as redemptions_bp
 from server.relay.errors import shape_for
 from server.relay.routes import bp as relay_bp
@@ -38,7 +39,8 @@ from server.web.page_headers import protect_html
 from server.web.state import services_of
 
 BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
-              keys_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, observability_bp, console_bp)
+              keys_bp, pricing_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, observability_bp,
+              console_bp)
 APP_NAME = "tollway"
 READINESS_TASK = "readiness"
 

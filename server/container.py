@@ -37,6 +37,7 @@ from server.mailer import SmtpMailer
 from server.observability.service import ObservabilityService
 from server.payments.checkout import Checkout
 from server.payments.service import PaymentService
+from server.pricing.service import PricingService
 from server.redemptions.service import RedemptionService
 from server.relay.pipeline import Relay
 from server.system.service import SystemService
@@ -65,6 +66,7 @@ class Services:
     usage_data: UsageDataService
     system: SystemService
     relay: Relay
+    pricing: PricingService
     redemptions: RedemptionService
     topups: TopUpService
     payments: PaymentService
@@ -121,6 +123,7 @@ def build_services(state: State) -> Services:
                   stream_keepalive=config.stream_keepalive,
                   error_logs=state.error_logs)
     redemptions = RedemptionService(db=state.db, credits=state.credits, clock=state.clock)
+    pricing = PricingService(options=state.options, channels=state.channels)
     topups = TopUpService(db=state.db, credits=state.credits, options=state.options, clock=state.clock)
     payments = PaymentService(db=state.db, credits=state.credits, options=state.options,
                               checkout=Checkout(state.upstream), clock=state.clock)
@@ -132,5 +135,5 @@ def build_services(state: State) -> Services:
     return Services(guard=guard, cookies=cookies, auth=auth, two_factor=two_factor, verification=verification,
                     passkeys=passkeys, accounts=accounts, email=email, groups=groups, invitations=invitations,
                     keys=keys, channels=channels, logs=logs, usage_data=usage_data, system=system,
-                    redemptions=redemptions, topups=topups, relay=relay, payments=payments,
+                    pricing=pricing, redemptions=redemptions, topups=topups, relay=relay, payments=payments,
                     observability=observability)

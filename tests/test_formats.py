@@ -1,5 +1,5 @@
 """The format layer on small byte fixtures, without a server (server/upstream/formats/,
-server/relay/pricing.py): the cost formula against a Decimal reference, SSE events cut byte for byte, the
+server/components/pricing.py): the cost formula against a Decimal reference, SSE events cut byte for byte, the
 chat body checks, the usage normalization and the chat stream's usage-chunk rules."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from server.components.pricing import Price
 from server.errors import InvalidRequest
 from server.relay.pipeline import streamed_usage
-from server.relay.pricing import Price
 from server.upstream.estimate import count_all
 from server.upstream.formats.chat_routes import CHAT_FORMAT
 from server.upstream.formats.openai_chat import (

@@ -3,8 +3,8 @@
 The layers, top to bottom, and what each may import:
 
     the top        server/{app,container,context,cli,supervise,quota_sync}.py — wires everything
-    domains        server/<domain>/ (accounts, auth, channels, keys, logs, payments, redemptions, relay,
-                   system, topups, console) — never each other
+    domains        server/<domain>/ (accounts, auth, channels, keys, logs, payments, pricing, redemptions,
+                   relay, system, topups, console) — never each other
     components     server/components/ (caches, stores, directories, rules shared by domains) and
                    server/upstream/ (the one upstream client, its providers and fault vocabulary)
     shared         server/web/ (the HTTP adapter) and the shared server/*.py modules (errors, crypto, …)
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("accounts", "auth", "channels", "keys", "logs", "system", "relay", "redemptions", "topups",
-           "payments", "console", "observability")
+           "payments", "console", "observability", "pricing")
 COMPONENT_PACKAGES = ("components", "upstream")
 TOP_MODULES = ("app", "container", "context", "cli", "supervise", "quota_sync")
 

@@ -223,6 +223,18 @@ class ChannelTable:
                        if g in groups and any(r.enabled and (c := snap.channels.get(r.channel_id)) is not None
                                               and c.status == ChannelStatus.ENABLED for r in routes)})
 
+    def abilities(self) -> dict[str, list[tuple[str, RoutedChannel, bool]]]:
+        """Every model with an ability, whatever its status or its channel's: (group, channel, whether the
+        ability is enabled) for each (the admin's price list)."""
+        snap = self._snap
+        out: dict[str, list[tuple[str, RoutedChannel, bool]]] = {}
+        for (group, model), routes in snap.routes.items():
+            for r in routes:
+                c = snap.channels.get(r.channel_id)
+                if c is not None:
+                    out.setdefault(model, []).append((group, c, r.enabled))
+        return out
+
     def enabled_models(self) -> list[str]:
         snap = self._snap
         return sorted({m for (_g, m), routes in snap.routes.items()

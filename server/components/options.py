@@ -8,10 +8,12 @@ particular option uses; the raw values (`current`, `text`, `visible`) serve the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from sqlalchemy.exc import IntegrityError
 
 from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from core.settings import Settings
@@ -80,6 +82,34 @@ class Options:
         stored = self.box.encrypt(text) if REGISTRY[key].secret else text
         async with self.db.transaction() as tx:
             await OptionRepository(tx).put(key, stored)
+        await self.changed()
+
+    async def edit_json(self, edits: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+        """Change several JSON options in one transaction, each read and rewritten under its row's lock:
+        two edits at once (of other entries of the same option) both stay. Each new value is checked
+        by the option's rule (`OptionError` naming the key); a stored value that is not a JSON object reads
+        as {}."""
+        keys = sorted(edits)
+        for spec in (REGISTRY[key] for key in keys):
+            assert spec.kind == "json" and not spec.secret, spec.key
+        for attempt in range(2):
+            try:
+                async with self.db.transaction() as tx:
+                    repo = OptionRepository(tx)
+                    stored = await repo.locked(keys)
+                    for key in keys:
+                        spec = REGISTRY[key]
+                        current = parse(spec, stored[key]) if key in stored else spec.default
+                        current = dict(current) if isinstance(current, dict) else {}
+                        text = normalize(key, json.dumps(edits[key](current)))
+                        if key in stored:
+                            await repo.put(key, text)
+                        else:  # never an update here: a row committed since the read would be overwritten
+                            await repo.insert(key, text)
+                break
+            except IntegrityError:  # two first writes of an option never stored: the loser reads it now
+                if attempt:
+                    raise
         await self.changed()
 
     async def changed(self) -> None:

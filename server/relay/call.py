@@ -14,8 +14,8 @@ from typing import Protocol
 from quota.ratelimit import UserPolicy
 from quota.types import Reservation
 from server.components.channel_table import RoutedChannel
+from server.components.pricing import Price
 from server.relay.caller import Caller
-from server.relay.pricing import Price
 from server.upstream.client import UpstreamResponse
 from server.upstream.formats.base import Answer, Exchange, Format
 from server.upstream.providers.base import Asked, Operation, Params

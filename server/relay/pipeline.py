@@ -52,6 +52,7 @@ from server.components.catalog import SPEECH_OUTPUT, capabilities
 from server.components.channel_table import ChannelTable
 from server.components.keys import KeyDirectory
 from server.components.options import Options
+from server.components.pricing import price_of
 from server.components.users import UserDirectory
 from server.errors import (
     AllChannelsFailed,
@@ -79,7 +80,6 @@ from server.metrics import Outcome
 from server.relay import attempts, failures
 from server.relay.call import Call, Incoming, Reply
 from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
-from server.relay.pricing import price_of
 from server.relay.streaming import Delivery, relay_stream
 from server.upstream.client import Upstream, UpstreamResponse
 from server.upstream.estimate import count_all

@@ -28,6 +28,7 @@ fields); a stray field or a value of another type fails at once instead of reach
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
@@ -177,6 +178,33 @@ class BoolRule(Rule):
         if not isinstance(value, bool):
             raise problem("must be a boolean")
         return value
+
+
+@dataclass(frozen=True, slots=True)
+class NumberRule(Rule):
+    """A finite JSON number (an integer or not; booleans never are), within the bounds."""
+
+    min_value: float | None = None
+    max_value: float | None = None
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            raise problem("is required")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise problem("must be a number")
+        if self.min_value is not None and value < self.min_value:
+            raise problem(f"must be at least {self.min_value:g}")
+        if self.max_value is not None and value > self.max_value:
+            raise problem(f"must be at most {self.max_value:g}")
+        return float(value)
+
+    def extra_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.min_value is not None:
+            out["minimum"] = self.min_value
+        if self.max_value is not None:
+            out["maximum"] = self.max_value
+        return out
 
 
 Str = Annotated[str, TextRule()]

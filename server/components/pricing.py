@@ -1,4 +1,5 @@
-"""Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs.
+"""Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs — the
+one formula the gateway bills by and the price list shows.
 
 Lookup, first match wins: the admin's `ModelPrice`, the admin's `ModelRatio`, the built-in price, the
 built-in ratio (both in `server/components/catalog.py`: speech and moderation only, never chat or
@@ -21,16 +22,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
+from core.enums import PriceSource
 from core.settings import Settings
 from server.components.catalog import BUILTIN_RATIOS, FREE_PREFIXES
-from server.upstream.providers.base import Usage
 
 UNSET_MODEL_RATIO = 37.5
 DEFAULT_CACHE_RATIO = 1.0
 DEFAULT_CREATE_CACHE_RATIO = 1.25
 ONE_HOUR_WRITE = Decimal("1.6")
+
+
+class Counts(Protocol):
+    """A call's usage in five counts (`server/upstream/providers/base.py` `Usage` is one)."""
+
+    @property
+    def input(self) -> int: ...
+    @property
+    def output(self) -> int: ...
+    @property
+    def cache_read(self) -> int: ...
+    @property
+    def cache_write_5m(self) -> int: ...
+    @property
+    def cache_write_1h(self) -> int: ...
 
 
 def _d(value: float) -> Decimal:
@@ -47,7 +63,7 @@ class Price:
     cache_ratio: float = DEFAULT_CACHE_RATIO
     create_cache_ratio: float = DEFAULT_CREATE_CACHE_RATIO
 
-    def cost(self, usage: Usage, quota_per_unit: float) -> int:
+    def cost(self, usage: Counts, quota_per_unit: float) -> int:
         group = _d(self.group_ratio)
         if self.model_price is not None:
             points = _d(self.model_price) * _d(quota_per_unit) * group
@@ -69,6 +85,19 @@ class Price:
         return {"model_ratio": self.model_ratio, "completion_ratio": self.completion_ratio,
                 "group_ratio": self.group_ratio, "model_price": price, "cache_ratio": self.cache_ratio,
                 "cache_creation_ratio": self.create_cache_ratio}
+
+
+def source_of(settings: Settings, model: str) -> PriceSource:
+    """Where `model`'s price comes from (the first of the lookup's steps that has it)."""
+    if model in settings.model_price:
+        return PriceSource.MODEL_PRICE
+    if model in settings.model_ratio:
+        return PriceSource.MODEL_RATIO
+    if model.startswith(FREE_PREFIXES):
+        return PriceSource.FREE
+    if model in BUILTIN_RATIOS:
+        return PriceSource.BUILTIN
+    return PriceSource.SELF_USE if settings.self_use_mode_enabled else PriceSource.NONE
 
 
 def price_of(settings: Settings, model: str, group: str, *, accept_unset: bool = False) -> Price | None:
