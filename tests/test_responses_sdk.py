@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from server.errors import InvalidRequest
-from server.upstream.estimate import count_all
 from server.relay.pipeline import streamed_usage
+from server.upstream.estimate import count_all
 from server.upstream.formats.openai_responses import (
     RESPONSES,
     RESPONSES_FORMAT,

@@ -103,7 +103,8 @@ class PricingService:
         model = edit.model
         sent = edit.model_fields_set - {"model"}
         if not sent:
-            raise InvalidRequest("model_ratio: send at least one of " + ", ".join(OPTION_OF), param="model_ratio")
+            raise InvalidRequest("model_ratio: send at least one of " + ", ".join(OPTION_OF),
+                                 param="model_ratio")
 
         def change(value: float | None) -> Callable[[dict[str, Any]], dict[str, Any]]:
             def apply(current: dict[str, Any]) -> dict[str, Any]:
