@@ -49,6 +49,8 @@ PAGES: dict[str, str] = {
     "/topup": "The console's top-up page: redeem a code, buy online, your orders.",
     "/account": "The console's account page: profile, password, e-mail, access token, 2FA, settings.",
     "/playground": "The console's playground: speech from a model that speaks, and a moderation tester.",
+    "/models": "The console's Models and prices page: the price of each model (admins: every model, its "
+               "channels and the unpriced ones; root edits a price).",
     # admin pages
     "/users": "The console's Users page (admins): find, create, edit and manage users.",
     "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",

@@ -37,7 +37,8 @@ ALLOWED = {
 }
 DATA_WORDS = set(re.findall(r"[A-Za-z]+", " ".join((USER, KEY_NAME, CHANNEL, CODES, MODELS))))
 PAGES = [("/", "数据看板"), ("/keys", "API 密钥"), ("/logs", "日志"), ("/topup", "充值"),
-         ("/account", "账户"), ("/playground", "操练场"), ("/users", "用户"), ("/channels", "渠道"),
+         ("/account", "账户"), ("/playground", "操练场"), ("/models", "模型与价格"), ("/users", "用户"),
+         ("/channels", "渠道"),
          ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置")]
 DIALOGS = {  # per page: the button that opens a main dialog, and the dialog's title
     "/keys": [("创建 API 密钥", "创建 API 密钥"), (f"删除：{KEY_NAME}", "删除此 API 密钥？")],
@@ -45,6 +46,7 @@ DIALOGS = {  # per page: the button that opens a main dialog, and the dialog's t
     "/channels": [("创建渠道", "创建渠道"), (f"编辑：{CHANNEL}", f"编辑渠道“{CHANNEL}”")],
     "/redemptions": [("创建兑换码", "创建兑换码")],
     "/account": [("设置两步验证", "设置两步验证")],
+    "/models": [("编辑价格：gpt-4o-mini", "“gpt-4o-mini”的价格")],
 }
 # what is not a word of the page's language: addresses, paths, dotted and snake_case names, e-mail addresses
 NOT_WORDS = re.compile(r"https?://\S+|\S+@\S*|/[\w/-]+|\b\w+(?:[._]\w+)+\b|new-api|\"[^\"]*\"")

@@ -183,7 +183,8 @@ def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -
                                ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"]),
                                ("/account", "Account", ["/api/user/2fa/status", "/api/user/passkey"]),
                                ("/playground", "Playground", ["/api/user/models", "/api/user/models",
-                                                              "/api/token/"])):
+                                                              "/api/token/"]),
+                               ("/models", "Models and prices", ["/api/pricing"])):
         calls.clear()
         page.goto(f"{server.url}{path}")
         expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()

@@ -64,6 +64,17 @@ export class Api {
   }
 
   /**
+   * A GET whose reply carries more than `data` beside it (`/api/pricing`'s `group_ratio`): the whole
+   * envelope.
+   * @param {string} path
+   * @param {Query} [query]
+   * @returns {Promise<Record<string, any>>}
+   */
+  envelope(path, query) {
+    return this.request("GET", path, { query, whole: true });
+  }
+
+  /**
    * @param {string} path
    * @param {unknown} [body]
    * @param {Query} [query]
@@ -117,10 +128,10 @@ export class Api {
   /**
    * @param {string} method
    * @param {string} path
-   * @param {{query?: Query, body?: unknown}} options
-   * @returns {Promise<any>} the envelope's `data`
+   * @param {{query?: Query, body?: unknown, whole?: boolean}} options
+   * @returns {Promise<any>} the envelope's `data` (the envelope when `whole`)
    */
-  async request(method, path, { query, body }) {
+  async request(method, path, { query, body, whole }) {
     const url = new URL(path, window.location.origin);
     for (const [name, value] of Object.entries(query ?? {})) {
       if (value !== undefined && value !== "") url.searchParams.set(name, String(value));
@@ -160,6 +171,6 @@ export class Api {
       if (response.status === 401 && asUser && asUser === this.userId) this.onSignedOut();
       throw new ApiError(message, response.status, typeof envelope.code === "string" ? envelope.code : "");
     }
-    return envelope.data;
+    return whole ? envelope : envelope.data;
   }
 }

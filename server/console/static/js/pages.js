@@ -38,6 +38,7 @@ export const PAGES = [
   { path: "/account", title: () => t("page.account"), access: "user", nav: true, load: () => import("./pages/account.js") },
   { path: "/playground", title: () => t("page.playground"), access: "user", nav: true,
     load: () => import("./pages/playground.js") },
+  { path: "/models", title: () => t("page.models"), access: "user", nav: true, load: () => import("./pages/models.js") },
   // admin pages
   { path: "/users", title: () => t("page.users"), access: "admin", nav: true, load: () => import("./pages/users.js") },
   { path: "/channels", title: () => t("page.channels"), access: "admin", nav: true, load: () => import("./pages/channels.js") },
