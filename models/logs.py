@@ -10,9 +10,11 @@ With `LOG_DATABASE_URL` the table lives in a database of its own (docs/ARCHITECT
 database): the main database's sessions then carry `LOGS_ELSEWHERE` in their `info`, and `LogRepository`
 writes a service's log into `log_outbox`, in the caller's transaction, for `models/log_outbox.py` to move.
 
-`LogQuery` reads them (E.2): exact filters (case-sensitive on every database), keyword search (exact names
-or a case-insensitive literal substring of `content`), the `{quota, rpm, tpm}` statistics and the batched
-delete. Log queries join no other table (`LOG_DATABASE_URL` may put logs in a database of their own).
+`LogQuery` reads them (E.2): exact filters (case-sensitive on every database) and a model name's part (a
+case-insensitive literal substring), keyword search (exact names or a case-insensitive literal substring
+of `content`), the `{quota, rpm, tpm}` statistics and the batched delete; `LogTotals` the dashboard's
+sums over a window (top spenders, each channel's calls and errors). Log queries join no other table
+(`LOG_DATABASE_URL` may put logs in a database of their own).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    case,
     delete,
     func,
     or_,
@@ -129,8 +132,9 @@ class LogRepository:
 
 @dataclass(frozen=True, slots=True)
 class LogFilter:
-    """The exact filters of `GET /api/log/` (E.2); a zero or empty value does not filter.
+    """The filters of `GET /api/log/` (E.2); a zero or empty value does not filter.
 
+    Text filters are exact but `model_name_part`, a literal part of the model name ignoring case.
     `user_id` restricts to one user's rows (the `/self` routes); `start` and `end` are inclusive."""
 
     user_id: int | None = None
@@ -143,6 +147,7 @@ class LogFilter:
     channel: int = 0
     group: str = ""
     request_id: str = ""
+    model_name_part: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +188,8 @@ class LogQuery:
             value = getattr(f, name)
             if value:
                 conds.append(self._exact(getattr(Log, name), value))
+        if f.model_name_part:
+            conds.append(self._contains(Log.model_name, f.model_name_part))
         if f.channel:
             conds.append(Log.channel == f.channel)
         return conds
@@ -226,3 +233,105 @@ class LogQuery:
             .execution_options(synchronize_session=False))
         return len(ids), int(result.rowcount)  # type: ignore[attr-defined]
 
+
+
+# ---- the dashboard's sums -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """The consume logs of one user, API key or model in a window; the fields that do not name the group
+    are 0 or ""."""
+
+    quota: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    user_id: int = 0
+    username: str = ""
+    token_id: int = 0
+    token_name: str = ""
+    model_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelActivity:
+    """One channel's consume logs (`calls`, their `quota`) and error logs (`errors`) in a window."""
+
+    channel: int
+    calls: int
+    errors: int
+    quota: int
+
+
+class LogTotals:
+    """Sums over the rows created in [start, end] (inclusive), one GROUP BY each.
+
+    The window is the only condition of each WHERE, so every database reads it through
+    `ix_logs_created_at` (a `type = 2` beside it made SQLite read every consume log of the table through
+    `ix_logs_type`); the log type is chosen inside the sums, and groups without a row of the counted types
+    are dropped by HAVING. Ties are broken by the group's key. The sums' labels are no column's name, so
+    ORDER BY can only mean them."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    @staticmethod
+    def _window(start: int, end: int) -> list[ColumnElement[bool]]:
+        return [Log.created_at >= start, Log.created_at <= end]
+
+    @staticmethod
+    def _sum_if(condition: ColumnElement[bool], value: Any) -> Any:
+        """SUM(value) over the rows meeting `condition` (0 when none does)."""
+        return func.coalesce(func.sum(case((condition, value), else_=0)), 0)
+
+    async def _top(self, keys: dict[str, Any], names: dict[str, Any], start: int, end: int, limit: int
+                   ) -> list[Spend]:
+        """The `limit` groups of consume rows with the most quota, then the most calls. `keys`: the
+        group's columns by their `Spend` field; `names`: text columns shown by their MAX (one value unless
+        the user or key was renamed in the window)."""
+        consume = Log.type == LogType.CONSUME
+        quota = self._sum_if(consume, Log.quota).label("sum_quota")
+        calls = self._sum_if(consume, 1).label("n_calls")
+        stmt = (select(*(column.label(field) for field, column in keys.items()),
+                       *(func.max(column).label(field) for field, column in names.items()), quota, calls,
+                       self._sum_if(consume, Log.prompt_tokens).label("sum_prompt"),
+                       self._sum_if(consume, Log.completion_tokens).label("sum_completion"))
+                .where(*self._window(start, end))
+                .group_by(*keys.values())
+                .having(self._sum_if(consume, 1) > 0)
+                .order_by(quota.desc(), calls.desc(), *keys.values())
+                .limit(limit))
+        return [Spend(quota=int(row["sum_quota"] or 0), calls=int(row["n_calls"] or 0),
+                      prompt_tokens=int(row["sum_prompt"] or 0),
+                      completion_tokens=int(row["sum_completion"] or 0),
+                      user_id=int(row.get("user_id") or 0), username=str(row.get("username") or ""),
+                      token_id=int(row.get("token_id") or 0), token_name=str(row.get("token_name") or ""),
+                      model_name=str(row.get("model_name") or ""))
+                for row in (await self.s.execute(stmt)).mappings()]
+
+    async def top_users(self, start: int, end: int, limit: int) -> list[Spend]:
+        return await self._top({"user_id": Log.user_id}, {"username": Log.username}, start, end, limit)
+
+    async def top_keys(self, start: int, end: int, limit: int) -> list[Spend]:
+        """Per API key (`token_id`, with its owner: a row without a key is each user's key 0)."""
+        return await self._top({"user_id": Log.user_id, "token_id": Log.token_id},
+                               {"username": Log.username, "token_name": Log.token_name}, start, end, limit)
+
+    async def top_models(self, start: int, end: int, limit: int) -> list[Spend]:
+        """Per model name as the caller named it, byte for byte (`GPT-4o` and `gpt-4o` are two models)."""
+        return await self._top({"model_name": query.by_bytes(self.s, Log.model_name)}, {}, start, end, limit)
+
+    async def channels(self, start: int, end: int) -> list[ChannelActivity]:
+        """Every channel (id > 0) with a consume or an error log in the window: most calls first, then most
+        errors, then by id. An error log counts for the last channel its call tried."""
+        consume, error = Log.type == LogType.CONSUME, Log.type == LogType.ERROR
+        calls = self._sum_if(consume, 1).label("n_calls")
+        errors = self._sum_if(error, 1).label("n_errors")
+        stmt = (select(Log.channel, calls, errors, self._sum_if(consume, Log.quota).label("sum_quota"))
+                .where(*self._window(start, end))
+                .group_by(Log.channel)
+                .having(self._sum_if(consume | error, 1) > 0)
+                .order_by(calls.desc(), errors.desc(), Log.channel))
+        return [ChannelActivity(channel=int(c), calls=int(n or 0), errors=int(e or 0), quota=int(q or 0))
+                for c, n, e, q in (await self.s.execute(stmt)).all()
+                if c]  # channel 0: no channel was tried (not in WHERE: it would compete with the window)

@@ -6,6 +6,8 @@
   in Python would miss a stored 'É' that SQLite leaves as it is).
 - `exact(session, column, value)`: `column = value`, case- and accent-sensitive on every database (MariaDB's
   default collation would make `Team` equal `team`).
+- `by_bytes(session, column)`: the column to GROUP BY when case variants are different values (on MariaDB
+  its binary collation; elsewhere the column itself).
 - `page(session, entity, conds, order_by=…, offset=…, limit=…)`: the rows of one page and the number of
   rows matching `conds`, in two statements; past the end (or with nothing matching) only the count runs.
 """
@@ -46,6 +48,14 @@ def exact(session: AsyncSession, column: Any, value: str) -> ColumnElement[bool]
     if session.get_bind().dialect.name in ("mysql", "mariadb"):
         return and_(column == value, column.collate("utf8mb4_bin") == value)
     return column == value  # type: ignore[no-any-return]
+
+
+def by_bytes(session: AsyncSession, column: Any) -> Any:
+    """`column` grouped and compared byte for byte: `GPT-4o` and `gpt-4o` are two groups on every database
+    (MariaDB's default collation would make them one)."""
+    if session.get_bind().dialect.name in ("mysql", "mariadb"):
+        return column.collate("utf8mb4_bin")
+    return column
 
 
 def is_id(keyword: str) -> bool:

@@ -114,7 +114,8 @@ def build_services(state: State) -> Services:
                               clock=state.clock)
     logs = LogService(db=state.log_db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
-    usage_data = UsageDataService(db=state.db, clock=state.clock)
+    usage_data = UsageDataService(db=state.db, log_db=state.log_db, channel=state.channels.get,
+                                  clock=state.clock)
     system = SystemService(db=state.db, options=state.options, passwords=state.passwords, clock=state.clock,
                            database_kind=config.database_kind, started_at=state.started_at)
     relay = Relay(keys=state.keys, users=state.users, options=state.options, channels=state.channels,

@@ -7,6 +7,7 @@ from sanic.response import HTTPResponse
 
 from server.errors import Unauthenticated
 from server.logs.schemas import (
+    Dashboard,
     DataQuery,
     DeleteQuery,
     LogQuery,
@@ -18,6 +19,7 @@ from server.logs.schemas import (
     OwnStatQuery,
     SearchQuery,
     StatQuery,
+    TopQuery,
     UsageBucket,
     UsersDataQuery,
 )
@@ -34,7 +36,8 @@ bp = Blueprint("logs")
 @route(bp, "GET", "/api/log/", access=Access.ADMIN, query=LogQuery, reply=Paged[LogView])
 async def list_logs(request: Request, query: LogQuery) -> HTTPResponse:
     """Every log row, newest first, filtered.
-    Name filters are exact; a zero or empty filter does not filter."""
+    Name filters are exact but `model_name_part` (a literal part of the model name, ignoring case); a zero
+    or empty filter does not filter."""
     return ok(await services_of(request).logs.list_logs(query.page(), query.filters()))
 
 
@@ -133,6 +136,16 @@ async def usage_data_by_user(request: Request, query: UsersDataQuery) -> HTTPRes
     per-user chart of new-api's dashboard). The window defaults to the last 7 days; a start after the
     end is a 400."""
     return ok(await services_of(request).usage_data.by_user(query.start_timestamp, query.end_timestamp))
+
+
+@route(bp, "GET", "/api/data/top", access=Access.ADMIN, query=TopQuery, reply=Dashboard)
+async def usage_top(request: Request, query: TopQuery) -> HTTPResponse:
+    """The operator's dashboard: who and what spent most, and each channel's calls and errors.
+    Summed from the consume logs (and, per channel, the error logs) created in the window: the `limit`
+    users, API keys and models with the most quota (then the most calls), and every channel with a call
+    or an error. The window defaults to the last 7 days; a start after the end is a 400."""
+    return ok(await services_of(request).usage_data.top(query.start_timestamp, query.end_timestamp,
+                                                        query.size()))
 
 
 @route(bp, "GET", "/api/data/self", access=Access.USER, query=OwnDataQuery, reply=list[UsageBucket])

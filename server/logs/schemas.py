@@ -3,8 +3,9 @@
 Numbers in the query (`type`, `start_timestamp`, `end_timestamp`, `channel`, `target_timestamp`) are
 non-negative integers (absent or empty: no filter); anything else is a 400 naming the parameter. Text
 filters and keywords are trimmed, at most 255 characters, without control characters; an empty value does
-not filter. The routes of the logged-in user (`/self`) take no `username` or `channel`, the statistics no
-`type` or `request_id`.
+not filter. Text filters are exact (case-sensitive), but `model_name_part`: a part of the model name,
+ignoring case and taken literally (`%` and `_` match themselves). The routes of the logged-in user
+(`/self`) take no `username` or `channel`, the statistics no `type` or `request_id`.
 
 How a log row is shown (docs/API.md#logs): the admin view (`LogView`), with `channel_name` and the whole
 `other`, and the user-facing view (`OwnLogView`), sanitized (`channel` 0, no `channel_name`, and the row's
@@ -26,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from models import logs
-from models.logs import Log, LogFilter
+from models.logs import ChannelActivity, Log, LogFilter, Spend
 from models.quota_data import QuotaData
 from server.web.pagination import PageQuery
 from server.web.schema import QueryIntRule, QueryTextRule, Reply, Schema
@@ -41,6 +42,7 @@ class OwnStatQuery(Schema):
     end_timestamp: Number = Field(0, description="up to this unix second (inclusive)")
     token_name: Filter = Field("", description="exact API key name")
     model_name: Filter = Field("", description="exact model name")
+    model_name_part: Filter = Field("", description="part of the model name, ignoring case, taken literally")
     group: Filter = ""
 
     def filters(self) -> LogFilter:
@@ -48,6 +50,7 @@ class OwnStatQuery(Schema):
             type=getattr(self, "type", 0), start=self.start_timestamp, end=self.end_timestamp,
             username=getattr(self, "username", ""), token_name=self.token_name, model_name=self.model_name,
             channel=getattr(self, "channel", 0), group=self.group, request_id=getattr(self, "request_id", ""),
+            model_name_part=self.model_name_part,
         )
 
 
@@ -59,7 +62,7 @@ class StatQuery(OwnStatQuery):
 class OwnLogQuery(OwnStatQuery, PageQuery):
     type: Annotated[int, QueryIntRule(max_value=INT32_MAX)] = Field(
         0, description="1 top-up, 2 consume, 3 manage, 4 system, 5 error, 6 refund")
-    request_id: Filter = ""
+    request_id: Filter = Field("", description="exact request id (the call's `X-Request-Id`)")
 
 
 class LogQuery(OwnLogQuery):
@@ -82,6 +85,20 @@ class UsersDataQuery(OwnDataQuery):
 
 class DataQuery(OwnDataQuery):
     username: Filter = Field("", description="one user's buckets (exact username); empty: all, summed")
+
+
+TOP_DEFAULT, TOP_MAX = 10, 50
+
+
+class TopQuery(OwnDataQuery):
+    """The window and the length of the lists of `GET /api/data/top`."""
+
+    limit: Annotated[int, QueryIntRule(positive=True, max_value=TOP_MAX)] = Field(
+        TOP_DEFAULT, description=f"how many users, keys and models to list (1–{TOP_MAX})")
+
+    def size(self) -> int:
+        """`limit`, or the default when it was sent empty (which the rule reads as 0)."""
+        return self.limit or TOP_DEFAULT
 
 
 class UsageBucket(Reply):
@@ -212,3 +229,79 @@ class LogStat(Reply):
     @classmethod
     def of(cls, stat: logs.LogStat) -> LogStat:
         return cls(quota=stat.quota, rpm=stat.rpm, tpm=stat.tpm)
+
+
+# ---- the dashboard (`GET /api/data/top`) ------------------------------------------------------------------
+
+class _Spent(Reply):
+    quota: int = Field(description="the sum of the consume logs' quota")
+    calls: int = Field(description="how many consume logs")
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class TopUser(_Spent):
+    user_id: int
+    username: str
+
+    @classmethod
+    def of(cls, row: Spend) -> TopUser:
+        return cls(user_id=row.user_id, username=row.username, quota=row.quota, calls=row.calls,
+                   prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens)
+
+
+class TopKey(_Spent):
+    user_id: int
+    username: str
+    token_id: int
+    token_name: str
+
+    @classmethod
+    def of(cls, row: Spend) -> TopKey:
+        return cls(user_id=row.user_id, username=row.username, token_id=row.token_id,
+                   token_name=row.token_name, quota=row.quota, calls=row.calls,
+                   prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens)
+
+
+class TopModel(_Spent):
+    model_name: str
+
+    @classmethod
+    def of(cls, row: Spend) -> TopModel:
+        return cls(model_name=row.model_name, quota=row.quota, calls=row.calls,
+                   prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens)
+
+
+class ChannelUse(Reply):
+    """One channel's calls and errors in the window."""
+
+    channel: int = Field(description="the channel id")
+    channel_name: str = Field(description='the channel\'s name ("" for a channel deleted since)')
+    channel_type: int = Field(description="the channel's type (0 for a channel deleted since)")
+    calls: int = Field(description="consume logs served by the channel")
+    errors: int = Field(description="error logs whose last channel tried was this one")
+    quota: int = Field(description="the sum of its consume logs' quota")
+
+    @classmethod
+    def of(cls, row: ChannelActivity, name: str, channel_type: int) -> ChannelUse:
+        """`name` and `channel_type`: the routing table's ("" and 0 for a channel it no longer has)."""
+        return cls(channel=row.channel, channel_name=name, channel_type=channel_type, calls=row.calls,
+                   errors=row.errors, quota=row.quota)
+
+
+class Dashboard(Reply):
+    """The operator's dashboard over one window."""
+
+    start_timestamp: int = Field(description="the window's start, unix s (inclusive)")
+    end_timestamp: int = Field(description="the window's end, unix s (inclusive)")
+    users: list[TopUser] = Field(description="the users who spent most, most first")
+    keys: list[TopKey] = Field(description="the API keys that spent most, most first")
+    models: list[TopModel] = Field(description="the models that cost most, most first")
+    channels: list[ChannelUse] = Field(description="every channel with a call or an error, most calls first")
+
+    @classmethod
+    def of(cls, start: int, end: int, *, users: list[Spend], keys: list[Spend], models: list[Spend],
+           channels: list[ChannelUse]) -> Dashboard:
+        return cls(start_timestamp=start, end_timestamp=end, users=[TopUser.of(r) for r in users],
+                   keys=[TopKey.of(r) for r in keys], models=[TopModel.of(r) for r in models],
+                   channels=channels)
