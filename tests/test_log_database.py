@@ -5,8 +5,9 @@
 Proved here, over HTTP against the real app:
 - model calls, an admin's `add_quota`, a redeemed code and an admin's manage action leave their logs in
   the log database only (the main `logs` table stays empty, the outbox drains, the recorded credit is
-  gone); every route reads them there (`/api/log/`, `/stat`, `/self`, `/self/stat`, `/token`), and the
-  counts and sums agree with the balances, `used_quota` and `request_count` in the main database;
+  gone); every route reads them there (`/api/log/`, `/stat`, `/self`, `/self/stat`, `/token`,
+  `/api/data/top`), and the counts and sums agree with the balances, `used_quota` and `request_count` in
+  the main database;
 - a service log copied to the log database twice (a crash between the copy and the outbox delete) is
   there once;
 - the second net of the sync: a ref logged by another entry at or below the cursor is skipped, one logged
@@ -173,6 +174,10 @@ async def test_calls_credits_and_admin_changes_log_only_in_the_log_database(
         assert data_of(await alice.get("/api/log/self/stat"))["quota"] == spent
         search = data_of(await root.get("/api/log/search", params={"keyword": "alice"}))
         assert search["total"] == len(mine)
+        top = data_of(await root.get("/api/data/top"))  # the dashboard sums the log database's rows
+        assert [(u["user_id"], u["calls"], u["quota"]) for u in top["users"]] == [(uid, CALLS, spent)]
+        assert [(k["token_id"], k["calls"]) for k in top["keys"]] == [(key_id, CALLS)]
+        assert [(c["calls"], c["errors"], c["quota"]) for c in top["channels"]] == [(CALLS, 0, spent)]
         client = app.client()
         bearer = {"Authorization": f"Bearer {key}"}
         token_rows = data_of(await client.get("/api/log/token", headers=bearer))
