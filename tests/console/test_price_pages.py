@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -55,12 +56,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, upstream: FakeOpenAI) -> It
         yield running
 
 
-def consume_logs(server: Server, model: str) -> list[dict[str, Any]]:
-    """The consume logs (type 2) of `model`, newest first, once at least one is written (the quota sync
-    writes them within about a second; the loop is a bound on a hang, not a timing check)."""
+def consume_logs(server: Server, model: str, key_name: str) -> list[dict[str, Any]]:
+    """The consume logs (type 2) of `model` called with the key `key_name`, newest first, once at least
+    one is written (the quota sync writes them within about a second; the loop is a bound on a hang, not a
+    timing check)."""
     for _ in range(200):
         rows: list[dict[str, Any]] = data(server.admin().get(
-            "/api/log/", params={"type": 2, "model_name": model}))["items"]
+            "/api/log/", params={"type": 2, "model_name": model, "token_name": key_name}))["items"]
         if rows:
             return rows
         time.sleep(0.05)
@@ -107,7 +109,7 @@ def test_root_sees_the_unpriced_models_and_a_price_edited_in_place_bills_the_nex
     with openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0) as client:
         done = client.chat.completions.create(model=CHAT, messages=[{"role": "user", "content": "hi there"}])
     assert done.usage is not None
-    (log,) = consume_logs(server, CHAT)
+    (log,) = consume_logs(server, CHAT, "sdk")
     assert log["quota"] == math.ceil((done.usage.prompt_tokens + done.usage.completion_tokens * 2) * 3)
 
 
@@ -124,3 +126,93 @@ def test_a_user_sees_only_the_models_they_may_call_at_their_groups_price(page: P
     expect(page.get_by_role("button", name=f"Edit price {CHAT}")).to_have_count(0)  # read-only
     check_accessibility(page, "price list of a user")
 
+
+
+def test_a_log_opened_shows_the_billing_breakdown_that_gives_its_charge(page: Page, server: Server,
+                                                                       upstream: FakeOpenAI) -> None:
+    price = {"model": CHAT, "model_ratio": 3, "completion_ratio": 2, "cache_ratio": 0.1}
+    data(server.admin().put("/api/pricing/models", json=price))
+    name, _ = server.add_user(quota=50_000_000)
+    with user_client(server, name) as user:
+        key = data(user.post("/api/token/", json={"name": "cached", "unlimited_quota": True}))["key"]
+    upstream.text.cached = 3
+    try:
+        with openai.OpenAI(api_key=key, base_url=f"{server.url}/v1", max_retries=0) as client:
+            client.chat.completions.create(model=CHAT, messages=[{"role": "user", "content": "one two"}])
+    finally:
+        upstream.text.cached = 0
+    (log,) = consume_logs(server, CHAT, "cached")
+    other = json.loads(log["other"])
+    assert other["cache_read_tokens"] == 3 and log["quota"] > 0
+
+    as_root(page, server, "/logs", "Logs")
+    page.get_by_label("Model", exact=True).fill("-CH")  # a part of the name, any case
+    page.get_by_role("button", name="Apply filters").click()
+    calls = data(server.admin().get("/api/log/", params={"model_name": CHAT}))["total"]
+    expect(page.get_by_text(f"Showing 1–{calls} of {calls}.")).to_be_visible()  # gpt-chat's, no other model's
+    page.get_by_label("Request id").fill(log["request_id"])
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    page.locator("tbody tr").get_by_role("button", name="Open").click()
+    dialog = page.get_by_role("dialog", name="Log of")
+    expect(dialog).to_contain_text(log["request_id"])
+    uncached = log["prompt_tokens"] - 3
+    expect(dialog.locator("code.formula")).to_have_text(
+        f"({uncached} + {log['completion_tokens']} × 2 + 3 × 0.1) × 3 × 1 = "
+        f"{(uncached + log['completion_tokens'] * 2 + 0.3) * 3:g} → {log['quota']}")
+    expect(dialog).to_contain_text(f"Charged: {log['quota']} points")
+    expect(dialog).to_contain_text("as the formula gives")
+    check_accessibility(page, "a log opened")
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_be_hidden()
+
+
+def test_the_playground_streams_a_chat_reply_and_shows_its_charge(page: Page, server: Server,
+                                                                  upstream: FakeOpenAI) -> None:
+    data(server.admin().put("/api/pricing/models", json={"model": CHAT, "model_ratio": 2}))
+    name, _ = server.add_user(quota=50_000_000)
+    with user_client(server, name) as user:
+        data(user.post("/api/token/", json={"name": "limited", "unlimited_quota": True,
+                                            "model_limits_enabled": True, "model_limits": UNPRICED}))
+        data(user.post("/api/token/", json={"name": "chat-key", "unlimited_quota": True}))
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Playground").click()
+    chat = page.get_by_role("form", name="Chat")
+    expect(chat.get_by_label("Model")).to_have_value(CHAT)
+    expect(chat.get_by_label("API key").locator("option")).to_have_text(["chat-key"])  # the key list follows
+    chat.get_by_label("Model").select_option(UNPRICED)
+    expect(chat.get_by_label("API key").locator("option")).to_have_text(["chat-key", "limited"])
+    chat.get_by_label("Model").select_option(CHAT)
+    check_accessibility(page, "playground with the chat")
+
+    chat.get_by_label("System prompt").fill("Be brief.")
+    chat.get_by_label("Message").fill("Say hello")
+    chat.get_by_role("button", name="Send").click()
+    turn = page.get_by_role("log", name="Conversation").locator(".turn")
+    expect(turn).to_contain_text("Hello from the fake.")
+    expect(turn.locator(".turn-meta")).to_contain_text("charged")
+    sent = upstream.received[-1].json
+    assert sent["stream"] is True and sent["messages"][0] == {"role": "system", "content": "Be brief."}
+    (log,) = consume_logs(server, CHAT, "chat-key")
+    meta = turn.locator(".turn-meta")
+    assert log["is_stream"] and log["request_id"] == meta.get_attribute("data-request-id")
+    expect(turn.locator(".turn-meta")).to_have_text(
+        f"{log['prompt_tokens']} tokens in, {log['completion_tokens']} out; charged "
+        f"${log['quota'] / 500_000:.6f}".rstrip("0") + ".")
+    check_accessibility(page, "playground with a reply")
+
+    upstream.chunk_delay = 3  # a chunk every 3 s: the first words arrive, and Stop cuts the stream
+    try:
+        chat.get_by_label("Message").fill("And again")
+        chat.get_by_role("button", name="Send").click()
+        second = turn.nth(1)
+        # streamed into the page as it arrives
+        expect(second.locator(".turn-text")).to_have_text(re.compile(r"^Hello"), timeout=20_000)
+        page.get_by_role("button", name="Stop").click()
+        expect(second.locator(".turn-meta")).to_contain_text("Stopped.")
+        expect(second.locator(".turn-text")).not_to_have_text("Hello from the fake.")
+    finally:
+        upstream.chunk_delay = 0
+    assert upstream.received[-1].json["messages"][1:] == [
+        {"role": "user", "content": "Say hello"}, {"role": "assistant", "content": "Hello from the fake."},
+        {"role": "user", "content": "And again"}]

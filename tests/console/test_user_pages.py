@@ -183,7 +183,7 @@ def test_the_user_pages_make_few_api_calls_at_load(page: Page, server: Server) -
                                ("/topup", "Top up", ["/api/user/topup/info", "/api/user/topup/self"]),
                                ("/account", "Account", ["/api/user/2fa/status", "/api/user/passkey"]),
                                ("/playground", "Playground", ["/api/user/models", "/api/user/models",
-                                                              "/api/token/"]),
+                                                              "/api/pricing", "/api/token/"]),
                                ("/models", "Models and prices", ["/api/pricing"])):
         calls.clear()
         page.goto(f"{server.url}{path}")

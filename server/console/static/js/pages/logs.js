@@ -2,7 +2,9 @@
  * Logs (`/logs`, every signed-in user): a user sees their own logs (`GET /api/log/self`) and the totals of
  * the same filters (`GET /api/log/self/stat`); an admin sees every user's logs (`GET /api/log/`,
  * `GET /api/log/stat`) with each row's channel and a filter by user. Filters: type, model, API key name
- * and a time range typed in the browser's time zone. Calls at load: the list and its totals (2).
+ * (exact), a part of the model's name, the request id and a time range typed in the browser's time zone.
+ * Each row opens in a dialog with everything the API has about it (`log-detail.js`). Calls at load: the
+ * list and its totals (2).
  */
 
 import { h, replace } from "../dom.js";
@@ -11,6 +13,7 @@ import { LEAST_ROLE } from "../pages.js";
 import { dateTime, fromLocalInput } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { number, t } from "../i18n.js";
+import { openLog } from "./log-detail.js";
 
 /** The log types (`type` of a row and of the filter; 0: every type). */
 export const LOG_TYPES = /** @type {Record<number, () => string>} */ ({
@@ -22,6 +25,7 @@ export const LOG_TYPES = /** @type {Record<number, () => string>} */ ({
  * A log row (`/api/log/…`); `channel_name` only in an admin's view.
  * @typedef {object} LogRow
  * @property {number} id
+ * @property {number} user_id
  * @property {number} created_at
  * @property {number} type
  * @property {string} content
@@ -34,6 +38,11 @@ export const LOG_TYPES = /** @type {Record<number, () => string>} */ ({
  * @property {number} use_time
  * @property {boolean} is_stream
  * @property {number} channel
+ * @property {number} token_id
+ * @property {string} group
+ * @property {string} ip
+ * @property {string} request_id
+ * @property {string} other  a JSON object as text, or ""
  * @property {string} [channel_name]
  */
 
@@ -69,8 +78,8 @@ export async function render(ctx) {
     ...Object.entries(LOG_TYPES).map(([value, label]) => ({ value, label: label() }))];
   const filterForm = form(t("logs.filter"), async (element) => {
     /** @type {Record<string, string | number>} */
-    const next = { type: Number(valueOf(element, "type")), model_name: valueOf(element, "model_name").trim(),
-      token_name: valueOf(element, "token_name").trim() };
+    const next = { type: Number(valueOf(element, "type")), model_name_part: valueOf(element, "model_name_part").trim(),
+      token_name: valueOf(element, "token_name").trim(), request_id: valueOf(element, "request_id").trim() };
     for (const name of ["start_timestamp", "end_timestamp"]) {
       const text = valueOf(element, name);
       if (!text) continue;
@@ -89,10 +98,11 @@ export async function render(ctx) {
   },
   h("div", { class: "log-filters" },
     field(t("col.type"), "type", { type: "select", options: typeOptions, value: "0" }),
-    field(t("col.model"), "model_name", { hint: t("logs.exactModel") }),
+    field(t("col.model"), "model_name_part", { hint: t("logs.modelPart") }),
     field(t("logs.keyName"), "token_name"),
     admin ? field(t("col.user"), "username", { hint: t("logs.exactUser") }) : null,
     admin ? field(t("logs.channelId"), "channel", { inputmode: "numeric" }) : null,
+    field(t("logs.requestId"), "request_id", { hint: t("logs.exactRequestId") }),
     field(t("logs.from"), "start_timestamp", { type: "datetime-local", hint: t("logs.inYourZone") }),
     field(t("logs.until"), "end_timestamp", { type: "datetime-local", hint: t("logs.inYourZone") })),
   h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("logs.apply"))));
@@ -111,6 +121,9 @@ export async function render(ctx) {
     { label: t("col.quota"), cell: (row) => (row.quota ? site.quota(row.quota) : "") },
     { label: t("logs.timeTaken"), cell: (row) => (row.type === 2 ? t(row.is_stream ? "logs.secondsStreamed" : "logs.seconds", { seconds: number(row.use_time) }) : "") },
     { label: t("logs.details"), cell: (row) => h("span", { class: "server-text" }, row.content) },
+    { label: t("col.actions"), cell: (row) => h("button", { type: "button", class: "secondary",
+      "aria-label": t("logs.openLabel", { time: dateTime(row.created_at) }),
+      onclick: () => void openLog(row, { admin, site, types: LOG_TYPES }) }, t("logs.open")) },
   ];
 
   replace(main,
@@ -131,10 +144,10 @@ export async function render(ctx) {
 }
 
 /**
- * The filters the totals take (the statistics have no `type`).
+ * The filters the totals take (the statistics have no `type` or `request_id`).
  * @param {Record<string, string | number>} filters
  */
 function statQuery(filters) {
-  const { type: _type, ...rest } = filters;
+  const { type: _type, request_id: _request, ...rest } = filters;
   return rest;
 }

@@ -5,13 +5,16 @@
  * answer is wrapped in a WAV header here and played from a `blob:` address. And a moderation tester
  * (`POST /v1/moderations`) showing whether the text is flagged, by category, with the scores. The gateway's
  * routes are outside `/api` and take the key (revealed with `POST /api/token/{id}/key` when first used),
- * not the session. Calls at load: the speaking and the moderation models, and your keys (3).
+ * not the session. And a chat (`chat.js`): a conversation streamed from a chat model. Calls at load: the
+ * speaking and the moderation models, the price list (`GET /api/pricing`: the models you may call and the
+ * groups that offer them, for the chat), and your keys (4).
  */
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { ApiError } from "../api.js";
 import { number, t } from "../i18n.js";
+import { chatPanel } from "./chat.js";
 
 /** Gemini's prebuilt voices (a selection; the upstream knows more). */
 export const VOICES = ["Kore", "Puck", "Charon", "Aoede", "Fenrir", "Leda", "Orus", "Zephyr"];
@@ -91,18 +94,17 @@ async function gateway(path, key, auth, body) {
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
   const { main, api } = ctx;
-  /** @type {[string[], string[], import("../types.js").Paged<import("../types.js").ApiKey>]} */
-  const [speaking, moderating, keys] = await Promise.all([
+  /** @type {[string[], string[], {model_name: string, enable_groups: string[]}[], import("../types.js").Paged<import("../types.js").ApiKey>]} */
+  const [speaking, moderating, offered, keys] = await Promise.all([
     api.get("/api/user/models", { capability: "speech_output" }),
     api.get("/api/user/models", { capability: "moderation" }),
+    api.get("/api/pricing"),
     api.get("/api/token/", { p: 1, page_size: 100 }),
   ]);
   /** @type {Map<number, string>} */
   const revealed = new Map();
-  /** @param {HTMLFormElement} element */
-  const keyOf = async (element) => {
-    const id = Number(valueOf(element, "key"));
-    if (!id) throw refuse("key", t("play.needKey"));
+  /** @param {number} id */
+  const reveal = async (id) => {
     const known = revealed.get(id);
     if (known) return known;
     /** @type {{key: string}} */
@@ -111,6 +113,14 @@ export async function render(ctx) {
     revealed.set(id, whole);
     return whole;
   };
+  /** @param {HTMLFormElement} element */
+  const keyOf = async (element) => {
+    const id = Number(valueOf(element, "key"));
+    if (!id) throw refuse("key", t("play.needKey"));
+    return reveal(id);
+  };
+  const others = new Set([...speaking, ...moderating]);
+  const chat = chatPanel(ctx, { models: offered.filter((m) => !others.has(m.model_name)), keys: keys.items, keyOf: reveal });
   const keyOptions = keys.items.filter((k) => k.status === 1).map((k) => ({ value: String(k.id), label: k.name || `#${k.id}` }));
   const modelOptions = (/** @type {string[]} */ names) => names.map((n) => ({ value: n, label: n }));
 
@@ -172,6 +182,7 @@ export async function render(ctx) {
   replace(main,
     heading(t("page.playground")),
     h("p", {}, t("play.intro")),
+    chat,
     h("section", { class: "panel", "aria-labelledby": "speech-heading" }, h("h2", { id: "speech-heading" }, t("play.speech")),
       speech, player),
     h("section", { class: "panel", "aria-labelledby": "moderation-heading" },
