@@ -111,7 +111,7 @@ export function chatPanel(ctx, { models, keys, keyOf }) {
     const reply = h("div", { class: "turn-text" });
     const meta = h("p", { class: "turn-meta hint" }, t("chat.waiting"));
     const turn = h("div", { class: "turn" }, h("p", { class: "turn-user" }, h("strong", {}, t("chat.you")), " ", text),
-      h("div", { class: "turn-assistant" }, h("strong", {}, model), reply), meta);
+      h("div", { class: "turn-assistant" }, h("strong", {}, t("chat.said", { model })), " ", reply), meta);
     conversation.append(turn);
     const controller = new AbortController();
     streaming = controller;
