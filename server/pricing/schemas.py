@@ -9,15 +9,24 @@ meaning, so tools that read new-api's list read ours.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from decimal import Decimal
 from typing import Annotated
 
 from pydantic import Field
 
 from core.enums import PriceSource
+from server.components.channel_table import RoutedChannel
+from server.components.pricing import Price
 from server.web.schema import NumberRule, Reply, Schema, TextRule
 
 RATIO_MAX = 1e9
 Ratio = Annotated[float, NumberRule(0, RATIO_MAX)]
+MILLION = Decimal(1_000_000)
+
+
+def _dollars(value: Decimal) -> float:
+    return float(round(value, 9))
 
 
 class PriceRow(Reply):
@@ -37,6 +46,24 @@ class PriceRow(Reply):
     per_call: float | None = Field(description="dollars per call (price mode)")
     enable_groups: list[str] = Field(description="the groups in which a channel offers the model")
 
+    @classmethod
+    def of(cls, *, model: str, source: PriceSource, price: Price | None, completion: float, cache: float,
+           create: float, quota_per_unit: float, groups: Iterable[str]) -> PriceRow:
+        """`price` at group ratio 1 (None: unpriced; the ratios shown are then the options' or defaults)."""
+        by_call = price.model_price if price is not None else None
+        per_token = (Decimal(str(price.model_ratio)) / Decimal(str(quota_per_unit)) * MILLION
+                     if price is not None and by_call is None and quota_per_unit else None)
+
+        def times(ratio: float) -> float | None:
+            return _dollars(per_token * Decimal(str(ratio))) if per_token is not None else None
+
+        return cls(model_name=model, quota_type=1 if by_call is not None else 0, source=source,
+                   priced=price is not None, model_ratio=price.model_ratio if price is not None else 0.0,
+                   completion_ratio=completion, cache_ratio=cache, create_cache_ratio=create,
+                   model_price=by_call if by_call is not None else -1.0, input_per_million=times(1.0),
+                   output_per_million=times(completion), cache_read_per_million=times(cache),
+                   cache_write_per_million=times(create), per_call=by_call, enable_groups=sorted(set(groups)))
+
 
 class PriceChannel(Reply):
     id: int
@@ -46,9 +73,22 @@ class PriceChannel(Reply):
     groups: list[str] = Field(description="the groups the channel offers the model in")
     enabled: bool = Field(description="the ability is enabled in at least one of those groups")
 
+    @classmethod
+    def of(cls, channel: RoutedChannel, groups: Iterable[str], enabled: bool) -> PriceChannel:
+        return cls(id=channel.id, name=channel.name, type=channel.type, status=channel.status,
+                   groups=sorted(groups), enabled=enabled)
+
 
 class ModelPriceRow(PriceRow):
     channels: list[PriceChannel]
+
+    @classmethod
+    def of(cls, *, model: str, source: PriceSource, price: Price | None, completion: float, cache: float,
+           create: float, quota_per_unit: float, groups: Iterable[str],
+           channels: list[PriceChannel] | None = None) -> ModelPriceRow:
+        row = PriceRow.of(model=model, source=source, price=price, completion=completion, cache=cache,
+                          create=create, quota_per_unit=quota_per_unit, groups=groups)
+        return cls(**row.model_dump(), channels=channels or [])
 
 
 class PriceEdit(Schema):

@@ -10,8 +10,7 @@ editable in Settings; each option is rewritten under its row's lock, so two edit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from decimal import Decimal
+from collections.abc import Callable
 from typing import Any
 
 from core.enums import ChannelStatus
@@ -24,48 +23,27 @@ from server.components.pricing import DEFAULT_CACHE_RATIO, DEFAULT_CREATE_CACHE_
 from server.errors import InvalidRequest
 from server.pricing.schemas import ModelPriceRow, PriceChannel, PriceEdit, PriceRow
 
-MILLION = Decimal(1_000_000)
 OPTION_OF = {"model_ratio": "ModelRatio", "completion_ratio": "CompletionRatio", "cache_ratio": "CacheRatio",
              "create_cache_ratio": "CreateCacheRatio", "model_price": "ModelPrice"}
 """A price edit's field → the JSON option that stores it."""
-
-
-def _dollars(value: Decimal) -> float:
-    return float(round(value, 9))
 
 
 class PricingService:
     def __init__(self, options: Options, channels: ChannelTable) -> None:
         self.options, self.channels = options, channels
 
-    def _row(self, model: str, groups: Iterable[str]) -> dict[str, Any]:
-        """The price fields of one model, at group ratio 1."""
+    def _price(self, model: str) -> dict[str, Any]:
+        """What `PriceRow.of` needs of one model's price, at group ratio 1."""
         settings = self.options.settings
-        source = source_of(settings, model)
         price = price_of(settings, model, "", accept_unset=False)
-        per_token = Decimal(str(price.model_ratio)) / Decimal(str(settings.quota_per_unit)) * MILLION \
-            if price is not None and price.model_price is None and settings.quota_per_unit else None
-        ratio_mode = per_token is not None and price is not None
-
-        def times(ratio: float) -> float | None:
-            return _dollars(per_token * Decimal(str(ratio))) if per_token is not None else None
-
         if price is not None:
             completion, cache, create = price.completion_ratio, price.cache_ratio, price.create_cache_ratio
         else:
             completion = settings.completion_ratio.get(model, 1.0)
             cache = settings.cache_ratio.get(model, DEFAULT_CACHE_RATIO)
             create = settings.create_cache_ratio.get(model, DEFAULT_CREATE_CACHE_RATIO)
-        return {
-            "model_name": model, "quota_type": 0 if ratio_mode or price is None else 1, "source": source,
-            "priced": price is not None, "model_ratio": price.model_ratio if price is not None else 0.0,
-            "completion_ratio": completion, "cache_ratio": cache, "create_cache_ratio": create,
-            "model_price": price.model_price if price is not None and price.model_price is not None else -1.0,
-            "input_per_million": times(1.0), "output_per_million": times(completion),
-            "cache_read_per_million": times(cache), "cache_write_per_million": times(create),
-            "per_call": price.model_price if price is not None and price.model_price is not None else None,
-            "enable_groups": sorted(set(groups)),
-        }
+        return {"model": model, "source": source_of(settings, model), "price": price, "completion": completion,
+                "cache": cache, "create": create, "quota_per_unit": settings.quota_per_unit}
 
     def for_user(self, principal: Principal) -> tuple[list[PriceRow], dict[str, Any]]:
         """The models `principal` may call (an enabled channel offers them in a group they may use) with
@@ -79,7 +57,8 @@ class PricingService:
             for group, channel, enabled in entries:
                 if enabled and channel.status == ChannelStatus.ENABLED and group in reachable:
                     offered.setdefault(model, set()).add(group)
-        rows = [PriceRow(**self._row(model, groups)) for model, groups in sorted(offered.items())]
+        rows = [PriceRow.of(**self._price(model), groups=groups)
+                for model, groups in sorted(offered.items())]
         extra = {"group_ratio": {g: settings.group_ratio.get(g, 1.0) for g in usable},
                  "usable_group": {g: settings.user_usable_groups.get(g, g) for g in usable}}
         return rows, extra
@@ -89,9 +68,9 @@ class PricingService:
         for group, channel, enabled in entries:
             _, groups, any_enabled = by_channel.get(channel.id, (channel, set(), False))
             by_channel[channel.id] = (channel, groups | {group}, any_enabled or enabled)
-        channels = [PriceChannel(id=c.id, name=c.name, type=c.type, status=c.status, groups=sorted(g),
-                                 enabled=e) for c, g, e in sorted(by_channel.values(), key=lambda t: t[0].id)]
-        return ModelPriceRow(**self._row(model, (g for g, _, _ in entries)), channels=channels)
+        ordered = sorted(by_channel.values(), key=lambda t: t[0].id)
+        return ModelPriceRow.of(**self._price(model), groups=(g for g, _, _ in entries),
+                                channels=[PriceChannel.of(c, g, e) for c, g, e in ordered])
 
     def every_model(self) -> list[ModelPriceRow]:
         """Every model a channel offers (any status), with its channels and groups and its price."""
