@@ -42,8 +42,9 @@ class PricingService:
             completion = settings.completion_ratio.get(model, 1.0)
             cache = settings.cache_ratio.get(model, DEFAULT_CACHE_RATIO)
             create = settings.create_cache_ratio.get(model, DEFAULT_CREATE_CACHE_RATIO)
-        return {"model": model, "source": source_of(settings, model), "price": price, "completion": completion,
-                "cache": cache, "create": create, "quota_per_unit": settings.quota_per_unit}
+        return {"model": model, "source": source_of(settings, model), "price": price,
+                "completion": completion, "cache": cache, "create": create,
+                "quota_per_unit": settings.quota_per_unit}
 
     def for_user(self, principal: Principal) -> tuple[list[PriceRow], dict[str, Any]]:
         """The models `principal` may call (an enabled channel offers them in a group they may use) with
