@@ -23,16 +23,7 @@ from server.upstream.formats.chat_via_anthropic import messages_request
 from server.upstream.formats.messages_via_openai import chat_request
 from server.upstream.formats.openai_chat import CHAT, read_chat
 from server.upstream.formats.sse import Events, data_of, name_of
-
-
-class Target:
-    base_url = "http://upstream.test"
-    header_override: dict[str, Any] = {}
-    stream_include_usage = True
-
-    def __init__(self, type_: int) -> None:
-        self.type = type_
-
+from tests.test_conversion_formats import Target
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, allow_infinity=False)

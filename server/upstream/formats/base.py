@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from server.upstream.estimate import count_all
 from server.upstream.providers.base import (
     Asked,
     ChannelTarget,
@@ -37,6 +38,13 @@ from server.upstream.providers.base import (
     UpstreamError,
     Usage,
 )
+
+
+def estimated(asked: Asked, texts: list[str]) -> Usage:
+    """Tollway's own counts for a reply that reports no usage: the prompt estimate, and the reply's texts
+    counted as one (a converted reply shows them, and the call is billed on them)."""
+    return Usage(count_all(asked.texts) + asked.counted, count_all(["".join(texts)]), estimated=True)
+
 
 Counter = Callable[[list[str]], int]
 """Tollway's own token count of some texts (`server/upstream/estimate.py` `count_all`)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from server.upstream.estimate import count_all
 from server.upstream.formats.anthropic_messages import CumulativeUsage, texts_of_message, usage_of_messages
-from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken
+from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, estimated
 from server.upstream.formats.openai_compat import json_or_none
 from server.upstream.formats.sse import data_of, frame, name_of
 from server.upstream.providers import default_base
@@ -386,8 +386,7 @@ class ChatViaAnthropic:
             raise UnreadableReply("a reply that is not an Anthropic message")
         usage = usage_of_messages(message.get("usage"))
         if usage is None:  # billed on Tollway's count, and the reply says so
-            usage = Usage(count_all(asked.texts) + asked.counted, count_all(texts_of_message(message)),
-                          estimated=True)
+            usage = estimated(asked, texts_of_message(message))
         return Answer(_dumps(completion_of(message, asked, usage)).encode(), usage, [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter

@@ -32,7 +32,7 @@ from typing import Any
 from core.enums import ChannelType
 from server.upstream.estimate import count_all
 from server.upstream.formats.anthropic_messages import error_event
-from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken
+from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, estimated
 from server.upstream.formats.openai_chat import texts_of_chat, usage_of_chat
 from server.upstream.formats.openai_compat import bearer_headers, endpoint, json_or_none
 from server.upstream.formats.sse import data_of
@@ -375,8 +375,7 @@ class MessagesViaOpenAI:
             raise UnreadableReply("a reply that is not a chat completion")
         usage = usage_of_chat(completion.get("usage"))
         if usage is None:  # billed on Tollway's count, and the reply says so
-            usage = Usage(count_all(asked.texts) + asked.counted, count_all(texts_of_chat(completion)),
-                          estimated=True)
+            usage = estimated(asked, texts_of_chat(completion))
         return Answer(_dumps(message_of_completion(completion, asked, usage)).encode(), usage, [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter
