@@ -101,7 +101,7 @@ def test_sign_in_then_sign_out(page: Page, server: Server) -> None:
     expect(page.get_by_role("heading", level=1, name="API keys")).to_be_visible()  # where it was going
     nav = page.get_by_role("navigation", name="Main")
     expect(nav.get_by_role("link")).to_have_text(  # a user's entries (no admin page)
-        ["Dashboard", "API keys", "Logs", "Top up", "Account", "Playground"])
+        ["Dashboard", "API keys", "Logs", "Top up", "Account", "Playground", "Models and prices"])
 
     cookie = {c["name"]: c["value"] for c in page.context.cookies()}["session"]
     user_id = page.evaluate("localStorage.getItem('tollway.user')")
@@ -171,7 +171,9 @@ def test_the_second_factor_step(page: Page, server: Server) -> None:
     code = page.get_by_label("Authentication code")
     code.fill("000000" if totp.now() != "000000" else "111111")
     page.get_by_role("button", name="Verify").click()
-    expect(page.get_by_role("alert")).to_have_text("invalid 2FA code")  # the server's words
+    expect(page.get_by_role("alert")).to_have_text(  # the server's words, then why a right code fails
+        "invalid 2FA code (Each code works once: if you just used this one, wait for the next code of your "
+        "app.)")
     code.fill(totp.at(time.time() + 30))  # the next step: the enabling code's step is used up
     page.get_by_role("button", name="Verify").click()
     expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()

@@ -216,3 +216,40 @@ def test_the_playground_streams_a_chat_reply_and_shows_its_charge(page: Page, se
     assert upstream.received[-1].json["messages"][1:] == [
         {"role": "user", "content": "Say hello"}, {"role": "assistant", "content": "Hello from the fake."},
         {"role": "user", "content": "And again"}]
+
+
+def test_a_row_action_keeps_the_scroll_and_the_focus_and_says_its_result_by_the_row(
+        page: Page, server: Server) -> None:
+    name, _ = server.add_user()
+    with user_client(server, name) as user:
+        for i in range(10):
+            data(user.post("/api/token/", json={"name": f"key-{i}", "unlimited_quota": True}))
+    page.set_viewport_size({"width": 360, "height": 700})  # rows as cards: the last one far down the page
+    sign_in(page, server, name)
+    page.goto(f"{server.url}/keys")
+    disable = page.get_by_role("button", name="Disable key-0")  # the oldest: the last row
+    disable.scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 0
+    before = disable.bounding_box()
+    disable.click()
+    enable = page.get_by_role("button", name="Enable key-0")
+    expect(enable).to_be_focused()  # the same control of the redrawn row, not the page's body
+    row = page.locator("tbody tr", has=enable)
+    expect(row.locator(".row-note")).to_have_text("API key “key-0” disabled.")
+    after = enable.bounding_box()  # the row stays where it was on the screen: the page did not jump
+    assert before is not None and after is not None and abs(after["y"] - before["y"]) < 2
+    with user_client(server, name) as user:
+        keys = data(user.get("/api/token/", params={"p": 1, "page_size": 20}))["items"]
+    assert {k["name"]: k["status"] for k in keys}["key-0"] == 2
+
+
+def test_a_dialog_open_when_the_session_ends_closes_with_the_page(page: Page, server: Server) -> None:
+    as_root(page, server, "/models", "Models and prices")
+    page.get_by_role("button", name=f"Edit price {UNPRICED}").click()
+    dialog = page.get_by_role("dialog", name=f"Price of “{UNPRICED}”")
+    dialog.get_by_label("Model ratio").fill("1")
+    page.context.clear_cookies()  # the session ends (signed out elsewhere, or expired)
+    dialog.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    expect(dialog).to_be_hidden()
+    expect(page.get_by_role("dialog")).to_have_count(0)

@@ -59,6 +59,9 @@ async function boot() {
     shell.setNav(session.user, page.path, site.status.setup);
     document.title = `${page.title()} · ${site.name}`;
     shell.startPage();
+    for (const open of document.querySelectorAll("dialog[open]")) {
+      if (open instanceof HTMLDialogElement) open.close();  // a dialog of the page left (or of a session ended)
+    }
     const main = h("div", { class: "page" });  // a page still loading draws into its own, detached, element
     replace(shell.main, main);
     const least = LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)] ?? 0;

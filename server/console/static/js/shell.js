@@ -100,6 +100,7 @@ export class Shell extends HTMLElement {
    */
   say(text) {
     this.notice.textContent = text;
+    if (text) document.dispatchEvent(new CustomEvent("tw-said", { detail: text }));  // shown by the row acted on too
   }
 
   /**

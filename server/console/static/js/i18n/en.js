@@ -414,7 +414,7 @@ export default {
   "redeem.empty": "No redemption codes yet.",
   "redeem.code": "Code",
   "redeem.redeemedBy": "Redeemed by",
-  "redeem.byUser": "User #{id}, {time}",
+  "redeem.byUser": "{user}, {time}",
   "redeem.nobody": "Nobody",
   "redeem.createDialog": "Create redemption codes",
   "common.mustBeWhole": "must be a whole number",
@@ -836,4 +836,8 @@ export default {
   "chat.charge": "{prompt} tokens in, {completion} out; charged {charge}.",
   "chat.notLogged": "The charge is not logged yet.",
   "chat.lookAgain": "Look again",
+  "verify.setUpTitle": "Set up two-factor authentication first",
+  "verify.setUpFirst": "Revealing a key needs a secure verification: the code of your authenticator app, or one of your passkeys. Your account has neither yet. Set up two-factor authentication (or add a passkey) on the Account page, then reveal the key again.",
+  "verify.openAccount": "Open the Account page",
+  "verify.codeOnce": "(Each code works once: if you just used this one, wait for the next code of your app.)",
 };

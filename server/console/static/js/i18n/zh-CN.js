@@ -412,7 +412,7 @@ export default {
   "redeem.empty": "还没有兑换码。",
   "redeem.code": "兑换码",
   "redeem.redeemedBy": "兑换者",
-  "redeem.byUser": "用户 #{id}，{time}",
+  "redeem.byUser": "{user}，{time}",
   "redeem.nobody": "无人",
   "redeem.createDialog": "创建兑换码",
   "common.mustBeWhole": "必须是整数",
@@ -820,4 +820,8 @@ export default {
   "chat.charge": "输入 {prompt} Token，输出 {completion} Token；扣费 {charge}。",
   "chat.notLogged": "费用还未记入日志。",
   "chat.lookAgain": "再查一次",
+  "verify.setUpTitle": "请先设置两步验证",
+  "verify.setUpFirst": "查看密钥需要安全验证：身份验证器应用的验证码，或你的某个通行密钥。你的账户还没有这两者。请先在账户页面设置两步验证（或添加通行密钥），然后再查看密钥。",
+  "verify.openAccount": "打开账户页面",
+  "verify.codeOnce": "（每个验证码只能使用一次：如果刚刚用过这个验证码，请等待应用显示下一个。）",
 };

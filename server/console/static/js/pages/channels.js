@@ -23,7 +23,7 @@ import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { secretBox } from "../widgets/secret-once.js";
-import { needsVerification, verifyThen } from "../widgets/verify.js";
+import { needsVerification, verifyOrSetUp } from "../widgets/verify.js";
 import { CHANNEL_TYPES, openChannelForm, typeName } from "./channel-form.js";
 import { number, t } from "../i18n.js";
 
@@ -142,7 +142,8 @@ export async function render(ctx) {
       h("div", { class: "actions" }, h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
     } catch (error) {
       if (needsVerification(error)) {
-        verifyThen(api, error.message, () => void reveal(c));
+        await verifyOrSetUp(api, error.message, () => void reveal(c), (path) => void ctx.router.go(path))
+          .catch((failed) => shell.say(failed instanceof Error ? failed.message : String(failed)));
       } else {
         shell.say(error instanceof Error ? error.message : String(error));
       }

@@ -38,6 +38,38 @@ export function keyMayCall(key, model, userGroup) {
 }
 
 /**
+ * The key options of a model: the enabled keys that may call it (all the enabled keys for a model the
+ * price list does not name).
+ * @param {ApiKey[]} keys
+ * @param {Offered[]} models
+ * @param {string} userGroup
+ * @param {string} modelName
+ */
+export function keysFor(keys, models, userGroup, modelName) {
+  const model = models.find((m) => m.model_name === modelName);
+  return keys.filter((k) => (model ? keyMayCall(k, model, userGroup) : k.status === 1))
+    .map((k) => ({ value: String(k.id), label: k.name || `#${k.id}` }));
+}
+
+/**
+ * Make a form's key list follow its model list: when the model changes, only the keys that may call it
+ * are offered (the one chosen kept when it still may).
+ * @param {HTMLElement} modelField
+ * @param {HTMLElement} keyField
+ * @param {(model: string) => {value: string, label: string}[]} optionsFor
+ */
+export function followModel(modelField, keyField, optionsFor) {
+  modelField.querySelector("select")?.addEventListener("change", (event) => {
+    const select = /** @type {HTMLSelectElement | null} */ (keyField.querySelector("select"));
+    if (!select) return;
+    const before = select.value;
+    const options = optionsFor(/** @type {HTMLSelectElement} */ (event.target).value);
+    replace(select, options.map((o) => h("option", { value: o.value }, o.label)));
+    select.value = options.some((o) => o.value === before) ? before : options[0]?.value ?? "";
+  });
+}
+
+/**
  * The events of a server-sent event stream, as their `data` lines joined, from a reader of bytes.
  * @param {ReadableStreamDefaultReader<Uint8Array>} reader
  * @returns {AsyncGenerator<string>}
@@ -75,23 +107,13 @@ export function chatPanel(ctx, { models, keys, keyOf }) {
   let streaming = null;
   const conversation = h("div", { class: "conversation", role: "log", "aria-label": t("chat.conversation") });
 
-  const keyOptions = (/** @type {string} */ modelName) => {
-    const model = models.find((m) => m.model_name === modelName);
-    return keys.filter((k) => model && keyMayCall(k, model, userGroup)).map((k) => ({ value: String(k.id), label: k.name || `#${k.id}` }));
-  };
+  const keyOptions = (/** @type {string} */ modelName) => keysFor(keys, models, userGroup, modelName);
   const keyField = field(t("col.apiKey"), "key", { type: "select", options: keyOptions(first?.model_name ?? ""),
     value: keyOptions(first?.model_name ?? "")[0]?.value ?? "", hint: t("chat.keyHint") });
   const modelField = field(t("col.model"), "model", { type: "select", value: first?.model_name ?? "",
     options: models.map((m) => ({ value: m.model_name, label: m.model_name })),
     hint: models.length ? "" : t("chat.noModels") });
-  modelField.querySelector("select")?.addEventListener("change", (event) => {
-    const select = /** @type {HTMLSelectElement | null} */ (keyField.querySelector("select"));
-    if (!select) return;
-    const before = select.value;
-    const options = keyOptions(/** @type {HTMLSelectElement} */ (event.target).value);
-    replace(select, options.map((o) => h("option", { value: o.value }, o.label)));
-    select.value = options.some((o) => o.value === before) ? before : options[0]?.value ?? "";
-  });
+  followModel(modelField, keyField, keyOptions);
   const stop = h("button", { type: "button", class: "secondary", disabled: true, onclick: () => streaming?.abort() }, t("chat.stop"));
   const clear = h("button", { type: "button", class: "secondary", onclick: () => {
     history = [];

@@ -14,7 +14,7 @@ import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { ApiError } from "../api.js";
 import { number, t } from "../i18n.js";
-import { chatPanel } from "./chat.js";
+import { chatPanel, followModel, keysFor } from "./chat.js";
 
 /** Gemini's prebuilt voices (a selection; the upstream knows more). */
 export const VOICES = ["Kore", "Puck", "Charon", "Aoede", "Fenrir", "Leda", "Orus", "Zephyr"];
@@ -121,8 +121,26 @@ export async function render(ctx) {
   };
   const others = new Set([...speaking, ...moderating]);
   const chat = chatPanel(ctx, { models: offered.filter((m) => !others.has(m.model_name)), keys: keys.items, keyOf: reveal });
-  const keyOptions = keys.items.filter((k) => k.status === 1).map((k) => ({ value: String(k.id), label: k.name || `#${k.id}` }));
+  const userGroup = ctx.session.user?.group ?? "default";
+  /** the keys that may call a model (its limits and group allow it): each form's key list follows its model */
+  const keyOptions = (/** @type {string} */ model) => keysFor(keys.items, offered, userGroup, model);
   const modelOptions = (/** @type {string[]} */ names) => names.map((n) => ({ value: n, label: n }));
+
+  /**
+   * A model list and a key list that follows it; the model chosen first is one a key may call.
+   * @param {string[]} models
+   * @param {string} [hint]
+   */
+  const modelAndKey = (models, hint = "") => {
+    const first = models.find((m) => keyOptions(m).length) ?? models[0] ?? "";
+    const model = field(t("col.model"), "model", { type: "select", options: modelOptions(models), value: first, hint });
+    const key = field(t("col.apiKey"), "key", { type: "select", options: keyOptions(first),
+      value: keyOptions(first)[0]?.value ?? "", hint: t("play.keyHint") });
+    followModel(model, key, keyOptions);
+    return [model, key];
+  };
+  const [speechModel, speechKey] = modelAndKey(speaking, speaking.length ? "" : t("play.noSpeakerHint"));
+  const [moderationModel, moderationKey] = modelAndKey(moderating);
 
   const player = h("div", { class: "player", "aria-live": "polite" });
   let audioUrl = "";
@@ -147,11 +165,9 @@ export async function render(ctx) {
     replace(player, h("audio", { controls: true, src: audioUrl, "aria-label": t("play.spoken") }),
       h("p", { class: "hint" }, t("play.audioInfo", { model, voice: valueOf(element, "voice"), mime: audio.mimeType })));
   },
-  field(t("col.model"), "model", { type: "select", options: modelOptions(speaking), value: speaking[0] ?? "",
-    hint: speaking.length ? "" : t("play.noSpeakerHint") }),
+  speechModel,
   field(t("play.voice"), "voice", { type: "select", options: VOICES.map((v) => ({ value: v, label: v })), value: VOICES[0] }),
-  field(t("col.apiKey"), "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "",
-    hint: t("play.keyHint") }),
+  speechKey,
   field(t("play.textToSay"), "text", { type: "textarea" }),
   h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("play.speak"))));
 
@@ -174,8 +190,8 @@ export async function render(ctx) {
             h("td", { "data-label": t("play.flaggedCol") }, result.categories[n] ? t("common.yes") : t("common.no")),
             h("td", { "data-label": t("play.score") }, number(result.category_scores[n], { minimumFractionDigits: 4, maximumFractionDigits: 4 }))))))));
   },
-  field(t("col.model"), "model", { type: "select", options: modelOptions(moderating), value: moderating[0] ?? "" }),
-  field(t("col.apiKey"), "key", { type: "select", options: keyOptions, value: keyOptions[0]?.value ?? "" }),
+  moderationModel,
+  moderationKey,
   field(t("play.textToCheck"), "input", { type: "textarea" }),
   h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("play.check"))));
 

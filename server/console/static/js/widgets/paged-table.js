@@ -4,6 +4,12 @@
  * table only draws them. On a narrow screen each row is drawn as a small card of "label value" lines
  * (each cell carries its column's label in `data-label`).
  *
+ * After a row action the rows are read again (`reload()`) without leaving the page: the old rows stay
+ * until the new ones are drawn (the page keeps its height, so its scroll), the focus goes back to the
+ * same control of the redrawn row (found by its accessible name, else the row's first button, else the
+ * table), and what the status line said meanwhile (`shell.say`, announced as the `tw-said` event) is
+ * shown next to that control too.
+ *
  *     const table = new PagedTable();
  *     table.configure({caption: "Your API keys", columns, fetch, empty: "No API keys yet."});
  */
@@ -12,6 +18,7 @@ import { h, replace, uid } from "../dom.js";
 import { number, t } from "../i18n.js";
 
 export const PAGE_SIZES = [10, 20, 50, 100];
+const CONTROLS = "button, a[href], input, select";
 
 /**
  * @typedef {object} PageQuery
@@ -67,6 +74,31 @@ export class PagedTable extends HTMLElement {
     this.pager = h("nav", { class: "pager", "aria-label": t("table.pages") }, this.previous, this.position, this.next,
       h("label", { for: sizeId }, t("table.rowsPerPage")), this.size);
     this.searchBox = h("div");
+    /**
+     * The control of a row that last had the focus: its accessible name, the row's first cell (which
+     * names the row) and its place among the row's controls.
+     * @type {{label: string, row: string, index: number} | null}
+     */
+    this.lastFocus = null;
+    this.said = "";
+    this.body.addEventListener("focusin", (event) => {
+      const target = event.target;
+      if (!(target instanceof HTMLElement)) return;
+      const row = target.closest("tr");
+      this.lastFocus = { label: target.getAttribute("aria-label") ?? target.textContent ?? "",
+        row: row?.cells[0]?.textContent ?? "", index: row ? [...row.querySelectorAll(CONTROLS)].indexOf(target) : -1 };
+    });
+    this.onSaid = (/** @type {Event} */ event) => {
+      this.said = event instanceof CustomEvent ? String(event.detail ?? "") : "";
+    };
+  }
+
+  connectedCallback() {
+    document.addEventListener("tw-said", this.onSaid);
+  }
+
+  disconnectedCallback() {
+    document.removeEventListener("tw-said", this.onSaid);
   }
 
   /** @param {TableOptions<T>} options */
@@ -90,9 +122,9 @@ export class PagedTable extends HTMLElement {
     return this.load();
   }
 
-  /** Show the rows again (after a change), on the same page. */
+  /** Show the rows again (after a change), on the same page, keeping the focus and the scroll. */
   reload() {
-    return this.load();
+    return this.load(true);
   }
 
   /** @param {string} keyword */
@@ -112,13 +144,18 @@ export class PagedTable extends HTMLElement {
     return this.load();
   }
 
-  async load() {
+  /** @param {boolean} [again]  a reload after a row action: keep the rows, then the focus */
+  async load(again = false) {
     const options = this.options;
     if (!options) return;
     const sequence = ++this.sequence;
     const columns = options.columns.length;
+    const note = this.said;
+    this.said = "";
     this.table.setAttribute("aria-busy", "true");
-    replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, t("common.loading"))));
+    if (!again || this.body.rows.length === 0) {
+      replace(this.body, h("tr", { class: "state" }, h("td", { colspan: columns }, t("common.loading"))));
+    }
     this.previous.disabled = true;
     this.next.disabled = true;
     try {
@@ -145,6 +182,7 @@ export class PagedTable extends HTMLElement {
       this.position.textContent = t("table.position", { page: number(this.query.p), pages: number(pages) });
       this.previous.disabled = this.query.p <= 1;
       this.next.disabled = this.query.p >= pages;
+      if (again) this.refocus(note);
     } catch (error) {
       if (sequence !== this.sequence) return;
       const message = error instanceof Error ? error.message : String(error);
@@ -153,6 +191,30 @@ export class PagedTable extends HTMLElement {
     } finally {
       if (sequence === this.sequence) this.table.removeAttribute("aria-busy");
     }
+  }
+
+  /**
+   * After a reload: when the focus was lost with the old rows, put it back on the same control of the
+   * redrawn row, and show `note` next to it.
+   * @param {string} note
+   */
+  refocus(note) {
+    const active = document.activeElement;
+    const lost = !active || active === document.body || !active.isConnected;
+    if (!lost || !this.lastFocus) return;
+    const { label, row, index } = this.lastFocus;
+    const controls = /** @type {HTMLElement[]} */ ([...this.body.querySelectorAll(CONTROLS)]);
+    const same = controls.find((c) => (c.getAttribute("aria-label") ?? c.textContent ?? "") === label);
+    // else the same row (its first cell unchanged), at the same place: a toggle renames its button
+    const again = [...this.body.rows].find((r) => row && r.cells[0]?.textContent === row);
+    const inRow = /** @type {HTMLElement[]} */ ([...(again?.querySelectorAll(CONTROLS) ?? [])]);
+    const target = same ?? inRow[index] ?? inRow[0] ?? null;
+    if (!target) {  // the row is gone (deleted): the table, whose status line says what happened
+      this.wrap.focus({ preventScroll: true });
+      return;
+    }
+    target.focus({ preventScroll: true });
+    if (note) target.closest("td, th")?.append(h("span", { class: "row-note" }, note));
   }
 }
 

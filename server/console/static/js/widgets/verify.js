@@ -24,6 +24,17 @@ export function needsVerification(error) {
 }
 
 /**
+ * A refused authenticator code, with what the server cannot tell apart said after its words: a code
+ * works once, so the code just used is refused like a wrong one until the app shows the next.
+ * @param {unknown} error
+ */
+export function codeRefused(error) {
+  if (!(error instanceof ApiError) || error.code) return error;
+  const refused = (error.field === "code" && error.status === 400) || (error.status === 401 && !error.field);
+  return refused ? new ApiError(`${error.serverMessage} ${t("verify.codeOnce")}`, error.status, error.code) : error;
+}
+
+/**
  * Open the prompt; once the server accepts a proof, close it and run `then`.
  * @param {import("../api.js").Api} api
  * @param {string} why  the server's message
@@ -46,7 +57,11 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
     : [h("p", {}, t("verify.withPasskey", { why }))];
   const prompt = form(t("verify.title"), async (f) => {
     if (!twoFactor) return passkeyProof();
-    await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
+    try {
+      await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
+    } catch (error) {
+      throw codeRefused(error);
+    }
     dialog.close();
     then();
   },
@@ -57,4 +72,36 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
     h("button", { type: "submit" }, twoFactor ? t("verify.verify") : t("verify.usePasskey"))));
   dialog.body.append(prompt);
   (prompt.querySelector("input") ?? prompt.querySelector("button[type=submit]"))?.focus();
+}
+
+/**
+ * Ask for a verification the person can give: the code when their account has 2FA on, else one of their
+ * passkeys when they have one and the browser can use it; with neither, say first what to set up (the
+ * Account page), instead of asking for a code they cannot have.
+ * @param {import("../api.js").Api} api
+ * @param {string} why  the server's message
+ * @param {() => void} then
+ * @param {(path: string) => void} open  moves to a console page
+ */
+export async function verifyOrSetUp(api, why, then, open) {
+  /** @type {[{enabled: boolean}, {count: number}]} */
+  const [twoFactor, passkeys] = await Promise.all([api.get("/api/user/2fa/status"), api.get("/api/user/passkey")]);
+  if (twoFactor.enabled) {
+    verifyThen(api, why, then, { passkey: passkeys.count > 0 });
+    return;
+  }
+  if (passkeys.count > 0 && passkeysSupported()) {
+    verifyThen(api, why, then, { twoFactor: false, passkey: true });
+    return;
+  }
+  const dialog = openDialog(t("verify.setUpTitle"));
+  const account = h("a", { href: "/account", class: "button", onclick: (/** @type {Event} */ event) => {
+    event.preventDefault();
+    dialog.close();
+    open("/account");
+  } }, t("verify.openAccount"));
+  dialog.body.append(h("p", {}, t("verify.setUpFirst")),
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.close")), account));
+  account.focus();
 }
