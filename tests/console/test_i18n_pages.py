@@ -170,6 +170,9 @@ def test_every_page_and_main_dialog_is_in_chinese_for_root(zh_page: Page, server
         assert_chinese(page, path, allowed)
         for button, dialog in DIALOGS.get(path, ()):
             dialog_in_chinese(page, page.get_by_role("button", name=button, exact=True), dialog, allowed)
+    open_page(page, server, "/logs", "日志")  # a log opened (its time in the button's and dialog's names)
+    opener = page.locator("tbody tr").first.get_by_role("button", name="查看")
+    dialog_in_chinese(page, opener, str(opener.get_attribute("aria-label")).removeprefix("查看 "), allowed)
 
 
 def test_the_language_switch_changes_the_page_and_is_remembered(page: Page, server: Server) -> None:
