@@ -113,6 +113,22 @@ def test_root_sees_the_unpriced_models_and_a_price_edited_in_place_bills_the_nex
     assert log["quota"] == math.ceil((done.usage.prompt_tokens + done.usage.completion_tokens * 2) * 3)
 
 
+def test_an_admin_reads_every_models_price_and_the_unpriced_ones_but_edits_none(page: Page,
+                                                                                server: Server) -> None:
+    name, user_id = server.add_user()
+    data(server.admin().post("/api/user/manage", json={"id": user_id, "action": "promote"}))
+    unpriced = [r["model_name"] for r in data(server.admin().get("/api/pricing/models")) if not r["priced"]]
+    sign_in(page, server, name)
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Models and prices").click()
+    expect(page.get_by_role("heading", level=1, name="Models and prices")).to_be_visible()
+    expect(page.locator("p.warning")).to_contain_text(f"{len(unpriced)} model")
+    expect(page.locator("tbody tr", has=page.get_by_role("rowheader", name=VIP_ONLY))).to_contain_text(
+        "vip chat")  # every model, the vip group's too, with its channel
+    page.get_by_label("Only models without a price").check()
+    expect(page.locator("tbody tr")).to_have_count(len(unpriced))
+    expect(page.get_by_role("button", name=re.compile("^Edit price"))).to_have_count(0)  # root edits
+
+
 def test_a_user_sees_only_the_models_they_may_call_at_their_groups_price(page: Page, server: Server) -> None:
     data(server.admin().put("/api/pricing/models", json={"model": VIP_ONLY, "model_ratio": 1}))
     name, _ = server.add_user()

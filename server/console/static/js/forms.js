@@ -98,13 +98,14 @@ export function form(label, submit, ...children) {
 }
 
 /**
- * Run `work` with the form's submit buttons disabled, showing what it throws.
+ * Run `work` with the form's buttons disabled (but those marked `data-while-busy`, such as a Stop button
+ * that must work while the form is busy), showing what it throws.
  * @param {HTMLFormElement} element
  * @param {() => Promise<void>} work
  */
 export async function run(element, work) {
   clearErrors(element);
-  const buttons = [...element.querySelectorAll("button")];
+  const buttons = [...element.querySelectorAll("button")].filter((b) => !b.hasAttribute("data-while-busy"));
   for (const b of buttons) b.disabled = true;
   element.setAttribute("aria-busy", "true");
   try {

@@ -114,7 +114,8 @@ export function chatPanel(ctx, { models, keys, keyOf }) {
     options: models.map((m) => ({ value: m.model_name, label: m.model_name })),
     hint: models.length ? "" : t("chat.noModels") });
   followModel(modelField, keyField, keyOptions);
-  const stop = h("button", { type: "button", class: "secondary", disabled: true, onclick: () => streaming?.abort() }, t("chat.stop"));
+  const stop = h("button", { type: "button", class: "secondary", disabled: true, "data-while-busy": true,
+    onclick: () => streaming?.abort() }, t("chat.stop"));
   const clear = h("button", { type: "button", class: "secondary", onclick: () => {
     history = [];
     replace(conversation);
@@ -197,7 +198,7 @@ export function chatPanel(ctx, { models, keys, keyOf }) {
   field(t("chat.system"), "system", { type: "textarea", hint: t("chat.systemHint") }),
   conversation,
   field(t("chat.message"), "message", { type: "textarea" }),
-  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("chat.send"))));
+  h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("chat.send")), stop, clear));
 
   /**
    * The tokens and charge of a turn, from its log.
@@ -230,6 +231,5 @@ export function chatPanel(ctx, { models, keys, keyOf }) {
   };
 
   return h("section", { class: "panel chat", "aria-labelledby": "chat-heading" },
-    h("h2", { id: "chat-heading" }, t("chat.title")), chatForm,
-    h("div", { class: "actions inline" }, stop, clear));
+    h("h2", { id: "chat-heading" }, t("chat.title")), chatForm);
 }
