@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, case, or_, select, update
@@ -50,6 +50,14 @@ class UserRepository:
         return await self.s.scalar(
             select(User.id).where(User.access_token == digest, User.deleted_at.is_(None))
         )
+
+    async def usernames(self, user_ids: Iterable[int]) -> dict[int, str]:
+        """Id → username of the users among `user_ids` (deleted ones too: a name once seen stays shown)."""
+        ids = sorted(set(user_ids) - {0})
+        if not ids:
+            return {}
+        rows = await self.s.execute(select(User.id, User.username).where(User.id.in_(ids)))
+        return {int(i): str(n) for i, n in rows.all()}
 
     async def username_taken(self, username: str, *, except_id: int | None = None) -> bool:
         stmt = select(User.id).where(User.username_key == username_key(username))

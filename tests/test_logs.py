@@ -189,8 +189,12 @@ async def test_self_list_shows_own_rows_sanitized_with_positional_ids(app: Runni
     other = {"model_ratio": 2, "group_ratio": 1, "admin_info": {"admin_id": 1, "admin_username": "root"}}
     a1 = await w.add(created_at=T0, channel=w.channel_id, other=other, token_name="k1", model_name="m1",
                      content="first")
+    billing = {"cache_read_tokens": 40, "cache_write_tokens": 12, "cache_write_1h_tokens": 2,
+               "cache_creation_ratio": 1.25, "usage_estimated": False, "route": "messages",
+               "converted_from": "anthropic", "converted_to": "openai", "channels_tried": [7]}
     await w.add(created_at=T0 + 1, channel=w.channel_id, other="", type=LogType.MANAGE)
-    await w.add(created_at=T0 + 2, channel=w.channel_id, other={"frt": 5}, token_name="k2", group="vip")
+    await w.add(created_at=T0 + 2, channel=w.channel_id, other={"frt": 5, **billing}, token_name="k2",
+                group="vip")
     await w.add(user_id=w.bob_id, created_at=T0 + 3, channel=w.channel_id, other=other)
 
     mine = data_of(await w.alice.get("/api/log/self"))
@@ -205,7 +209,9 @@ async def test_self_list_shows_own_rows_sanitized_with_positional_ids(app: Runni
     assert json.loads(oldest["other"]) == {"model_ratio": 2, "group_ratio": 1}
     assert (oldest["content"], oldest["token_name"], oldest["model_name"]) == ("first", "k1", "m1")
     assert mine["items"][1]["other"] == ""
-    assert json.loads(mine["items"][0]["other"]) == {"frt": 5}
+    # the whole billing of their own call (cache counts, estimate, conversion), never the channels tried
+    shown = {k: v for k, v in billing.items() if k != "channels_tried"}
+    assert json.loads(mine["items"][0]["other"]) == {"frt": 5, **shown}
 
     # the position continues across pages
     second = data_of(await w.alice.get("/api/log/self", params={"page_size": 2, "p": 2}))

@@ -33,7 +33,7 @@ from quota.types import BALANCE_MAX
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 VIEW_FIELDS = {"id", "user_id", "key", "status", "name", "quota", "created_time", "redeemed_time",
-               "expired_time", "used_user_id", "count", "DeletedAt"}
+               "expired_time", "used_user_id", "used_username", "count", "DeletedAt"}
 
 
 async def admin_api(app: Running) -> Api:
@@ -82,7 +82,8 @@ async def test_create_makes_count_enabled_codes_in_one_go(app: Running) -> None:
     for view in page["items"]:
         assert set(view) == VIEW_FIELDS
         assert (view["status"], view["name"], view["quota"], view["count"], view["used_user_id"],
-                view["redeemed_time"], view["DeletedAt"]) == (1, "batch", 1234, 0, 0, 0, None)
+                view["used_username"], view["redeemed_time"], view["DeletedAt"]) == (
+                    1, "batch", 1234, 0, 0, "", 0, None)
     one = data_of(await admin.get(f"/api/redemption/{page['items'][0]['id']}"))
     assert one == page["items"][0]
 
@@ -209,7 +210,9 @@ async def test_redeeming_adds_the_quota_once_live_and_in_sql(app: Running) -> No
     assert data_of(await alice.post("/api/user/topup", json={"key": key})) == 5000
     assert await live_quota(alice) == 5100
     code = data_of(await admin.get(f"/api/redemption/{(await code_by_key(app, key)).id}"))
-    assert (code["status"], code["used_user_id"]) == (3, uid)
+    assert (code["status"], code["used_user_id"], code["used_username"]) == (3, uid, "alice")
+    listed = data_of(await admin.get("/api/redemption/"))["items"]
+    assert [(c["used_user_id"], c["used_username"]) for c in listed if c["key"] == key] == [(uid, "alice")]
     assert before <= code["redeemed_time"] <= app.clock.now_s()  # a second may begin during the call
     fails(await alice.post("/api/user/topup", json={"key": key}), 409, "redemption code already used")
     quota, logs = await books(app, uid)

@@ -207,17 +207,28 @@ async def test_login_with_a_backup_code_spends_it(app: Running) -> None:
     assert (await second_step(again, codes[4].replace("-", " "))).status_code == 200
 
 
-async def test_a_used_code_is_refused(app: Running) -> None:
-    _, _, secret, _ = await two_factor_user(app)
+async def test_a_used_code_is_refused_and_said_to_be_used(app: Running) -> None:
+    """A valid code of a step already used is refused with its own words and code (the person should wait
+    for the app's next code), a wrong one as invalid; both count toward the lock."""
+    _, owner, secret, _ = await two_factor_user(app)
     enabling = code_now(app, secret)
     api = await first_step(app, "alice")
-    fails(await second_step(api, enabling), 401, "invalid 2FA code")  # enable took this step
+    used = await second_step(api, enabling)  # enable took this step
+    fails(used, 401, "this code was just used")
+    assert used.json().get("code") == "TOTP_CODE_REUSED"
     app.clock.shift(30)
     code = code_now(app, secret)
     assert (await second_step(api, code)).status_code == 200
     replay = await first_step(app, "alice")
-    fails(await second_step(replay, code), 401, "invalid 2FA code")
-    fails(await second_step(replay, code_now(app, secret, -30)), 401)  # an older step is a replay too
+    fails(await second_step(replay, code), 401, "this code was just used")
+    fails(await second_step(replay, code_now(app, secret, -30)), 401, "just used")  # an older step too
+    wrong = await second_step(replay, "000000" if code != "000000" else "111111")
+    fails(wrong, 401, "invalid 2FA code")
+    assert wrong.json().get("code") in (None, "")
+    # the same words where a code confirms an action (disabling 2FA with the code just used to sign in)
+    refused = await owner.post("/api/user/2fa/disable", json={"code": code})
+    fails(refused, 400, "code: this code was just used", prefix=True)
+    assert refused.json().get("code") == "TOTP_CODE_REUSED"
 
 
 async def test_concurrent_uses_of_one_code_let_one_in(app: Running) -> None:

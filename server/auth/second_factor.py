@@ -23,6 +23,7 @@ nothing counts while locked).
 from __future__ import annotations
 
 import hmac
+from enum import Enum
 
 from models.db import Database
 from models.two_factor import TwoFactorRepository
@@ -31,12 +32,27 @@ from server import metrics
 from server.auth.totp import backup_digest_input, is_totp_code, matching_step
 from server.clock import Clock
 from server.crypto import SecretBox
-from server.errors import TooManyRequests
+from server.errors import BadRequest, TooManyRequests
 
 FAIL_LIMIT = 5
 LOCK_SECONDS = 300
 FAIL_MEMORY = 86_400  # a count of failures with no lock is forgotten after a day
 LOCKED_MESSAGE = "too many failed 2FA attempts, try again later"
+REUSED_CODE = "TOTP_CODE_REUSED"
+"""The `code` of a refusal of a TOTP code whose time step was already used (the console words it)."""
+
+
+WRONG_CODE = "code: invalid 2FA code"
+USED_CODE = "code: this code was just used; wait for the next code of your app"
+
+
+class Check(Enum):
+    """What a code check found: a valid code, a wrong one, or a valid TOTP code of a time step already
+    used (a replay, or the same code typed twice: the person should wait for the app's next code)."""
+
+    PASSED = "passed"
+    WRONG = "wrong"
+    REUSED = "reused"
 
 
 def fail_key(user_id: int) -> str:
@@ -45,6 +61,13 @@ def fail_key(user_id: int) -> str:
 
 def lock_key(user_id: int) -> str:
     return f"2fa_lock:{user_id}"
+
+
+def refused_code(verdict: Check) -> BadRequest:
+    """The 400 of a code check that did not pass (`code` `TOTP_CODE_REUSED` for a code used already)."""
+    if verdict is Check.REUSED:
+        return BadRequest(USED_CODE, code=REUSED_CODE)
+    return BadRequest(WRONG_CODE)
 
 
 class TotpFactor:
@@ -84,9 +107,10 @@ class TotpFactor:
 
     # ---- checks -----------------------------------------------------------------------------------------
 
-    async def check(self, user_id: int, code: str, *, backup: bool = True) -> bool:
+    async def check(self, user_id: int, code: str, *, backup: bool = True) -> Check:
         """Whether `code` is a valid TOTP code (or, when `backup`, an unspent backup code, then spent) of
-        the user's enabled 2FA. Counts toward the lock; raises `TooManyRequests` while locked."""
+        the user's enabled 2FA. Counts toward the lock, a reused code too; raises `TooManyRequests` while
+        locked."""
         await self._refuse_if_locked(user_id)
         attempt = await self.backend.incr(fail_key(user_id), FAIL_MEMORY)
         left = await self.locked_for(user_id)
@@ -97,24 +121,27 @@ class TotpFactor:
             await self._lock(user_id)
             raise TooManyRequests(LOCKED_MESSAGE, retry_after=LOCK_SECONDS)
         if is_totp_code(code):
-            passed = await self._check_totp(user_id, code)
+            verdict = await self._check_totp(user_id, code)
         else:
-            passed = backup and await self._spend_backup_code(user_id, code)
-        if passed:
+            spent = backup and await self._spend_backup_code(user_id, code)
+            verdict = Check.PASSED if spent else Check.WRONG
+        if verdict is Check.PASSED:
             await self.backend.delete(fail_key(user_id))
         elif attempt >= FAIL_LIMIT:
             await self._lock(user_id)
-        return passed
+        return verdict
 
-    async def _check_totp(self, user_id: int, code: str) -> bool:
+    async def _check_totp(self, user_id: int, code: str) -> Check:
         async with self.db.transaction() as tx:
             repo = TwoFactorRepository(tx)
             row = await repo.get(user_id)
             if row is None or not row.enabled:
-                return False
+                return Check.WRONG
             step = matching_step(self.box.decrypt(row.secret), code, self.clock.now())
+            if step is None:
+                return Check.WRONG
             # taken once: a code of this step or an earlier one is a replay
-            return step is not None and await repo.take_step(user_id, step)
+            return Check.PASSED if await repo.take_step(user_id, step) else Check.REUSED
 
     async def _spend_backup_code(self, user_id: int, code: str) -> bool:
         digest = self.box.digest(backup_digest_input(user_id, code)).encode()

@@ -21,7 +21,7 @@ from models.tables import User
 from models.two_factor import TwoFactorRepository
 from models.users import UserRepository
 from server import metrics
-from server.auth.second_factor import TotpFactor
+from server.auth.second_factor import REUSED_CODE, USED_CODE, WRONG_CODE, Check, TotpFactor, refused_code
 from server.auth.service import INVALID_LOGIN, AuthService
 from server.auth.totp import (
     backup_digest_input,
@@ -39,7 +39,6 @@ from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized
 
 LOGIN_EXPIRED = "login expired, please log in again"
-WRONG_CODE = "code: invalid 2FA code"
 NOT_ENABLED = "2FA is not enabled"
 
 
@@ -124,8 +123,8 @@ class TwoFactorService:
     async def disable(self, user_id: int, code: str) -> None:
         """Remove the secret and backup codes after a TOTP or backup code (counted; 429 while locked)."""
         await self._require_enabled(user_id)
-        if not await self.factor.check(user_id, code):
-            raise BadRequest(WRONG_CODE)
+        if (verdict := await self.factor.check(user_id, code)) is not Check.PASSED:
+            raise refused_code(verdict)
         async with self.db.transaction() as tx:
             await TwoFactorRepository(tx).delete(user_id)
         await self.factor.clear(user_id)
@@ -133,8 +132,8 @@ class TwoFactorService:
     async def new_backup_codes(self, user_id: int, code: str) -> list[str]:
         """Replace every backup code after a TOTP code (backup codes do not count here)."""
         await self._require_enabled(user_id)
-        if not await self.factor.check(user_id, code, backup=False):
-            raise BadRequest(WRONG_CODE)
+        if (verdict := await self.factor.check(user_id, code, backup=False)) is not Check.PASSED:
+            raise refused_code(verdict)
         codes = new_backup_codes()
         async with self.db.transaction() as tx:
             await TwoFactorRepository(tx).replace_backup_codes(user_id, self._digests(user_id, codes),
@@ -182,12 +181,14 @@ class TwoFactorService:
         if not await self.factor.enabled(user_id):  # 2FA was removed meanwhile: a new login needs no step 2
             raise Unauthorized(LOGIN_EXPIRED)
         try:
-            passed = await self.factor.check(user_id, code)
+            verdict = await self.factor.check(user_id, code)
         except TooManyRequests:
             metrics.sign_in_failed(metrics.SignInFailure.LOCKED)
             raise
-        if not passed:
+        if verdict is not Check.PASSED:
             metrics.sign_in_failed(metrics.SignInFailure.TOTP)
+            if verdict is Check.REUSED:
+                raise Unauthorized(USED_CODE.removeprefix("code: "), code=REUSED_CODE)
             raise Unauthorized("invalid 2FA code")
         # one pending login opens one session: of concurrent step 2s with different valid codes, the one
         # that takes the pending mark goes on (a wrong code above leaves it for another try)

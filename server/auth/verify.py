@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.identity import Principal
-from server.auth.second_factor import TotpFactor
+from server.auth.second_factor import Check, TotpFactor, refused_code
 from server.clock import Clock
 from server.components.sessions import SessionStore
 from server.components.verification import (
@@ -52,8 +52,8 @@ class VerificationService:
                 raise BadRequest("method: 2FA is not enabled")
             if not code:
                 raise BadRequest("code: is required")
-            if not await self.factor.check(user_id, code):
-                raise BadRequest("code: invalid 2FA code")
+            if (verdict := await self.factor.check(user_id, code)) is not Check.PASSED:
+                raise refused_code(verdict)
         else:
             ready = await self.sessions.take(raw, PASSKEY_READY_MARK)  # taken whether or not still fresh
             age = self.clock.now_s() - ready if isinstance(ready, int) and not isinstance(ready, bool) else -1

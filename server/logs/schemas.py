@@ -12,9 +12,9 @@ How a log row is shown (docs/API.md#logs): the admin view (`LogView`), with `cha
 position on the page as `id`). The internal `ref` column is never shown.
 
 A user's `other` keeps only the fields in `USER_OTHER_FIELDS` (an allow-list: the price ratios, timings,
-token split and model mapping of their own call, and the status and error code an error log's call was
-answered). Channel ids (`channels_tried`), `admin_info` and any field added later stay in admin views until
-it is added here on purpose.
+token split, cache counts, estimate and conversion marks and model mapping of their own call, and the
+status and error code an error log's call was answered). Channel ids (`channels_tried`), `admin_info` and
+any field added later stay in admin views until it is added here on purpose.
 
 `other` is always a JSON object as a string, or `""`; a stored value that is not an object shows as `""`.
 """
@@ -135,6 +135,8 @@ class DeleteQuery(Schema):
 
 USER_OTHER_FIELDS = frozenset({
     "model_ratio", "group_ratio", "completion_ratio", "model_price", "cache_tokens", "cache_ratio",
+    "cache_creation_ratio", "cache_creation_tokens", "cache_read_tokens", "cache_write_tokens",
+    "cache_write_1h_tokens", "usage_estimated", "route", "converted_from", "converted_to",
     "user_group_ratio", "frt", "is_model_mapped", "upstream_model_name", "request_path",
     "audio_output_tokens", "text_output_tokens", "stream_interrupted",
     "status_code", "error_code",  # an error log's: what the caller was answered

@@ -77,12 +77,14 @@ class RedemptionView(Reply):
     redeemed_time: int = Field(description="unix seconds, 0 until used")
     expired_time: int = Field(description="unix seconds, 0 for never")
     used_user_id: int = Field(description="who redeemed it, 0 until used")
+    used_username: str = Field(description="their username, \"\" until used")
     count: int = Field(description="always 0 (only meaningful in a create request)")
     DeletedAt: int | None
 
     @classmethod
-    def of(cls, code: Redemption) -> RedemptionView:
+    def of(cls, code: Redemption, used_username: str = "") -> RedemptionView:
         return cls(id=code.id, user_id=code.user_id, key=code.key, status=code.status, name=code.name,
                    quota=code.quota, created_time=code.created_time, redeemed_time=code.redeemed_time,
-                   expired_time=code.expired_time, used_user_id=code.used_user_id, count=0,
+                   expired_time=code.expired_time, used_user_id=code.used_user_id,
+                   used_username=used_username, count=0,
                    DeletedAt=code.deleted_at)

@@ -20,6 +20,7 @@ from core.enums import LogType, RedemptionStatus
 from core.identity import Principal
 from models.db import Database
 from models.redemptions import KEY_LENGTH, Redemption, RedemptionRepository
+from models.users import UserRepository
 from server.clock import Clock
 from server.credits import Credit, CreditOutbox, CreditRefused
 from server.errors import BadRequest, Conflict, NotFound, TollwayError
@@ -64,14 +65,16 @@ class RedemptionService:
         async with self.db.transaction() as tx:
             rows, total = await RedemptionRepository(tx).page(offset=page.offset, limit=page.size,
                                                               keyword=keyword)
-        return page.payload([RedemptionView.of(r) for r in rows], total)
+            names = await UserRepository(tx).usernames(r.used_user_id for r in rows)
+        return page.payload([RedemptionView.of(r, names.get(r.used_user_id, "")) for r in rows], total)
 
     async def get_code(self, code_id: int) -> RedemptionView:
         async with self.db.transaction() as tx:
             code = await RedemptionRepository(tx).get(code_id)
+            names = await UserRepository(tx).usernames([code.used_user_id] if code is not None else [])
         if code is None:
             raise NotFound("redemption code not found")
-        return RedemptionView.of(code)
+        return RedemptionView.of(code, names.get(code.used_user_id, ""))
 
     async def create_codes(self, actor: Principal, *, name: str, quota: int, count: int,
                            expired_time: int) -> list[str]:

@@ -19,6 +19,7 @@ const CODES = /** @type {Record<string, () => string>} */ ({
   VERIFICATION_REQUIRED: () => t("api.code.verificationRequired"),
   VERIFICATION_EXPIRED: () => t("api.code.verificationExpired"),
   CROSS_SITE_REQUEST: () => t("api.code.crossSite"),
+  TOTP_CODE_REUSED: () => t("api.code.totpReused"),
 });
 
 export class ApiError extends Error {
@@ -35,11 +36,12 @@ export class ApiError extends Error {
     this.name = "ApiError";
     this.status = status;
     this.code = code;
-    const named = FIELD.exec(this.message);
-    /** The field the message names, or "". */
+    const named = FIELD.exec(message);
+    /** The field the server's message names, or "". */
     this.field = named ? named[1] : "";
-    /** The message without the field name (`must be 8–64 characters`), or the whole message. */
-    this.detail = named ? named[2] : this.message;
+    /** The message without the field name (`must be 8–64 characters`), or the whole message (a code the
+     * console words itself: its words). */
+    this.detail = code in CODES ? this.message : named ? named[2] : this.message;
   }
 }
 

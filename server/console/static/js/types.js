@@ -112,6 +112,7 @@
  * @property {number} redeemed_time
  * @property {number} expired_time  0 never
  * @property {number} used_user_id
+ * @property {string} used_username  "" until used
  */
 
 /**

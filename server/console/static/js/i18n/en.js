@@ -41,6 +41,7 @@ export default {
   "api.code.verificationRequired": "secure verification required",
   "api.code.verificationExpired": "secure verification expired",
   "api.code.crossSite": "This request came from another site and was refused.",
+  "api.code.totpReused": "This code was just used. Each code works once: wait for the next code of your app.",
   "site.points": "points",
   "common.never": "Never",
   "chart.period.hours": "Last 24 hours",
@@ -839,5 +840,4 @@ export default {
   "verify.setUpTitle": "Set up two-factor authentication first",
   "verify.setUpFirst": "Revealing a key needs a secure verification: the code of your authenticator app, or one of your passkeys. Your account has neither yet. Set up two-factor authentication (or add a passkey) on the Account page, then reveal the key again.",
   "verify.openAccount": "Open the Account page",
-  "verify.codeOnce": "(Each code works once: if you just used this one, wait for the next code of your app.)",
 };

@@ -41,6 +41,7 @@ export default {
   "api.code.verificationRequired": "需要先完成安全验证",
   "api.code.verificationExpired": "安全验证已过期，请重新验证",
   "api.code.crossSite": "该请求来自其他网站，已被拒绝。",
+  "api.code.totpReused": "这个验证码刚刚用过。每个验证码只能使用一次：请等待应用显示下一个。",
   "site.points": "点",
   "common.never": "从不",
   "chart.period.hours": "最近 24 小时",
@@ -823,5 +824,4 @@ export default {
   "verify.setUpTitle": "请先设置两步验证",
   "verify.setUpFirst": "查看密钥需要安全验证：身份验证器应用的验证码，或你的某个通行密钥。你的账户还没有这两者。请先在账户页面设置两步验证（或添加通行密钥），然后再查看密钥。",
   "verify.openAccount": "打开账户页面",
-  "verify.codeOnce": "（每个验证码只能使用一次：如果刚刚用过这个验证码，请等待应用显示下一个。）",
 };

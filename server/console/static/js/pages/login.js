@@ -11,7 +11,6 @@ import { field, form, heading, valueOf } from "../forms.js";
 import { nextOf } from "../pages.js";
 import { ceremony, passkeysSupported } from "../webauthn.js";
 import { t } from "../i18n.js";
-import { codeRefused } from "../widgets/verify.js";
 
 /** @param {import("../types.js").PageContext} ctx */
 export function render({ main, api, session, router, site, url }) {
@@ -22,13 +21,7 @@ export function render({ main, api, session, router, site, url }) {
   };
   const secondStep = () => {
     const step = form(t("login.twoFactor"), async (f) => {
-      let login;
-      try {
-        login = await api.post("/api/user/login/2fa", { code: valueOf(f, "code").trim() });
-      } catch (error) {
-        throw codeRefused(error);
-      }
-      await finish(login);
+      await finish(await api.post("/api/user/login/2fa", { code: valueOf(f, "code").trim() }));
     },
     field(t("login.code"), "code", { autocomplete: "one-time-code", inputmode: "numeric", required: true,
       hint: t("login.codeHint") }),

@@ -5,8 +5,8 @@
  * Copy and a Download of a text file made in the browser (a `blob:` address on `<a download>`, which the
  * Content-Security-Policy does not govern); enable and disable (`PUT /api/redemption/?status_only=1`);
  * delete one (`DELETE /api/redemption/{id}`) or every invalid one (`DELETE /api/redemption/invalid`),
- * each after a confirmation. A used code names who redeemed it (`GET /api/user/{id}`, once per user on
- * the page). Calls at load: `GET /api/redemption/`, and one per user who redeemed a code shown.
+ * each after a confirmation. A used code names who redeemed it (the reply's `used_username`). Calls at
+ * load: `GET /api/redemption/`.
  */
 
 import { h, replace, uid } from "../dom.js";
@@ -78,18 +78,6 @@ export async function render(ctx) {
       h("button", { type: "button", onclick: () => openCreateForm(ctx, () => void table.reload()) }, t("redeem.createCodes")),
       h("button", { type: "button", class: "danger", onclick: () => void removeInvalid() }, t("redeem.deleteInvalid"))),
     table);
-  /** @type {Map<number, string>} who redeemed the codes shown, by id (read once per user) */
-  const usernames = new Map();
-  /** @param {number[]} ids */
-  const namesOf = (ids) => Promise.all([...new Set(ids)].filter((id) => id && !usernames.has(id)).map(async (id) => {
-    try {
-      /** @type {{username: string}} */
-      const user = await api.get(`/api/user/${id}`);
-      usernames.set(id, user.username);
-    } catch {
-      usernames.set(id, `#${id}`);  // a deleted user: the id is all there is
-    }
-  }));
   await table.configure({
     caption: t("redeem.caption"),
     searchLabel: t("redeem.search"),
@@ -98,7 +86,6 @@ export async function render(ctx) {
       /** @type {import("../types.js").Paged<Redemption>} */
       const page = await (keyword ? api.get("/api/redemption/search", { p, page_size, keyword })
         : api.get("/api/redemption/", { p, page_size }));
-      await namesOf(page.items.map((code) => code.used_user_id));
       return page;
     },
     columns: [
@@ -109,7 +96,7 @@ export async function render(ctx) {
       { label: t("col.quota"), cell: (code) => site.quota(code.quota) },
       { label: t("col.created"), cell: (code) => dateTime(code.created_time) },
       { label: t("keys.expires"), cell: (code) => dateTime(code.expired_time) },
-      { label: t("redeem.redeemedBy"), cell: (code) => (code.used_user_id ? t("redeem.byUser", { user: usernames.get(code.used_user_id) ?? `#${code.used_user_id}`, time: dateTime(code.redeemed_time) }) : t("redeem.nobody")) },
+      { label: t("redeem.redeemedBy"), cell: (code) => (code.used_user_id ? t("redeem.byUser", { user: code.used_username || `#${code.used_user_id}`, time: dateTime(code.redeemed_time) }) : t("redeem.nobody")) },
       { label: t("col.actions"), cell: actions },
     ],
   });

@@ -24,17 +24,6 @@ export function needsVerification(error) {
 }
 
 /**
- * A refused authenticator code, with what the server cannot tell apart said after its words: a code
- * works once, so the code just used is refused like a wrong one until the app shows the next.
- * @param {unknown} error
- */
-export function codeRefused(error) {
-  if (!(error instanceof ApiError) || error.code) return error;
-  const refused = (error.field === "code" && error.status === 400) || (error.status === 401 && !error.field);
-  return refused ? new ApiError(`${error.serverMessage} ${t("verify.codeOnce")}`, error.status, error.code) : error;
-}
-
-/**
  * Open the prompt; once the server accepts a proof, close it and run `then`.
  * @param {import("../api.js").Api} api
  * @param {string} why  the server's message
@@ -57,11 +46,7 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
     : [h("p", {}, t("verify.withPasskey", { why }))];
   const prompt = form(t("verify.title"), async (f) => {
     if (!twoFactor) return passkeyProof();
-    try {
-      await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
-    } catch (error) {
-      throw codeRefused(error);
-    }
+    await api.post("/api/verify", { method: "2fa", code: valueOf(f, "code").trim() });
     dialog.close();
     then();
   },
