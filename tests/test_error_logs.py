@@ -242,8 +242,8 @@ async def test_the_log_routes_list_error_logs(app: Running) -> None:
     [own] = data_of(await fred.get("/api/log/self", params={"type": 5}))["items"]
     assert (own["type"], own["model_name"], own["channel"], own["content"]) == (
         5, "no-such-model", 0, log.content)
-    assert json.loads(own["other"]) == {"status_code": 404, "error_code": "model_not_found",
-                                        "request_path": "/v1/chat/completions"}
+    assert json.loads(own["other"]) == {"status_code": 404, "error_code": "model_not_found",  # no channels
+                                        "request_path": "/v1/chat/completions", "route": "chat"}
 
 
 async def test_with_a_log_database_error_logs_go_there_only(pair: Pair,  # noqa: F811 (the fixture)
