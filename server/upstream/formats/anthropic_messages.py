@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from server.upstream.formats.base import Answer, Channel, Counter, Exchange
+from server.upstream.formats.base import Answer, Channel, Counter, Exchange, dumps
 from server.upstream.formats.openai_compat import json_or_none, whole_count, with_model
 from server.upstream.formats.sse import data_of, name_of
 from server.upstream.providers import default_base
@@ -47,7 +47,7 @@ from server.upstream.providers.base import (
     UpstreamError,
     Usage,
 )
-from server.upstream.providers.bodies import invalid, parse_object, required_model
+from server.upstream.providers.bodies import invalid, parse_object, required_messages, required_model
 
 MESSAGES = Operation("messages")
 ROLES = frozenset({"user", "assistant"})
@@ -55,10 +55,6 @@ VERSION, BETA = "anthropic-version", "anthropic-beta"
 DELTAS = frozenset({b"text_delta", b"input_json_delta"})
 _TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]+)"')
 _DELTA_TYPE = re.compile(rb'"delta"\s*:\s*\{\s*"type"\s*:\s*"([a-z_]+)"')
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _texts_of_blocks(content: Any, out: list[str]) -> None:
@@ -76,7 +72,7 @@ def _texts_of_blocks(content: Any, out: list[str]) -> None:
         if kind == "text" and isinstance(block.get("text"), str):
             out.append(block["text"])
         elif kind == "tool_use" and "input" in block:
-            out.append(_dumps(block["input"]))
+            out.append(dumps(block["input"]))
         elif kind == "tool_result":
             _texts_of_blocks(block.get("content"), out)
 
@@ -85,9 +81,7 @@ def read_count(body: bytes) -> Asked:
     """The checks of a `count_tokens` body (and of a Messages body, but for `max_tokens`)."""
     data = parse_object(body)
     model = required_model(data)
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise invalid("messages: must be a non-empty array of objects", "messages")
+    messages = required_messages(data)
     texts: list[str] = []
     system = data.get("system")
     if isinstance(system, str):
@@ -117,7 +111,7 @@ def read_count(body: bytes) -> Asked:
                 if isinstance(tool.get(name), str):
                     texts.append(tool[name])
             if "input_schema" in tool:
-                texts.append(_dumps(tool["input_schema"]))
+                texts.append(dumps(tool["input_schema"]))
     stream = data.get("stream", False)
     if stream is None:
         stream = False

@@ -22,9 +22,10 @@ closed) raises `StreamBroken`: the stream then ends with the route's error event
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from server.upstream.estimate import count_all
 from server.upstream.providers.base import (
@@ -38,6 +39,11 @@ from server.upstream.providers.base import (
     UpstreamError,
     Usage,
 )
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as the formats write it (non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def estimated(asked: Asked, texts: list[str]) -> Usage:

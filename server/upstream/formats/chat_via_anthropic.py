@@ -27,13 +27,12 @@ as in pass-through: `message_start`'s counts, each field `message_delta` reports
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
-from server.upstream.estimate import count_all
 from server.upstream.formats.anthropic_messages import CumulativeUsage, texts_of_message, usage_of_messages
-from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, estimated
+from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, dumps, estimated
+from server.upstream.formats.openai_chat import chat_usage, error_event
 from server.upstream.formats.openai_compat import json_or_none
 from server.upstream.formats.sse import data_of, frame, name_of
 from server.upstream.providers import default_base
@@ -56,10 +55,6 @@ FINISH_REASON = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "sto
 """Anthropic's `stop_reason` → OpenAI's `finish_reason` (any other: `stop`)."""
 TOOL_CHOICE = {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}
 DONE = b"data: [DONE]\n\n"
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -229,12 +224,6 @@ def messages_request(asked: Asked, upstream_model: str) -> dict[str, Any]:
     return out
 
 
-def _chat_usage(usage: Usage) -> dict[str, Any]:
-    return {"prompt_tokens": usage.prompt, "completion_tokens": usage.output,
-            "total_tokens": usage.prompt + usage.output,
-            "prompt_tokens_details": {"cached_tokens": usage.cache_read}}
-
-
 def completion_of(message: dict[str, Any], asked: Asked, usage: Usage) -> dict[str, Any]:
     """A chat completion of an Anthropic message."""
     texts, calls = [], []
@@ -245,7 +234,7 @@ def completion_of(message: dict[str, Any], asked: Asked, usage: Usage) -> dict[s
         if kind == "text" and isinstance(text, str):
             texts.append(text)
         elif kind == "tool_use":
-            function = {"name": block.get("name"), "arguments": _dumps(block.get("input", {}))}
+            function = {"name": block.get("name"), "arguments": dumps(block.get("input", {}))}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
     reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
@@ -254,19 +243,18 @@ def completion_of(message: dict[str, Any], asked: Asked, usage: Usage) -> dict[s
             "model": asked.model,
             "choices": [{"index": 0, "message": reply, "logprobs": None,
                          "finish_reason": FINISH_REASON.get(str(message.get("stop_reason")), "stop")}],
-            "usage": _chat_usage(usage)}
+            "usage": chat_usage(usage)}
 
 
 class ChatFromAnthropicStream:
     """Anthropic events → chat chunks, one event at a time (module docstring)."""
 
     form = SSE
-    __slots__ = ("_asked", "_blocks", "_delivered", "_done", "_finished", "_head", "_prompt", "_tools",
+    __slots__ = ("_asked", "_blocks", "_delivered", "_done", "_finished", "_head", "_tools",
                  "_usage", "usage")
 
     def __init__(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> None:
         self._asked = asked
-        self._prompt = count(asked.texts) + asked.counted
         self._usage = CumulativeUsage()
         self.usage: Usage | None = None
         self._blocks: dict[int, int] = {}  # Anthropic's block index → the tool call's index, open blocks
@@ -275,7 +263,7 @@ class ChatFromAnthropicStream:
         self._finished = self._done = False
         head = {"id": f"chatcmpl-{asked.request_id}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": asked.model}
-        self._head = _dumps(head)[:-1].encode()  # `{"id":…,"model":"m"` — a chunk goes on from here
+        self._head = dumps(head)[:-1].encode()  # `{"id":…,"model":"m"` — a chunk goes on from here
 
     def delivered(self) -> list[str]:
         return self._delivered
@@ -285,7 +273,7 @@ class ChatFromAnthropicStream:
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return frame(self._head + b',"choices":[' + _dumps(choice).encode() + b"]}")
+        return frame(self._head + b',"choices":[' + dumps(choice).encode() + b"]}")
 
     def event(self, raw: bytes) -> bytes:
         data = data_of(raw)
@@ -355,16 +343,15 @@ class ChatFromAnthropicStream:
         self._done = True
         out = b"" if self._finished else self._chunk({}, "stop")
         if self._asked.include_usage:
-            usage = self.usage or Usage(self._prompt, count_all(["".join(self._delivered)]))
-            out += frame(self._head + b',"choices":[],"usage":' + _dumps(_chat_usage(usage)).encode() + b"}")
+            usage = self.usage or estimated(self._asked, self._delivered)
+            out += frame(self._head + b',"choices":[],"usage":' + dumps(chat_usage(usage)).encode() + b"}")
         return out + DONE
 
     def end(self) -> bytes:
         return self._close()
 
     def error(self, status: int, code: str, message: str) -> bytes:
-        error = {"message": message, "type": "server_error", "param": None, "code": code}
-        return frame(json.dumps({"error": error}, ensure_ascii=False).encode())
+        return error_event(code, message)
 
 
 class ChatViaAnthropic:
@@ -374,7 +361,7 @@ class ChatViaAnthropic:
 
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:
-        converted = _dumps(messages_request(asked, upstream_model)).encode()
+        converted = dumps(messages_request(asked, upstream_model)).encode()
         base = channel.base_url or default_base(channel.type)
         return UpstreamCall("POST", f"{base}/v1/messages",
                             anthropic_headers(channel, key, DEFAULT_VERSION, None, stream=asked.stream),
@@ -387,7 +374,7 @@ class ChatViaAnthropic:
         usage = usage_of_messages(message.get("usage"))
         if usage is None:  # billed on Tollway's count, and the reply says so
             usage = estimated(asked, texts_of_message(message))
-        return Answer(_dumps(completion_of(message, asked, usage)).encode(), usage, [])
+        return Answer(dumps(completion_of(message, asked, usage)).encode(), usage, [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter
                ) -> ChatFromAnthropicStream:

@@ -26,13 +26,11 @@ Anthropic). Dropped, as documented: `top_k`, `thinking`, `cache_control` markers
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from core.enums import ChannelType
-from server.upstream.estimate import count_all
 from server.upstream.formats.anthropic_messages import error_event
-from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, estimated
+from server.upstream.formats.base import Answer, Channel, Counter, StreamBroken, dumps, estimated
 from server.upstream.formats.openai_chat import texts_of_chat, usage_of_chat
 from server.upstream.formats.openai_compat import bearer_headers, endpoint, json_or_none
 from server.upstream.formats.sse import data_of
@@ -53,10 +51,6 @@ STOP_REASON = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_u
                "function_call": "tool_use", "content_filter": "refusal"}
 """OpenAI's `finish_reason` → Anthropic's `stop_reason` (any other: `end_turn`)."""
 TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -122,7 +116,7 @@ def _assistant(content: Any, where: str) -> dict[str, Any]:
         if block["type"] == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
         elif block["type"] == "tool_use":
-            function = {"name": block.get("name"), "arguments": _dumps(block.get("input", {}))}
+            function = {"name": block.get("name"), "arguments": dumps(block.get("input", {}))}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if calls:
@@ -224,7 +218,7 @@ def _first_choice(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _event(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _dumps({"type": kind, **data}).encode() + b"\n\n"
+    return b"event: " + kind.encode() + b"\ndata: " + dumps({"type": kind, **data}).encode() + b"\n\n"
 
 
 class MessagesFromChatStream:
@@ -346,7 +340,7 @@ class MessagesFromChatStream:
             return b""
         out = self._message_start() + self._close_block()
         self._ended = True
-        usage = self.usage or Usage(self._prompt, count_all(["".join(self._delivered)]))
+        usage = self.usage or estimated(self._asked, self._delivered)
         reason = STOP_REASON.get(self._finish or "stop", "end_turn")
         return out + _event("message_delta", {"delta": {"stop_reason": reason, "stop_sequence": None},
                                               "usage": _message_usage(usage)}) + _event("message_stop", {})
@@ -365,7 +359,7 @@ class MessagesViaOpenAI:
 
     def request(self, channel: Channel, key: str, op: Operation, asked: Asked, upstream_model: str,
                 body: bytes) -> UpstreamCall:
-        converted = _dumps(chat_request(asked, upstream_model, channel)).encode()
+        converted = dumps(chat_request(asked, upstream_model, channel)).encode()
         return UpstreamCall("POST", endpoint(channel, "chat/completions"),
                             bearer_headers(channel, key, stream=asked.stream), converted, asked.stream)
 
@@ -376,7 +370,7 @@ class MessagesViaOpenAI:
         usage = usage_of_chat(completion.get("usage"))
         if usage is None:  # billed on Tollway's count, and the reply says so
             usage = estimated(asked, texts_of_chat(completion))
-        return Answer(_dumps(message_of_completion(completion, asked, usage)).encode(), usage, [])
+        return Answer(dumps(message_of_completion(completion, asked, usage)).encode(), usage, [])
 
     def stream(self, op: Operation, asked: Asked, channel: Channel, count: Counter
                ) -> MessagesFromChatStream:

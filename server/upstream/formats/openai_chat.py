@@ -19,7 +19,7 @@ import re
 import time
 from typing import Any
 
-from server.upstream.formats.base import Channel, Counter
+from server.upstream.formats.base import Channel, Counter, dumps, estimated
 from server.upstream.formats.openai_compat import (
     OpenAIPassThrough,
     json_or_none,
@@ -27,7 +27,7 @@ from server.upstream.formats.openai_compat import (
 )
 from server.upstream.formats.sse import data_of, frame
 from server.upstream.providers.base import SSE, Asked, Operation, Usage
-from server.upstream.providers.bodies import invalid, parse_object, required_model
+from server.upstream.providers.bodies import invalid, parse_object, required_messages, required_model
 
 CHAT = Operation("chat/completions")
 DONE = b"[DONE]"
@@ -67,9 +67,7 @@ def _texts_of_calls(calls: Any, out: list[str]) -> None:
 def read_chat(body: bytes) -> Asked:
     data = parse_object(body)
     model = required_model(data)
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise invalid("messages: must be a non-empty array of objects", "messages")
+    messages = required_messages(data)
     texts: list[str] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -146,13 +144,12 @@ class ChatStream:
     """A chat stream in pass-through: events as sent, but the usage chunk by the caller's choice."""
 
     form = SSE
-    __slots__ = ("_asked", "_count", "_datas", "_done", "_first", "_sent_usage", "usage")
+    __slots__ = ("_asked", "_datas", "_done", "_sent_usage", "usage")
 
     def __init__(self, op: Operation, asked: Asked, channel: Channel, count: Counter) -> None:
-        self._asked, self._count = asked, count
+        self._asked = asked
         self.usage: Usage | None = None
         self._datas: list[bytes] = []  # the chunks delivered, read only when a count is needed
-        self._first: dict[str, Any] | None = None
         self._done = False
         self._sent_usage = False  # the caller got a usage chunk
 
@@ -194,22 +191,30 @@ class ChatStream:
         if not self._asked.include_usage or self._sent_usage:
             return b""
         self._sent_usage = True
-        usage = self.usage
-        if usage is None:
-            usage = Usage(self._count(self._asked.texts), self._count(["".join(self.delivered())]))
+        usage = self.usage or estimated(self._asked, self.delivered())
         first = json_or_none(self._datas[0]) if self._datas else None
         first = first if isinstance(first, dict) else {}
         chunk = {"id": first.get("id", ""), "object": "chat.completion.chunk",
                  "created": first.get("created", int(time.time())),
                  "model": first.get("model", self._asked.model),
-                 "choices": [], "usage": {"prompt_tokens": usage.prompt, "completion_tokens": usage.output,
-                                          "total_tokens": usage.prompt + usage.output,
-                                          "prompt_tokens_details": {"cached_tokens": usage.cache_read}}}
-        return frame(json.dumps(chunk, separators=(",", ":")).encode())
+                 "choices": [], "usage": chat_usage(usage)}
+        return frame(dumps(chunk).encode())
 
     def error(self, status: int, code: str, message: str) -> bytes:
-        error = {"message": message, "type": "server_error", "param": None, "code": code}
-        return frame(json.dumps({"error": error}, ensure_ascii=False).encode())
+        return error_event(code, message)
+
+
+def chat_usage(usage: Usage) -> dict[str, Any]:
+    """A chat completion's `usage` object of the counts billed (every input token in `prompt_tokens`)."""
+    return {"prompt_tokens": usage.prompt, "completion_tokens": usage.output,
+            "total_tokens": usage.prompt + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read}}
+
+
+def error_event(code: str, message: str) -> bytes:
+    """The event that ends a chat stream cut after its first byte (the openai SDK raises `APIError`)."""
+    error = {"message": message, "type": "server_error", "param": None, "code": code}
+    return frame(json.dumps({"error": error}, ensure_ascii=False).encode())
 
 
 CHAT_PASS_THROUGH = OpenAIPassThrough("chat/completions", usage_of_chat, texts_of_chat, ChatStream,

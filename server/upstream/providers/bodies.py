@@ -64,6 +64,15 @@ def check_model_name(model: str, label: str = "model") -> str:
     return model
 
 
+def required_messages(data: dict[str, Any]) -> list[Any]:
+    """The body's `messages`: a non-empty array (each entry is checked by the route; a 400 naming
+    `messages` otherwise)."""
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages: must be a non-empty array of objects", "messages")
+    return messages
+
+
 def required_model(data: dict[str, Any]) -> str:
     """The body's `model`: a non-empty string that is a model name (a 400 naming `model` otherwise)."""
     model = data.get("model")
