@@ -322,11 +322,14 @@ class UpstreamPassthrough(GatewayError):
     """An upstream 4xx that is not retried: its status (after `status_code_mapping`), body and message.
 
     `body` and `message` must already be redacted (`server.redaction.redact` with the channel's keys):
-    they reach the caller. None of the upstream's headers is kept: the reply has our headers only."""
+    they reach the caller. None of the upstream's headers is kept: the reply has our headers only.
+    `same_wire`: the upstream speaks the route's wire, so a body in its error shape goes back as it came;
+    a converted call's (false) is always reshaped into the route's error object from `message`."""
 
     code = "upstream_error"
 
-    def __init__(self, status: int, body: bytes, message: str) -> None:
+    def __init__(self, status: int, body: bytes, message: str, *, same_wire: bool = True) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.same_wire = same_wire

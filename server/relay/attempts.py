@@ -159,8 +159,8 @@ async def attempt(call: Call, settings: Settings, channels: ChannelTable, backen
             why = DisableReason.UPSTREAM_KEYWORD if verdict.by_keyword else DisableReason.UPSTREAM_STATUS
             await _disable(settings, channels, channel, key_index, reason, why)
         if not verdict.retry:  # a converted call's error is reshaped into the route's error object
-            raise UpstreamPassthrough(mapped_status(channel, status),
-                                      body if exchange.conversion is None else b"", error.message)
+            raise UpstreamPassthrough(mapped_status(channel, status), body, error.message,
+                                      same_wire=exchange.conversion is None)
     if not call.tried:
         raise ChannelUnavailable(f"no channel is available for model {model}")
     if last_timeout:

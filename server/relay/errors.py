@@ -40,7 +40,7 @@ def error_reply(provider: Provider, err: TollwayError, request_id: str) -> HTTPR
     for name in provider.request_id_headers:
         headers[name] = request_id
     upstream = isinstance(err, UpstreamPassthrough)
-    if isinstance(err, UpstreamPassthrough) and provider.is_error_body(err.body):
+    if isinstance(err, UpstreamPassthrough) and err.same_wire and provider.is_error_body(err.body):
         return raw(err.body, status=err.status, content_type="application/json", headers=headers)
     code = code_of(err)
     status = err.status if upstream else provider.refusal_status(err.status, code)
