@@ -100,10 +100,12 @@ def source_of(settings: Settings, model: str) -> PriceSource:
     return PriceSource.SELF_USE if settings.self_use_mode_enabled else PriceSource.NONE
 
 
-def price_of(settings: Settings, model: str, group: str, *, accept_unset: bool = False) -> Price | None:
-    """The price of `model` billed in `group`, or None when the model is unpriced and not allowed
-    (`accept_unset`: the caller's `accept_unset_model_ratio_model` setting allows it, as self-use mode)."""
-    g = settings.group_ratio.get(group, 1.0)
+def price_of(settings: Settings, model: str, group: str | None, *, accept_unset: bool = False
+             ) -> Price | None:
+    """The price of `model` billed in `group` (None: the list price, group ratio 1), or None when the model
+    is unpriced and not allowed (`accept_unset`: the caller's `accept_unset_model_ratio_model` setting
+    allows it, as self-use mode)."""
+    g = settings.group_ratio.get(group, 1.0) if group is not None else 1.0
     completion = settings.completion_ratio.get(model)
     builtin = BUILTIN_RATIOS.get(model)
     if completion is None:

@@ -35,7 +35,7 @@ class PricingService:
     def _price(self, model: str) -> dict[str, Any]:
         """What `PriceRow.of` needs of one model's price, at group ratio 1."""
         settings = self.options.settings
-        price = price_of(settings, model, "", accept_unset=False)
+        price = price_of(settings, model, None)
         if price is not None:
             completion, cache, create = price.completion_ratio, price.cache_ratio, price.create_cache_ratio
         else:
