@@ -181,11 +181,11 @@ def _serve(config: Config) -> None:
 
 def _serve_with(config: Config) -> None:
     from sanic import Sanic
-    from sanic.worker.loader import AppLoader
 
     from server import metrics
     from server.supervise import Helper, install, protect_state_manager
     from server.web.connections import Connection
+    from server.web.sanic_internals import AppLoader
 
     listener = _bind(config)
     try:
