@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import gc
 import ipaddress
-import logging
 import os
 import shutil
 import socket
@@ -152,13 +151,7 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
     async def settle_heap(app: Sanic[Any, Any]) -> None:
         _settle_heap()
 
-    if config.worker_start_delay:  # the stop test's slow start-up (TEST_WORKER_START_DELAY), both steps
-        async def start_slowly(app: Sanic[Any, Any], step: str) -> None:
-            logging.getLogger("tollway.test").warning("worker start delayed (%s)", step)
-            await asyncio.sleep(config.worker_start_delay)
-
-        app.before_server_start(partial(start_slowly, step="before"))
-        app.after_server_start(partial(start_slowly, step="after"))
+    config.faults.delay_start(app)  # the stop test's slow start-up (server/faults.py); nothing otherwise
 
     return app
 
