@@ -1,4 +1,5 @@
-"""The `abilities` table (docs/API.md#abilities-and-groups): one row per (group, model, channel), rebuilt
+"""The `abilities` table (docs/api/channels.md#abilities-and-groups): one row per (group, model, channel),
+rebuilt
 whenever a channel is saved, so that channel selection reads a flat index instead of parsing every channel's
 lists.
 

@@ -1,8 +1,9 @@
-"""Login, logout, registration, access tokens and the session guard (docs/API.md#authentication-and-sessions)
-over HTTP.
+"""Login, logout, registration, access tokens and the session guard
+(docs/api/auth.md#authentication-and-sessions) over HTTP.
 
 Proves, on every stack (SQLite with SQL sessions; MariaDB and PostgreSQL with Redis):
-- login answers the user and a `session` cookie with the attributes of docs/API.md#sessions; wrong password,
+- login answers the user and a `session` cookie with the attributes of docs/api/auth.md#sessions; wrong
+password,
   unknown, disabled and deleted accounts get one identical 401; e-mail login is case-insensitive; 10 failures
   per (account, client IP) lock the 11th attempt with 429 + `Retry-After`; a correct login clears the count;
   login rotates the session; `PasswordLoginEnabled=false` is a 403;

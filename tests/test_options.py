@@ -1,4 +1,5 @@
-"""Options (docs/API.md#options): `GET /api/option/` is root-only, lists every non-secret key with a string
+"""Options (docs/api/options.md#options): `GET /api/option/` is root-only, lists every non-secret key with a
+string
 value; `PUT /api/option/` validates per the registry (400 naming the key), stores the string form, keeps
 secrets encrypted at rest and write-only, and the change reaches every worker at once.
 

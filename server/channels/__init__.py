@@ -1,2 +1,3 @@
-"""Channels: the upstream model sources an admin manages (docs/API.md#channels), their abilities and the
+"""Channels: the upstream model sources an admin manages (docs/api/channels.md#channels), their abilities and
+the
 built-in model catalog."""

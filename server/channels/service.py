@@ -1,4 +1,5 @@
-"""The rules of the channel routes (docs/API.md#channel-routes): create (single, batch, multi-key), partial
+"""The rules of the channel routes (docs/api/channels.md#channel-routes): create (single, batch, multi-key),
+partial
 update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal, batch
 delete and tag, copy, abilities rebuild), tags.py (tag routes), keyring.py (multi-key management),
 probe.py (tests and upstream model lists) and balances.py (balances), `ChannelService` is the one service

@@ -1,8 +1,9 @@
 """The model-call path's counts, summed in memory and written to prometheus-client's values once per flush.
 
 In multiprocess mode (`tollway serve`) every increment of a prometheus-client value writes to a
-memory-mapped file under a lock: measured, the 18 such writes a successful model call made cost more than
-the 5 % of its CPU the metrics may take. So the figures every call touches (HTTP requests, model calls,
+memory-mapped file under a lock: the writes a successful model call made cost more than the 5 % of its
+CPU the metrics may take (docs/PERFORMANCE.md#figures-behind-the-code). So the figures every call touches
+(HTTP requests, model calls,
 upstream attempts, tokens and quota, quota steps) go through `Buffered` counters and histograms: the call
 adds to a number here (a histogram finds its bucket with `bisect`), and `flush` writes each sum once — the
 workers flush every `FLUSH_INTERVAL` seconds (a named background task, server/context.py) and when they

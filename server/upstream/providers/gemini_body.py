@@ -1,4 +1,5 @@
-"""Validation of a Gemini generateContent body (docs/API.md#gemini-generatecontent-g1): what the gateway must
+"""Validation of a Gemini generateContent body (docs/api/gateway.md#gemini-generatecontent-g1): what the
+gateway must
 know before it reserves and routes, read from a parsed copy; the caller's bytes are forwarded untouched.
 
 Fields are accepted in camelCase or snake_case (the google-genai SDK sends snake_case inside
