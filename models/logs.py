@@ -7,9 +7,9 @@ produced the row (a fresh random key for a service's log or an error log), uniqu
 produce two rows; `entry_id` is the quota stream entry that carried it. Neither is ever shown.
 
 With `LOG_DATABASE_URL` the table lives in a database of its own
-(docs/MONEY.md#logs-in-a-separate-database): the main database's sessions then carry `LOGS_ELSEWHERE` in
-their `info`, and `LogRepository`
-writes a service's log into `log_outbox`, in the caller's transaction, for `models/log_outbox.py` to move.
+(docs/MONEY.md#logs-in-a-separate-database): the main database's sessions then carry `LOGS_ELSEWHERE` in their
+`info`, and `LogRepository` writes a service's log into `log_outbox`, in the caller's transaction, for
+`models/log_outbox.py` to move.
 
 `LogQuery` reads them (E.2): exact filters (case-sensitive on every database) and a model name's part (a
 case-insensitive literal substring), keyword search (exact names or a case-insensitive literal substring

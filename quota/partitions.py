@@ -23,8 +23,8 @@ MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to t
 LEGACY = -1
 """The single stream of the layout before partitions (`q:stream`, `q:cursor`, `q:epoch`; SQL `quota_cursor`),
 which the sync drains once after an upgrade before any account is loaded
-(docs/PRODUCTION.md#upgrading-to-quota-partitions). Store and sink accept it wherever they take a
-partition's stream."""
+(docs/PRODUCTION.md#upgrading-to-quota-partitions). Store and sink accept it wherever they take a partition's
+stream."""
 
 
 def partition_of(user_id: int, count: int) -> int:

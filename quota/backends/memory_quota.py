@@ -413,9 +413,8 @@ class MemoryQuotaStore:
         out: list[Entry] = []
         # A whole batch decoded in one go held the serving loop long enough to show in the p99 at
         # concurrency 1 (docs/PERFORMANCE.md#figures-behind-the-code). In slices of READ_SLICE the calls in
-        # flight run in between. The slices
-        # were taken above: entries appended meanwhile are not in this batch, and `synced` trims only
-        # what a sync committed, which this one has not yet.
+        # flight run in between. The slices were taken above: entries appended meanwhile are not in this
+        # batch, and `synced` trims only what a sync committed, which this one has not yet.
         for at in range(0, len(entries), READ_SLICE):
             if at:
                 await asyncio.sleep(0)

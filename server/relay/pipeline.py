@@ -405,9 +405,8 @@ class Relay:
 
     def _group(self, caller: Caller, model: str, types: Collection[int]) -> str:
         """The key group `auto` (docs/api/channels.md#abilities-and-groups): the first group of `AutoGroups`
-        usable by
-        the user with an enabled ability for the model; failing that, the first that offers it at all (its
-        channels are down: 503), else the first usable one (nothing offers the model: 404)."""
+        usable by the user with an enabled ability for the model; failing that, the first that offers it at
+        all (its channels are down: 503), else the first usable one (nothing offers the model: 404)."""
         if caller.group != AUTO_GROUP:
             return caller.group
         settings = self.options.settings

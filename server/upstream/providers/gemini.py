@@ -167,8 +167,8 @@ class Gemini:
         assert op.model is not None
         parsed = parse_generate(body)
         # a speech answer without a cap is reserved at twice the prompt's characters
-        # (docs/api/gateway.md#billing)
-        # (a text answer without a cap reserves `PreConsumedCompletionTokens`: None)
+        # (docs/api/gateway.md#billing) (a text answer without a cap reserves `PreConsumedCompletionTokens`:
+        # None)
         completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else None)
         return Asked(op.model, parsed.texts, parsed.wants_audio, completion, stream=op.stream)
 
