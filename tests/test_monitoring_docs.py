@@ -2,7 +2,7 @@
 
     every query         every PromQL expression of docs/grafana/*.json (each `expr`, and the queries of
                         its template variables) and of docs/prometheus/*.yml (each rule's `expr`) is read;
-                        each metric name in it must be a series `server/metrics.py` `DECLARED` exposes:
+                        each metric name in it must be a series `server/metrics/` `DECLARED` exposes:
                         a counter as `<name>_total`, a histogram as `<name>_bucket` / `_sum` / `_count`, a
                         gauge as `<name>` — or one of Prometheus' own (`up`). Each label a selector matches
                         on must be one of that metric's labels (or `le` of a bucket, or the target labels
