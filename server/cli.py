@@ -131,7 +131,8 @@ def _bind(config: Config) -> socket.socket:
 def _settle_heap() -> None:
     """Once a worker has started: collect, then freeze what start-up left (modules, the app, the routing
     table, caches) out of the collector's sight. Without it every full collection walked that whole
-    heap again and held the event loop 60–110 ms (measured with `scripts/stallwatch.py`)."""
+    heap again and held the event loop for tens of milliseconds
+    (docs/PERFORMANCE.md#figures-behind-the-code)."""
     gc.collect()
     gc.freeze()
 

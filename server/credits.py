@@ -35,7 +35,7 @@ concurrent facts on any workers or nodes are never both spent for room that only
 transaction that raises a balance takes the fact's row first and the user's row second (the admin's
 quota edits take only the user's), so the locks cannot deadlock. `refusal`, before the transaction, is
 only an early answer, and loads the account, which must never happen under the lock.
-Details and the failure table: docs/ARCHITECTURE.md#credits-decided-in-sql.
+Details and the failure table: docs/MONEY.md#credits-decided-in-sql.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ log = logging.getLogger("tollway.quota_sync")
 
 BESIDE_WORKERS_NICE = 5
 """The niceness the sync takes beside `tollway serve`'s workers: under full load the kernel gives it about a
-third of a busy worker's share (measured with the bench: enough to keep up), and its batches no longer
-preempt a worker's calls on a shared core."""
+third of a busy worker's share (enough to keep up: docs/PERFORMANCE.md#figures-behind-the-code), and its
+batches no longer preempt a worker's calls on a shared core."""
 
 
 async def run(config: Config, *, once: bool = False) -> None:

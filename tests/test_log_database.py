@@ -1,5 +1,5 @@
 """`LOG_DATABASE_URL` puts the logs in a database of their own, each exactly once
-(docs/ARCHITECTURE.md#logs-in-a-separate-database), on two real pairs: SQLite main + MariaDB logs
+(docs/MONEY.md#logs-in-a-separate-database), on two real pairs: SQLite main + MariaDB logs
 (embedded) and MariaDB main + PostgreSQL logs (with Redis).
 
 Proved here, over HTTP against the real app:

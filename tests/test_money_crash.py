@@ -1,5 +1,5 @@
 """`kill -9` between a credit's SQL commit and the live-balance update loses nothing
-(docs/ARCHITECTURE.md#credits-decided-in-sql).
+(docs/MONEY.md#credits-decided-in-sql).
 
 The real `tollway serve`, on MariaDB + Redis and on SQLite in embedded mode, started with
 `TEST_KILL_AFTER_CREDIT_COMMIT=true`: the process SIGKILLs itself right after committing a credit's fact,
