@@ -32,6 +32,8 @@ export class Shell extends HTMLElement {
         this.toggleMenu(false);  // the folded menu closes with Escape, the focus back on its button
         this.menu.focus();
       } });
+    this.entries = h("div", { class: "sidebar-entries" });  // kept in view while the page scrolls
+    this.nav.append(this.entries);
     this.languageLabel = h("label", { for: "language", class: "visually-hidden" }, t("shell.language"));
     this.language = h("select", { id: "language", class: "language",
       onchange: () => this.onLanguage(this.language.value) },
@@ -134,7 +136,7 @@ export class Shell extends HTMLElement {
     this.menu.hidden = !user;
     this.account.hidden = !user;
     if (user) {
-      replace(this.nav, navigation(user.role).map((group) => {
+      replace(this.entries, navigation(user.role).map((group) => {
         const id = uid("nav-group");
         return h("div", { class: "nav-group", role: "group", "aria-labelledby": id },
           h("span", { class: "nav-group-title", id }, group.title()),
@@ -143,7 +145,7 @@ export class Shell extends HTMLElement {
       }));
       this.who.textContent = user.display_name || user.username;
     } else {
-      replace(this.nav);
+      replace(this.entries);
       this.who.textContent = "";
     }
     this.toggleMenu(false);
