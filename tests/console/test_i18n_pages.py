@@ -39,7 +39,7 @@ DATA_WORDS = set(re.findall(r"[A-Za-z]+", " ".join((USER, KEY_NAME, CHANNEL, COD
 PAGES = [("/", "数据看板"), ("/keys", "API 密钥"), ("/logs", "日志"), ("/topup", "充值"),
          ("/account", "账户"), ("/playground", "操练场"), ("/models", "模型与价格"), ("/users", "用户"),
          ("/channels", "渠道"),
-         ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置")]
+         ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置"), ("/about", "关于")]
 DIALOGS = {  # per page: the button that opens a main dialog, and the dialog's title
     "/keys": [("创建 API 密钥", "创建 API 密钥"), (f"删除：{KEY_NAME}", "删除此 API 密钥？")],
     "/users": [("创建用户", "创建用户"), (f"额度：{USER}", f"“{USER}”的余额")],
