@@ -269,10 +269,11 @@ def test_a_pending_order_completed_by_hand_credits_its_owner_once(page: Page, se
     expect(row).to_have_count(1)
     expect(row).to_contain_text(trade_no)
     expect(row).to_contain_text("Pending")
+    expect(row.locator("td").first).to_have_text(name)  # the owner by username, not "#id"
     check_accessibility(page, "orders")
     row.get_by_role("button", name=f"Complete {trade_no}").click()
     confirm = page.get_by_role("dialog", name="Complete this order by hand?")
-    expect(confirm).to_contain_text("credited $3.00")
+    expect(confirm).to_contain_text(f"user {name} is credited $3.00")
     check_accessibility(page, "complete order confirmation")
     confirm.get_by_role("button", name="Complete order").click()
     expect(row).to_contain_text("Completed")

@@ -120,6 +120,7 @@
  * @typedef {object} TopUp
  * @property {number} id
  * @property {number} user_id
+ * @property {string} username  the owner's
  * @property {number} amount
  * @property {number} money
  * @property {string} trade_no

@@ -253,7 +253,7 @@ export default {
   "topup.youPay": "You pay {total}.",
   "order.completed": "Completed",
   "orders.completeTitle": "Complete this order by hand?",
-  "orders.completeMessage": "Order {order} is marked paid and user #{user} is credited {amount}. Do this only when the payment arrived.",
+  "orders.completeMessage": "Order {order} is marked paid and user {user} is credited {amount}. Do this only when the payment arrived.",
   "orders.completeOrder": "Complete order",
   "orders.completed": "Order {order} completed.",
   "orders.intro": "Every top-up order of every user. An order still pending can be completed by hand.",

@@ -253,7 +253,7 @@ export default {
   "topup.youPay": "你需支付 {total}。",
   "order.completed": "已完成",
   "orders.completeTitle": "手动完成此订单？",
-  "orders.completeMessage": "订单 {order} 将被标记为已支付，并为用户 #{user} 增加 {amount}。请仅在确认已收到付款后操作。",
+  "orders.completeMessage": "订单 {order} 将被标记为已支付，并为用户 {user} 增加 {amount}。请仅在确认已收到付款后操作。",
   "orders.completeOrder": "完成订单",
   "orders.completed": "订单 {order} 已完成。",
   "orders.intro": "所有用户的充值订单。待支付的订单可以手动完成。",

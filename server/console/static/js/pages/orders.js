@@ -29,7 +29,7 @@ export async function render(ctx) {
   const complete = async (order) => {
     try {
       const sure = await confirmAction({ title: t("orders.completeTitle"),
-        message: t("orders.completeMessage", { order: order.trade_no, user: order.user_id, amount: site.quota(order.amount * site.status.quota_per_unit) }),
+        message: t("orders.completeMessage", { order: order.trade_no, user: order.username || `#${order.user_id}`, amount: site.quota(order.amount * site.status.quota_per_unit) }),
         confirm: t("orders.completeOrder") });
       if (!sure) return;
       await api.post("/api/user/topup/complete", { trade_no: order.trade_no });
@@ -51,7 +51,7 @@ export async function render(ctx) {
     fetch: ({ p, page_size, keyword }) => api.get("/api/user/topup", { p, page_size, keyword }),
     columns: [
       { label: t("orders.tradeNo"), cell: (order) => h("span", { class: "mono" }, order.trade_no) },
-      { label: t("col.user"), cell: (order) => `#${order.user_id}` },
+      { label: t("col.user"), cell: (order) => order.username || `#${order.user_id}` },
       { label: t("col.amount"), cell: (order) => String(order.amount) },
       { label: t("topup.paid"), cell: (order) => String(order.money) },
       { label: t("orders.method"), cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
