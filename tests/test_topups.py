@@ -29,8 +29,8 @@ from quota.types import BALANCE_MAX
 from server.context import State
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
-VIEW_FIELDS = {"id", "user_id", "username", "amount", "money", "trade_no", "payment_method", "payment_provider",
-               "create_time", "complete_time", "status"}
+VIEW_FIELDS = {"id", "user_id", "username", "amount", "money", "trade_no", "payment_method",
+               "payment_provider", "create_time", "complete_time", "status"}
 
 
 async def order(state: State, user_id: int, trade_no: str, *, amount: int = 10,

@@ -37,7 +37,7 @@ class TopUpView(Reply):
 
     @classmethod
     def of(cls, order: TopUp, username: str = "") -> TopUpView:
-        return cls(id=order.id, user_id=order.user_id, username=username, amount=order.amount, money=order.money,
-                   trade_no=order.trade_no, payment_method=order.payment_method,
+        return cls(id=order.id, user_id=order.user_id, username=username, amount=order.amount,
+                   money=order.money, trade_no=order.trade_no, payment_method=order.payment_method,
                    payment_provider=order.payment_provider, create_time=order.create_time,
                    complete_time=order.complete_time, status=order.status)
