@@ -77,7 +77,8 @@ async def test_lists_page_filter_and_keep_users_apart(app: Running) -> None:
     assert [v["trade_no"] for v in everyone["items"]][:3] == ["ref_bobAx", "ref_bob%x", "ref_alice_11"]
     first = everyone["items"][0]
     assert (first["user_id"], first["username"], first["amount"], first["money"], first["status"],
-            first["complete_time"], first["payment_provider"]) == (bob, "bob", 10, 80.0, "pending", 0, "stripe")
+            first["complete_time"], first["payment_provider"]) == (
+        bob, "bob", 10, 80.0, "pending", 0, "stripe")
     assert {(v["user_id"], v["username"]) for v in everyone["items"]} == {(alice, "alice"), (bob, "bob")}
     page = data_of(await admin.get("/api/user/topup", params={"p": 2, "page_size": 5}))
     beyond = data_of(await admin.get("/api/user/topup", params={"p": 4, "page_size": 5}))
