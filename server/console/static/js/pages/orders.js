@@ -10,7 +10,7 @@ import { heading, rowLabel } from "../forms.js";
 import { dateTime } from "../site.js";
 import { confirmAction } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { t } from "../i18n.js";
+import { number, t, usd } from "../i18n.js";
 
 /** @typedef {import("../types.js").TopUp} TopUp */
 
@@ -52,8 +52,8 @@ export async function render(ctx) {
     columns: [
       { label: t("orders.tradeNo"), cell: (order) => h("span", { class: "mono" }, order.trade_no) },
       { label: t("col.user"), cell: (order) => order.username || `#${order.user_id}` },
-      { label: t("col.amount"), cell: (order) => String(order.amount) },
-      { label: t("topup.paid"), cell: (order) => String(order.money) },
+      { label: t("col.amount"), cell: (order) => number(order.amount), numeric: true },
+      { label: t("topup.paid"), cell: (order) => usd(order.money), numeric: true },
       { label: t("orders.method"), cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
       { label: t("col.status"), cell: (order) => h("span", { class: `badge status-${order.status}` },
         ORDER_STATUS[order.status]?.() ?? order.status) },

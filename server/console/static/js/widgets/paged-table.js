@@ -32,6 +32,7 @@ const CONTROLS = "button, a[href], input, select";
  * @typedef {object} Column
  * @property {string} label
  * @property {(row: T) => import("../dom.js").Child} cell
+ * @property {boolean} [numeric]  a number or an amount: right-aligned, in tabular figures
  */
 
 /**
@@ -59,7 +60,7 @@ export class PagedTable extends HTMLElement {
     this.caption = h("caption", { id: captionId });
     this.head = h("thead");
     this.body = h("tbody");
-    this.table = h("table", { class: "stacking" }, this.caption, this.head, this.body);
+    this.table = h("table", { class: "stacking compact" }, this.caption, this.head, this.body);
     this.wrap = h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": captionId },
       this.table);
     this.summary = h("p", { class: "table-summary", role: "status" });
@@ -105,7 +106,8 @@ export class PagedTable extends HTMLElement {
   configure(options) {
     this.options = options;
     this.caption.textContent = options.caption;
-    replace(this.head, h("tr", {}, options.columns.map((c) => h("th", { scope: "col" }, c.label))));
+    replace(this.head, h("tr", {}, options.columns.map((c) => h("th", { scope: "col", class: c.numeric ? "num" : false },
+      c.label))));
     if (options.searchLabel) {
       const id = uid("search");
       const input = h("input", { id, type: "search", name: "keyword", autocomplete: "off" });
@@ -174,7 +176,7 @@ export class PagedTable extends HTMLElement {
       } else {
         replace(this.body, page.items.map((row) => h("tr", {}, options.columns.map((c, i) => (i === 0
           ? h("th", { scope: "row", "data-label": c.label }, c.cell(row))
-          : h("td", { "data-label": c.label }, c.cell(row)))))));
+          : h("td", { "data-label": c.label, class: c.numeric ? "num" : false }, c.cell(row)))))));
       }
       const first = (this.query.p - 1) * this.query.page_size + 1;
       this.summary.textContent = page.total === 0 ? ""
