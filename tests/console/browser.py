@@ -9,6 +9,7 @@ cannot be reached here. Without it the tests skip, or fail with CI=true.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import threading
 from collections.abc import Iterator
@@ -222,7 +223,8 @@ def row_offers(page: Page, row_name: str, words: Words = ENGLISH) -> list[str]:
     closed again with Escape); [] for a row without actions."""
     from playwright.sync_api import expect
 
-    row = page.locator("tbody tr").filter(has=page.get_by_role("rowheader", name=row_name, exact=True))
+    named = page.locator("th", has_text=re.compile(f"^{re.escape(row_name)}$"))
+    row = page.locator("tbody tr").filter(has=named)
     expect(row).to_have_count(1)
     offered = [text.strip() for text in row.locator(".row-actions > button").all_text_contents()]
     if row.get_by_role("button", name=words.label(words.more, row_name), exact=True).count() == 0:
