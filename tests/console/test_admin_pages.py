@@ -141,7 +141,7 @@ def test_a_channel_made_and_edited_in_the_page_routes_the_next_call(page: Page, 
     listed = data(server.admin().get("/api/channel/"))
     assert [c["name"] for c in listed["items"]] == ["fake openai"]
 
-    row.get_by_role("button", name="Reveal key fake openai").click()  # root without a verification
+    row_action(page, "fake openai", "Reveal key")  # root without a verification
     # root has neither 2FA nor a passkey: no prompt for a code root cannot have, but what to set up first
     setup = page.get_by_role("dialog", name="Set up two-factor authentication first")
     expect(setup).to_contain_text("Your account has neither yet.")

@@ -8,8 +8,9 @@
  * with it, Enter or Space runs the item; Escape closes and puts the focus back on the button, Tab closes
  * and moves on from the button, and a click outside closes. The menu is a popover (the top layer), placed
  * under the button (above it when there is no room below) and kept inside the viewport, so the table's
- * scroll box never clips it, at any width. It is built when opened and removed when closed: a closed
- * menu leaves only the button among the row's controls.
+ * scroll box never clips it, at any width; it follows the button when the page scrolls or is resized.
+ * It is built when opened and removed when closed: a closed menu leaves only the button among the row's
+ * controls.
  *
  * Choosing an item closes the menu and puts the focus back on the More button before the item runs, so
  * a dialog the item opens gives the focus back to it, and after the table's reload the focus (and what the
@@ -82,13 +83,12 @@ export function rowMenu(name, items) {
     button.setAttribute("aria-expanded", "false");
     document.removeEventListener("pointerdown", onOutside, true);
     window.removeEventListener("scroll", place, true);
-    window.removeEventListener("resize", onResize);
+    window.removeEventListener("resize", place);
     if (refocus) button.focus({ preventScroll: true });
     if (closing.matches(":popover-open")) closing.hidePopover();
     closing.remove();
   };
   const closeThis = () => close(false);
-  const onResize = () => close(false);
   /** @param {PointerEvent} event */
   const onOutside = (event) => {
     const target = event.target;
@@ -124,7 +124,7 @@ export function rowMenu(name, items) {
     closeOpen = closeThis;
     document.addEventListener("pointerdown", onOutside, true);
     window.addEventListener("scroll", place, true);
-    window.addEventListener("resize", onResize);
+    window.addEventListener("resize", place);
     focusItem(where === "first" ? 0 : entries.length - 1);
   };
 
