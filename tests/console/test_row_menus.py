@@ -3,7 +3,8 @@ action and its "More" menu (`widgets/row-menu.js`), worked by keyboard (Enter op
 the arrows, Home and End move, Escape closes and gives the focus back to the button, Tab closes) and by
 pointer (a click outside closes), never clipped by the table's scroll box at 1280 or 360 px; the actions
 a row offers are exactly those the server takes for that row and viewer (channels by type, status, keys,
-tag and role; users by role and status; keys by status, expiry and quota), and those offered work; a
+tag and role; users by role and status; keys by status, expiry and quota; redemption codes by status),
+and those offered work (a code's Copy puts it on the clipboard); a
 channel's seven models are three chips and "+4", which shows the rest; a channel's balance is shown in
 US dollars. axe-core finds nothing serious with a menu open and with "+N" expanded, at both widths. The
 console's lists of channel types (which can be tested, which have a balance) are the server's."""
@@ -275,3 +276,24 @@ def test_a_keys_actions_follow_its_status_expiry_and_quota(page: Page, server: S
     with user_client(server, name) as user:
         listed = data(user.get("/api/token/", params={"page_size": 10}))["items"]
     assert {k["name"]: k["status"] for k in listed}["spare"] == 1
+
+
+def test_a_codes_actions_follow_its_status_and_copy_puts_it_on_the_clipboard(page: Page,
+                                                                             server: Server) -> None:
+    name = f"batch{secrets.token_hex(3)}"
+    keys = data(server.admin().post("/api/redemption/", json={"name": name, "quota": 1000, "count": 3}))
+    listed = data(server.admin().get("/api/redemption/search", params={"keyword": name}))["items"]
+    label = {c["key"]: f"{name} #{c['id']}" for c in listed}
+    ids = {c["key"]: c["id"] for c in listed}
+    off = {"id": ids[keys[1]], "status": 2}
+    data(server.admin().put("/api/redemption/", params={"status_only": 1}, json=off))
+    user, _ = server.add_user()
+    with user_client(server, user) as client:
+        data(client.post("/api/user/topup", json={"key": keys[2]}))
+    as_root(page, server, "/redemptions", "Redemption codes")
+    assert row_offers(page, label[keys[0]]) == ["Copy", "Disable", "Delete"]
+    assert row_offers(page, label[keys[1]]) == ["Enable", "Delete"]
+    assert row_offers(page, label[keys[2]]) == ["Delete"]  # used: never enabled or disabled again
+    row_action(page, label[keys[0]], "Copy")
+    expect(page.locator(".notice")).to_have_text(f"Code {label[keys[0]]} copied to the clipboard.")
+    assert page.evaluate("navigator.clipboard.readText()") == keys[0]

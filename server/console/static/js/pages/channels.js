@@ -12,7 +12,9 @@
  * deleted (`DELETE /api/channel/disabled`); abilities rebuilt (`POST /api/channel/fix`). Root reveals a
  * key (`POST /api/channel/{id}/key`) after a secure verification: the 403 `VERIFICATION_REQUIRED` opens a
  * prompt for the authenticator code (`widgets/verify.js`, `POST /api/verify`), then the key is asked again. Destructive actions
- * ask first. Calls at load: `GET /api/channel/`.
+ * ask first. Each row shows Edit and a More menu with the rest, only those the server takes for that row and
+ * viewer (`channelOffers`); its models as three chips and "+N"; its balance in US dollars (as stored).
+ * Calls at load: `GET /api/channel/`.
  */
 
 import { ApiError } from "../api.js";

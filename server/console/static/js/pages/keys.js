@@ -2,7 +2,9 @@
  * API keys (`/keys`, every signed-in user; everyone sees only their own keys): the list, searched and
  * paged on the server (`GET /api/token/`, `GET /api/token/search`); create and edit (`key-form.js`);
  * reveal and copy (`POST /api/token/{id}/key`); enable and disable (`PUT /api/token/?status_only=1`);
- * delete, after a confirmation (`DELETE /api/token/{id}`). Calls at load: `GET /api/token/`.
+ * delete, after a confirmation (`DELETE /api/token/{id}`). Each row shows Edit and a More menu with the rest
+ * (Enable only when the server would take it: `keyOffers`), and its model limits as three chips and "+N".
+ * Calls at load: `GET /api/token/`.
  */
 
 import { h, replace } from "../dom.js";

@@ -2,7 +2,8 @@
  * Orders (`/orders`, admins): every user's top-up orders, newest first, paged and searched by a part of
  * the trade number on the server (`GET /api/user/topup`); a pending (or in review) order completed by
  * hand after a confirmation (`POST /api/user/topup/complete`), which credits its quota to the owner once.
- * Calls at load: `GET /api/user/topup`.
+ * Each order names its owner by username (the reply's `username`) and its payment in US dollars. Calls at
+ * load: `GET /api/user/topup`.
  */
 
 import { h, replace } from "../dom.js";

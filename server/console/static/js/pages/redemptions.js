@@ -5,7 +5,8 @@
  * Copy and a Download of a text file made in the browser (a `blob:` address on `<a download>`, which the
  * Content-Security-Policy does not govern); enable and disable (`PUT /api/redemption/?status_only=1`);
  * delete one (`DELETE /api/redemption/{id}`) or every invalid one (`DELETE /api/redemption/invalid`),
- * each after a confirmation. A used code names who redeemed it (the reply's `used_username`). Calls at
+ * each after a confirmation. Each row shows Copy (while the code can be redeemed) and a More menu with the
+ * rest (`codeOffers`). A used code names who redeemed it (the reply's `used_username`). Calls at
  * load: `GET /api/redemption/`.
  */
 

@@ -5,7 +5,9 @@
  * the balance added to, subtracted from or overridden (`POST /api/user/manage`); 2FA turned off
  * (`DELETE /api/user/{id}/2fa`) and passkeys removed (`DELETE /api/user/{id}/reset_passkey`). Each
  * destructive action asks first; each refusal (an admin acting on an equal or higher role: 403) shows the
- * server's message. Calls at load: `GET /api/user/` and the group filter's names (`GET /api/group/`).
+ * server's message. Each row shows Edit and a More menu with the rest, only those the server takes for
+ * that user and viewer (`userOffers`): an admin sees nothing on root or another admin. Calls at load:
+ * `GET /api/user/` and the group filter's names (`GET /api/group/`).
  */
 
 import { h, replace } from "../dom.js";

@@ -2,7 +2,8 @@
  * `<tw-paged-table>`: a list the server pages and searches (`p`, `page_size`, `keyword`), with a search
  * box, a pager, and the loading, empty and refused states. The page asks for rows with `fetch`; the
  * table only draws them. On a narrow screen each row is drawn as a small card of "label value" lines
- * (each cell carries its column's label in `data-label`).
+ * (each cell carries its column's label in `data-label`). The table is compact (`table.compact` in
+ * console.css); a column marked `numeric` is right-aligned in tabular figures.
  *
  * After a row action the rows are read again (`reload()`) without leaving the page: the old rows stay
  * until the new ones are drawn (the page keeps its height, so its scroll), the focus goes back to the
