@@ -4,9 +4,8 @@ the arrows, Home and End move, Escape closes and gives the focus back to the but
 pointer (a click outside closes), never clipped by the table's scroll box at 1280 or 360 px; the actions
 a row offers are exactly those the server takes for that row and viewer (channels by type, status, keys,
 tag and role; users by role and status; keys by status, expiry and quota; redemption codes by status),
-and those offered work (a code's Copy puts it on the clipboard); a
-channel's seven models are three chips and "+4", which shows the rest; a channel's balance is shown in
-US dollars. axe-core finds nothing serious with a menu open and with "+N" expanded, at both widths. The
+and those offered work (a code's Copy puts it on the clipboard); a channel's seven models are three
+chips and "+4", which shows the rest; a channel's balance is shown in US dollars. axe-core finds nothing serious with a menu open and with "+N" expanded, at both widths. The
 console's lists of channel types (which can be tested, which have a balance) are the server's."""
 
 from __future__ import annotations
