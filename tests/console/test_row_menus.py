@@ -3,10 +3,11 @@ action and its "More" menu (`widgets/row-menu.js`), worked by keyboard (Enter op
 the arrows, Home and End move, Escape closes and gives the focus back to the button, Tab closes) and by
 pointer (a click outside closes), never clipped by the table's scroll box at 1280 or 360 px; the actions
 a row offers are exactly those the server takes for that row and viewer (channels by type, status, keys,
-tag and role; users by role and status; keys by status, expiry and quota; redemption codes by status),
-and those offered work (a code's Copy puts it on the clipboard); a channel's seven models are three
-chips and "+4", which shows the rest; a channel's balance is shown in US dollars. axe-core finds nothing serious with a menu open and with "+N" expanded, at both widths. The
-console's lists of channel types (which can be tested, which have a balance) are the server's."""
+tag and role; users by role, status, 2FA and passkeys; keys by status, expiry and quota; redemption codes
+by status), and those offered work (a code's Copy puts it on the clipboard); a channel's seven models are
+three chips and "+4", which shows the rest; a channel's balance is shown in US dollars. axe-core finds
+nothing serious with a menu open and with "+N" expanded, at both widths. The console's lists of channel
+types (which can be tested, which have a balance) are the server's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyotp
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -226,21 +228,23 @@ def test_a_users_actions_follow_the_roles_and_the_status(page: Page, server: Ser
     ids[admin] = int(data(server.admin().post("/api/user/", json={"username": admin, "password": PASSWORD,
                                                                    "role": 10}))["id"])
     data(server.admin().post("/api/user/manage", json={"id": ids[off], "action": "disable"}))
-    resets = ["Reset 2FA", "Reset passkeys"]
+    with user_client(server, common) as user:  # 2FA on: it may be turned off (no passkey: none removed)
+        totp = pyotp.TOTP(data(user.post("/api/user/2fa/setup"))["secret"])
+        data(user.post("/api/user/2fa/enable", json={"code": totp.now()}))
     as_root(page, server, "/users", "Users")
     expect(page.locator("td[data-label='Balance']").first).to_have_text(re.compile(r"^\$\d"))  # as money
-    assert row_offers(page, common) == ["Edit", "Change balance", "Disable", "Promote", *resets, "Delete"]
-    assert row_offers(page, off) == ["Edit", "Change balance", "Enable", "Promote", *resets, "Delete"]
-    assert row_offers(page, admin) == ["Edit", "Change balance", "Disable", "Demote", *resets, "Delete"]
-    assert row_offers(page, "root") == ["Edit", "Change balance", *resets]  # never disabled nor deleted
+    assert row_offers(page, common) == ["Edit", "Change balance", "Disable", "Promote", "Reset 2FA", "Delete"]
+    assert row_offers(page, off) == ["Edit", "Change balance", "Enable", "Promote", "Delete"]
+    assert row_offers(page, admin) == ["Edit", "Change balance", "Disable", "Demote", "Delete"]
+    assert row_offers(page, "root") == ["Edit", "Change balance"]  # never disabled, demoted nor deleted
     check_accessibility(page, "users")
 
     page.context.clear_cookies()  # an admin: nothing on root or on another admin, no Promote anywhere
     sign_in(page, server, admin)
     page.goto(f"{server.url}/users")
     assert row_offers(page, "root") == [] and row_offers(page, admin) == []
-    assert row_offers(page, common) == ["Edit", "Change balance", "Disable", *resets, "Delete"]
-    assert row_offers(page, off) == ["Edit", "Change balance", "Enable", *resets, "Delete"]
+    assert row_offers(page, common) == ["Edit", "Change balance", "Disable", "Reset 2FA", "Delete"]
+    assert row_offers(page, off) == ["Edit", "Change balance", "Enable", "Delete"]
     row_action(page, off, "Enable")  # offered, so it works
     expect(page.locator(".notice")).to_have_text(f"{off} enabled.")
     with user_client(server, off) as user:

@@ -146,6 +146,8 @@
  * @property {number} request_count
  * @property {string} remark
  * @property {number} last_login_at
+ * @property {boolean} two_factor_enabled
+ * @property {number} passkey_count
  */
 
 /**

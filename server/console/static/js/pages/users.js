@@ -30,7 +30,8 @@ const USER_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("s
  * server/components/user_rules.py), each rule once: nothing at all on a user whose role is equal to or
  * above yours unless you are root (`may_act_on`); root is never disabled, deleted or demoted; Disable for
  * an enabled user, Enable for a disabled one; only root promotes, and only a common user; an admin (not
- * root) is demoted. Edit, the balance, 2FA and passkeys: whenever you may act on the user at all.
+ * root) is demoted; 2FA turned off only when it is on, passkeys removed only when there are some (the
+ * server answers 404 otherwise). Edit and the balance: whenever you may act on the user at all.
  * @param {AdminUser} user
  * @param {number} role  the viewer's
  */
@@ -43,6 +44,8 @@ export function userOffers(user, role) {
     disable: may && below && user.status === 1,
     promote: may && role === Role.ROOT && user.role < Role.ADMIN,
     demote: may && below && user.role >= Role.ADMIN,
+    reset2fa: may && user.two_factor_enabled,
+    resetPasskeys: may && user.passkey_count > 0,
     delete: may && below,
   };
 }
@@ -86,6 +89,7 @@ export async function render(ctx) {
     if (!(await confirmAction(ask))) return;
     await api.delete(path);
     shell.say(done);
+    await table.reload();  // the row no longer offers what was reset
   });
 
   /** @param {AdminUser} user */
@@ -102,11 +106,11 @@ export async function render(ctx) {
       offers.promote ? { label: t("users.promote"), run: () => void manage(user, "promote", t("users.promoted", { name })) } : null,
       offers.demote ? { label: t("users.demote"), run: () => void manage(user, "demote", t("users.demoted", { name }), {
         title: t("users.demoteTitle"), message: t("users.demoteMessage", { name }), confirm: t("users.demote") }) } : null,
-      { label: t("users.reset2fa"), run: () => void reset(user, `/api/user/${user.id}/2fa`, t("users.twoFactorOff", { name }), {
-        title: t("users.reset2faTitle"), message: t("users.reset2faMessage", { name }), confirm: t("users.turnOff2fa") }) },
-      { label: t("users.resetPasskeys"), run: () => void reset(user, `/api/user/${user.id}/reset_passkey`,
+      offers.reset2fa ? { label: t("users.reset2fa"), run: () => void reset(user, `/api/user/${user.id}/2fa`, t("users.twoFactorOff", { name }), {
+        title: t("users.reset2faTitle"), message: t("users.reset2faMessage", { name }), confirm: t("users.turnOff2fa") }) } : null,
+      offers.resetPasskeys ? { label: t("users.resetPasskeys"), run: () => void reset(user, `/api/user/${user.id}/reset_passkey`,
         t("users.passkeysRemoved", { name }), { title: t("users.resetPasskeysTitle"),
-          message: t("users.resetPasskeysMessage", { name }), confirm: t("users.removePasskeys") }) },
+          message: t("users.resetPasskeysMessage", { name }), confirm: t("users.removePasskeys") }) } : null,
       offers.delete ? { label: t("common.delete"), danger: true, run: () => void manage(user, "delete", t("users.deleted", { name }), {
         title: t("users.deleteTitle"), message: t("users.deleteMessage", { name }), confirm: t("common.delete") }) } : null,
     ];
