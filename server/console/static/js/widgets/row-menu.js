@@ -62,6 +62,10 @@ export function rowMenu(name, items) {
 
   const place = () => {
     if (!menu) return;
+    if (!button.isConnected) {  // the rows were drawn again under the open menu
+      close(false);
+      return;
+    }
     const at = button.getBoundingClientRect();
     const { innerWidth: width, innerHeight: height } = window;
     const box = menu.getBoundingClientRect();
