@@ -95,7 +95,7 @@ class ChannelRun(StrEnum):
 
 
 class PriceSource(StrEnum):
-    """Where a model's price comes from, first match wins (docs/API.md#prices)."""
+    """Where a model's price comes from, first match wins (docs/api/gateway.md#prices)."""
 
     MODEL_PRICE = "model_price"  # the admin's `ModelPrice`: dollars per call
     MODEL_RATIO = "model_ratio"  # the admin's `ModelRatio`: per token

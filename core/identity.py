@@ -35,7 +35,7 @@ class UserState:
     group: str
     token_digest: str | None
     deleted: bool
-    # the user's own settings the gateway reads on every call (docs/API.md#your-settings)
+    # the user's own settings the gateway reads on every call (docs/api/accounts.md#your-settings)
     record_ip_log: bool = False
     accept_unset_model_ratio_model: bool = False
 

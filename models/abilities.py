@@ -1,6 +1,6 @@
-"""The `abilities` table (docs/API.md#abilities-and-groups): one row per (group, model, channel), rebuilt
-whenever a channel is saved, so that channel selection reads a flat index instead of parsing every channel's
-lists.
+"""The `abilities` table (docs/api/channels.md#abilities-and-groups): one row per (group, model, channel),
+rebuilt whenever a channel is saved, so that channel selection reads a flat index instead of parsing every
+channel's lists.
 
 `enabled` mirrors the channel: status 1 (and, for a multi-key channel, at least one key enabled).
 """

@@ -5,7 +5,7 @@ SQLite so that it auto-increments), text without a length is TEXT, times are uni
 `KeyString` compares byte for byte everywhere.
 A generated id is never given twice, on every database: every table with one declares `never_reuse_ids()`
 (SQLite's AUTOINCREMENT; MariaDB's and PostgreSQL's counters never go back by themselves), see
-docs/ARCHITECTURE.md#ids-are-never-reused.
+docs/SHARED_STATE.md#ids-are-never-reused.
 Reserved words used as column names (`group`, `key`) are quoted by SQLAlchemy per dialect.
 """
 

@@ -1,4 +1,4 @@
-"""The `channels` table: upstream model sources (docs/API.md#channel-fields).
+"""The `channels` table: upstream model sources (docs/api/channels.md#channel-fields).
 
 Keys are stored encrypted (`key_encrypted`, one per line for multi-key channels) with an HMAC digest of
 the whole key text for exact search. `used_quota` is advanced by the quota sync.
@@ -100,7 +100,7 @@ def load_json(text: str | None) -> dict[str, Any]:
 
 
 def ability_rows(channel: Channel) -> list[dict[str, Any]]:
-    """One row per (group × model) of the channel (docs/API.md#abilities-and-groups); no group means
+    """One row per (group × model) of the channel (docs/api/channels.md#abilities-and-groups); no group means
     `default`."""
     enabled = (channel.status == ChannelStatus.ENABLED
                and MultiKeyState.parse(channel.channel_info).has_enabled_key())

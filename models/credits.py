@@ -5,7 +5,7 @@ rewards moved) writes the fact and a row here in ONE transaction; after the comm
 through the quota engine with the row's `ref` as the idempotency key. The row stays until the credit's
 log row — which the quota sync writes with the balance change, under the same `ref` — is in SQL; until
 then every worker replays it (server/credits.py), and the engine's `ref` makes a replay apply at most
-once (docs/ARCHITECTURE.md#credits-decided-in-sql).
+once (docs/MONEY.md#credits-decided-in-sql).
 
 A credit the engine refuses for good (the balance would leave the range it computes exactly, the user is
 gone) is settled as `failed`: the row stays, with its reason and time, for an admin to see, and the

@@ -211,7 +211,7 @@ class Database:
             found = ".".join(str(n) for n in self.engine.dialect.server_version_info or ())
             raise DatabaseUnavailable(
                 f"the database {redacted(self.url)} runs version {found}: Tollway needs {needed} or later "
-                "(docs/OPERATIONS.md#production-several-nodes-behind-a-load-balancer)")
+                "(docs/PRODUCTION.md#production-several-nodes-behind-a-load-balancer)")
 
     async def dispose(self) -> None:
         await self.engine.dispose()

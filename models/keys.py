@@ -1,4 +1,4 @@
-"""The `tokens` table: API keys callers use on the model-call routes (docs/API.md#api-keys).
+"""The `tokens` table: API keys callers use on the model-call routes (docs/api/accounts.md#api-keys).
 
 The key itself is stored encrypted (`key_encrypted`) and as an HMAC digest (`key_digest`) for lookup.
 `remain_quota` is the durable remaining quota; the live one is in the quota store. `ApiKeyRepository`

@@ -1,5 +1,4 @@
-"""Writing log rows into a separate log database exactly once (docs/ARCHITECTURE.md#logs-in-a-separate-
-database).
+"""Writing log rows into a separate log database exactly once (docs/MONEY.md#logs-in-a-separate-database).
 
 Two databases cannot commit together, so every write into the log database is an insert that skips a row
 whose unique `ref` is there already (`INSERT IGNORE` on MariaDB/MySQL, `ON CONFLICT DO NOTHING` on

@@ -1,4 +1,4 @@
-"""The `logs` table (docs/API.md#logs): consume, top-up, manage, system, error and refund records.
+"""The `logs` table (docs/api/logs.md#logs): consume, top-up, manage, system, error and refund records.
 
 Rows are written by the quota sync (consume, top-up and manage logs arrive with the usage they describe),
 by services for system events (`LogRepository`) and, for failed model calls, by each worker's error-log
@@ -6,9 +6,10 @@ buffer (server/logs/error_logs.py). `ref` is internal: the hold id or idempotenc
 produced the row (a fresh random key for a service's log or an error log), unique, so no entry can ever
 produce two rows; `entry_id` is the quota stream entry that carried it. Neither is ever shown.
 
-With `LOG_DATABASE_URL` the table lives in a database of its own (docs/ARCHITECTURE.md#logs-in-a-separate-
-database): the main database's sessions then carry `LOGS_ELSEWHERE` in their `info`, and `LogRepository`
-writes a service's log into `log_outbox`, in the caller's transaction, for `models/log_outbox.py` to move.
+With `LOG_DATABASE_URL` the table lives in a database of its own
+(docs/MONEY.md#logs-in-a-separate-database): the main database's sessions then carry `LOGS_ELSEWHERE` in their
+`info`, and `LogRepository` writes a service's log into `log_outbox`, in the caller's transaction, for
+`models/log_outbox.py` to move.
 
 `LogQuery` reads them (E.2): exact filters (case-sensitive on every database) and a model name's part (a
 case-insensitive literal substring), keyword search (exact names or a case-insensitive literal substring

@@ -3,7 +3,7 @@
 A webhook event is recorded in the same transaction as the order change it caused (success with its
 credit, failed, expired, held for review). `(provider, event_id)` is unique, so a redelivered or
 concurrently delivered event can change nothing a second time: the second insert fails and its whole
-transaction is rolled back (docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
+transaction is rolled back (docs/MONEY.md#payment-webhooks-exactly-once).
 """
 
 from __future__ import annotations

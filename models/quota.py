@@ -10,25 +10,25 @@ consistent snapshot on every database.
 
 The sync runs on the event loop of a serving worker, so a batch must not hold the loop for long: rows
 are built and inserted `CHUNK` at a time, with a short pause between chunks (`CHUNK_PAUSE`) in which the
-model calls in flight make progress. Measured (`scripts/bench_sync.py`, 1,000 entries): the batch in one
-go held the loop for 9–14 ms on SQLite and 25–33 ms on MariaDB, and a call arriving meanwhile waited
-that long once per await; in chunks the longest stretch is 1.4 ms on SQLite and 4–5 ms on MariaDB.
+model calls in flight make progress. A batch written in one go held the loop for several milliseconds,
+and a call arriving meanwhile waited that long once per await; in chunks the longest stretch is a few
+times shorter (`scripts/bench_sync.py`, docs/PERFORMANCE.md#figures-behind-the-code).
 
 Under a load that saturates the worker, though, every await of a chunk waits for a whole turn of a busy
-loop: a batch of 2,000 took ~3 s and the sync fell behind the calls (an embedded worker's in-process
-stream grew by ~3,000 entries a second at 3,300 calls/s, held in memory until drained). A full batch
+loop: a batch took seconds and the sync fell behind the calls (an embedded worker's in-process stream
+grew nearly as fast as the calls arrived, held in memory until drained). A full batch
 (`QUOTA_SYNC_BATCH` entries: more are waiting) means the sync is behind: `QuotaSync` then tells `apply`,
-which works in chunks `CATCH_UP` times larger without the pause (stretches of ~5 ms on SQLite), about
-three times as fast under that load. (In a process of its own, `alone`, every batch is written so: no call
+which works in chunks `CATCH_UP` times larger without the pause (longer stretches, but several times
+as fast under that load). (In a process of its own, `alone`, every batch is written so: no call
 shares its loop.) A batch of one normal interval is not "behind", however many
-calls it holds: judging by size alone (512+) made every batch at 1,600 calls/s a catch-up batch, and the
-5 ms stretches showed as a p99 of 8–10 ms at concurrency 1 where small chunks give 3 ms.
+calls it holds: judging by size alone made every batch under a moderate load a catch-up batch, and the
+longer stretches showed in the p99 at concurrency 1 (docs/PERFORMANCE.md#figures-behind-the-code).
 
 With a separate log database (`logs`), the batch's log rows go there instead, in a transaction of their
 own committed while the main transaction holds the cursor lock, before it commits the charges and the
 cursor: an insert that skips a `ref` present already, so a batch replayed after a crash between the two
 commits leaves its logs once and applies its charges once (the cursor). Details and the recovery rule:
-docs/ARCHITECTURE.md#logs-in-a-separate-database.
+docs/MONEY.md#logs-in-a-separate-database.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class PartitionCursor(Base):
 
 
 EXPORT_OPTION = "DataExportEnabled"
-CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): 1–3 ms of the event loop
+CHUNK = 64  # log rows per INSERT (twice as many refs per look-up): a short stretch of the event loop
 CHUNK_PAUSE = 0.001  # seconds between two chunks: the calls in flight run meanwhile
 CATCH_UP = 4  # then chunks are this many times larger, without the pause
 

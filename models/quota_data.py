@@ -5,7 +5,7 @@ inserts the consume logs it counts, so a bucket never counts a call whose log is
 The request path never writes here. Rows are unique on (user, model, hour); a batch's buckets are one
 upsert that adds to the stored bucket (MariaDB `ON DUPLICATE KEY UPDATE`, PostgreSQL and SQLite
 `ON CONFLICT … DO UPDATE`): one statement per batch, where a look-up, an UPDATE per bucket and an INSERT
-cost the sync ~4 µs of CPU per entry.
+cost the sync several times its CPU per entry (docs/PERFORMANCE.md#figures-behind-the-code).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The `redemptions` table: codes an admin creates and a user redeems once for quota
-(docs/API.md#redemption-codes).
+(docs/api/payments.md#redemption-codes).
 
 `RedemptionRepository.redeem` is the single-use step: ONE conditional UPDATE (enabled, not deleted, not
 expired → used, with who and when), whose row count says whether this caller won. Concurrent attempts on

@@ -2,15 +2,16 @@
 deltas added, in one statement each per chunk.
 
 Why: the sync (models/quota.py `SqlQuotaSink.apply`) writes one log row per settled call, and through
-SQLAlchemy's executemany each row cost ~30 µs of the sync's CPU on MariaDB — aiomysql escapes every value
-in Python (`str.translate` per string) — the largest part of the sync's cost per entry. Here a chunk of
+SQLAlchemy's executemany each row cost the sync's CPU on MariaDB — aiomysql escapes every value in
+Python (`str.translate` per string) — the largest part of the sync's cost per entry
+(docs/PERFORMANCE.md#figures-behind-the-code). Here a chunk of
 rows is one statement and each value's encoding is a C call:
 
 - MariaDB/MySQL: the statement's text carries the rows, `INSERT … VALUES (…), (…)`: integers by `%d`,
   every string as a hex literal of its UTF-8 (`_utf8mb4 X'…'`, `bytes.hex`), which needs no escaping
   under any `sql_mode` and arrives byte for byte; the driver gets no parameters (`LITERAL`). Tried first:
-  the chunk as one JSON document unpacked by `JSON_TABLE`, cheaper still for the sync (~3 µs per row less)
-  but dearer for MariaDB by 10–15 µs per row, and MariaDB is the part that does not scale out;
+  the chunk as one JSON document unpacked by `JSON_TABLE`, cheaper still for the sync but dearer for
+  MariaDB by more than the sync saved, and MariaDB is the part that does not scale out;
 - PostgreSQL (asyncpg): one array per column, `INSERT … SELECT … FROM unnest($1::bigint[], …)`;
 - SQLite: the driver's executemany of plain tuples (already C).
 
@@ -114,7 +115,7 @@ _REFS_PG = "SELECT ref, entry_id FROM logs WHERE ref = ANY($1::text[])"
 
 LITERAL: dict[str, Any] = {"no_parameters": True}
 """A statement whose values are all in its text: the driver gets no parameters, so it does not run the
-text through `%` formatting (a copy of the whole chunk, ~1 µs per row)."""
+text through `%` formatting (a copy of the whole chunk)."""
 
 
 def json_literal(value: object) -> str:
@@ -134,8 +135,8 @@ def _dialect(conn: AsyncConnection) -> str:
 async def insert_log_rows(session: AsyncSession, rows: list[list[Any]], *, skip_duplicates: bool = False
                           ) -> None:
     """Insert `rows` (each of `log_values`) in one statement; `skip_duplicates`: a row whose `ref` (or any
-    unique key) exists already is skipped (for the separate log database, docs/ARCHITECTURE.md#logs-in-a-
-    separate-database) instead of failing the transaction."""
+    unique key) exists already is skipped (for the separate log database,
+    docs/MONEY.md#logs-in-a-separate-database) instead of failing the transaction."""
     if not rows:
         return
     conn = await session.connection()

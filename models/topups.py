@@ -1,4 +1,4 @@
-"""The `top_ups` table: top-up orders and their outcome (docs/API.md#top-up-records).
+"""The `top_ups` table: top-up orders and their outcome (docs/api/payments.md#top-up-records).
 
 An order moves between statuses only through `TopUpRepository.transition`: ONE conditional UPDATE from
 the statuses it may leave, whose row count says whether this caller made the move — so completing an

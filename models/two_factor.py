@@ -1,6 +1,6 @@
 """The `two_factor` and `two_factor_backup_codes` tables: each user's TOTP secret (encrypted), whether it is
 on or only set up, the last time step a code was accepted for, and the backup codes (keyed digests only)
-(docs/API.md#two-factor-authentication).
+(docs/api/auth.md#two-factor-authentication).
 
 Every single-use step is one conditional statement whose row count says whether this caller won, so that
 concurrent attempts on any worker or node cannot both succeed: a TOTP step is taken by raising

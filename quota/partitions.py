@@ -1,7 +1,7 @@
 """Which partition an account's quota state lives in.
 
 A deployment splits its quota state into a fixed number of partitions (`QUOTA_PARTITIONS`, chosen once:
-changing it is a migration, docs/OPERATIONS.md#quota-partitions). Every Redis key of one account — its live
+changing it is a migration, docs/PRODUCTION.md#quota-partitions). Every Redis key of one account — its live
 balance and held sum, those of its API keys (a key belongs to its owner's partition), its holds and their
 markers, its rate-limit state, the idempotency results of its adjustments — and the partition's own usage
 stream, sync cursor, epoch, holds index and copy of the version counters carry the partition as a Redis hash
@@ -22,8 +22,9 @@ MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to t
 
 LEGACY = -1
 """The single stream of the layout before partitions (`q:stream`, `q:cursor`, `q:epoch`; SQL `quota_cursor`),
-which the sync drains once after an upgrade before any account is loaded (docs/OPERATIONS.md#upgrading-to-
-quota-partitions). Store and sink accept it wherever they take a partition's stream."""
+which the sync drains once after an upgrade before any account is loaded
+(docs/PRODUCTION.md#upgrading-to-quota-partitions). Store and sink accept it wherever they take a partition's
+stream."""
 
 
 def partition_of(user_id: int, count: int) -> int:
@@ -51,6 +52,6 @@ class PartitionCountChanged(SetupRefused):
 
     def __init__(self, stored: int, configured: int) -> None:
         super().__init__(f"QUOTA_PARTITIONS is {configured}, but the quota store was set up with {stored} "
-                         "partitions; changing it is a migration (docs/OPERATIONS.md#quota-partitions)")
+                         "partitions; changing it is a migration (docs/PRODUCTION.md#quota-partitions)")
         self.stored = stored
         self.configured = configured

@@ -1,6 +1,6 @@
 """The rate-limit strategy of the quota engine for model calls: per-key requests and tokens per minute,
-and the per-user model request limit of new-api (docs/API.md#gateway-admission-order, step 6), over any
-`Backend`.
+and the per-user model request limit of new-api (docs/api/gateway.md#gateway-admission-order, step 6), over
+any `Backend`.
 
 Before a call, `admit` checks every limit in ONE atomic GCRA step (`Backend.gcra_many`): all are checked,
 and only when all admit is anything charged. After the call, `record` charges what the call really used.
@@ -17,8 +17,8 @@ are charged in the same script as the user's reservation, which touches that par
 A peek (cost 0) refuses once nothing is left and charges nothing, so concurrent calls in flight can
 overshoot a tokens or success limit by what they use (as in new-api); the forced charge afterwards makes
 the following calls wait for it. A refusal is answered 429 `rate_limit_exceeded` with
-`Retry-After: ceil(retry_after)` (docs/API.md#gateway-admission-order); `RateResult.refused_by` names the
-limit.
+`Retry-After: ceil(retry_after)` (docs/api/gateway.md#gateway-admission-order); `RateResult.refused_by` names
+the limit.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ class _NoMiddleware(tuple[Any, ...]):
 def without_middleware(app: Sanic[Any, Any], blueprint_name: str) -> int:
     """Let the routes of `blueprint_name` (the model calls) run without the app's middleware; returns how
     many. Sanic wraps every route in the app's request and response middleware: two signal dispatches
-    around each, ~15 µs of CPU per request. The model-call routes need none of the guard's awaited steps
+    around each, a measurable share of a model call's CPU (docs/PERFORMANCE.md#figures-behind-the-code). The
+    model-call routes need none of the guard's awaited steps
     (`Guard.checks_for`) and identify the request themselves (`server/relay/routes.py` `incoming`); their
     replies carry the request id. Call it once the app has finalized its middleware (Sanic's start-up
     does, before `before_server_start`); should Sanic finalize again, the middleware simply runs again."""

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import gc
 import ipaddress
-import logging
 import os
 import shutil
 import socket
@@ -132,7 +131,8 @@ def _bind(config: Config) -> socket.socket:
 def _settle_heap() -> None:
     """Once a worker has started: collect, then freeze what start-up left (modules, the app, the routing
     table, caches) out of the collector's sight. Without it every full collection walked that whole
-    heap again and held the event loop 60–110 ms (measured with `scripts/stallwatch.py`)."""
+    heap again and held the event loop for tens of milliseconds
+    (docs/PERFORMANCE.md#figures-behind-the-code)."""
     gc.collect()
     gc.freeze()
 
@@ -152,13 +152,7 @@ def _serving_app(config: Config) -> Sanic[Any, Any]:
     async def settle_heap(app: Sanic[Any, Any]) -> None:
         _settle_heap()
 
-    if config.worker_start_delay:  # the stop test's slow start-up (TEST_WORKER_START_DELAY), both steps
-        async def start_slowly(app: Sanic[Any, Any], step: str) -> None:
-            logging.getLogger("tollway.test").warning("worker start delayed (%s)", step)
-            await asyncio.sleep(config.worker_start_delay)
-
-        app.before_server_start(partial(start_slowly, step="before"))
-        app.after_server_start(partial(start_slowly, step="after"))
+    config.faults.delay_start(app)  # the stop test's slow start-up (server/faults.py); nothing otherwise
 
     return app
 
@@ -181,11 +175,11 @@ def _serve(config: Config) -> None:
 
 def _serve_with(config: Config) -> None:
     from sanic import Sanic
-    from sanic.worker.loader import AppLoader
 
     from server import metrics
     from server.supervise import Helper, install, protect_state_manager
     from server.web.connections import Connection
+    from server.web.sanic_internals import AppLoader
 
     listener = _bind(config)
     try:

@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 from core import numerals
 from quota.leases import DEFAULT_LEASE_SECONDS
 from quota.partitions import DEFAULT_PARTITIONS, MAX_PARTITIONS
+from server.faults import NONE as NO_FAULTS
+from server.faults import SWITCH as FAULTS_SWITCH
+from server.faults import Faults
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 (a file name, not a secret)
@@ -122,12 +125,7 @@ class Config:
     ready_max_sync_lag: float = READY_MAX_SYNC_LAG.default
     log_format: str = "text"  # or "json": one JSON object per line (server/logging_setup.py)
     access_log: bool = False  # one log line per request answered (server/logging_setup.py `access_line`)
-    # fault injection for the crash test only: SIGKILL this process right after a credit's SQL commit
-    kill_after_credit_commit: bool = False
-    # … and right after the quota sync committed a batch's logs in the log database (not yet the charges)
-    kill_after_log_commit: bool = False
-    # … and for the stop test only: each server worker waits this long while it starts (before it serves)
-    worker_start_delay: float = 0.0
+    faults: Faults = NO_FAULTS  # the crash and stop tests' fault injection (server/faults.py): none
 
     @property
     def separate_logs_url(self) -> str | None:
@@ -424,10 +422,23 @@ def from_env(env: Mapping[str, str]) -> Config:
         ready_max_sync_lag=READY_MAX_SYNC_LAG.read(env),
         log_format=log_format,
         access_log=_bool(env, "ACCESS_LOG", False),
-        kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
-        kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
-        worker_start_delay=_float(env, "TEST_WORKER_START_DELAY", 0.0, 0.0, 60.0),
+        faults=_faults(env),
     )
+
+
+FAULT_VARIABLES = ("TEST_KILL_AFTER_CREDIT_COMMIT", "TEST_KILL_AFTER_LOG_COMMIT", "TEST_WORKER_START_DELAY")
+
+
+def _faults(env: Mapping[str, str]) -> Faults:
+    """The faults the tests arm (server/faults.py): none without the switch, which any `TEST_*` needs."""
+    if env.get(FAULTS_SWITCH, "") != "1":
+        stray = [name for name in FAULT_VARIABLES if env.get(name, "")]
+        if stray:
+            raise ConfigError(f"{stray[0]}: fault injection is for tests only; it needs {FAULTS_SWITCH}=1")
+        return NO_FAULTS
+    return Faults(kill_after_credit_commit=_bool(env, "TEST_KILL_AFTER_CREDIT_COMMIT", False),
+                  kill_after_log_commit=_bool(env, "TEST_KILL_AFTER_LOG_COMMIT", False),
+                  worker_start_delay=_float(env, "TEST_WORKER_START_DELAY", 0.0, 0.0, 60.0))
 
 
 def load(environ: Mapping[str, str] | None = None, dotenv_path: str | None = ".env") -> Config:

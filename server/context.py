@@ -38,7 +38,7 @@ from server.components.options import Options
 from server.components.sessions import RedisSessionStore, SessionStore, SqlSessionStore
 from server.components.users import UserDirectory
 from server.config import Config, ConfigError
-from server.credits import CreditOutbox, kill_self
+from server.credits import CreditOutbox
 from server.crypto import Passwords, SecretBox
 from server.logs.error_logs import ErrorLogs
 from server.logs.outbox import LogOutboxMover
@@ -153,7 +153,6 @@ class State:
         versions = VersionTracker(backend, on_reload=metrics.cache_reload)
         quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout,
                             observer=metrics.QUOTA)
-        crash_hook = kill_self if config.kill_after_log_commit else None
         options = Options(db, backend, box, versions)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, kv=kv, box=box,
@@ -164,7 +163,7 @@ class State:
             quota_sync=QuotaSync(store, SqlQuotaSink(db, clock.now,
                                                      export=lambda: options.settings.data_export_enabled,
                                                      logs=log_db if logs_url else None,
-                                                     on_logs_committed=crash_hook),
+                                                     on_logs_committed=config.faults.after_log_commit()),
                                  interval=config.quota_sync_interval, batch=config.quota_sync_batch,
                                  progress=metrics.sync_progress, leases=leases),
             channels=ChannelTable(db, backend, box, clock.now_s, versions),
@@ -172,7 +171,7 @@ class State:
                               allow_private=config.upstream_allow_private),
             versions=versions, started_at=clock.now_s(),
             credits=CreditOutbox(db=db, quota=quota, clock=clock,
-                                 kill_after_commit=config.kill_after_credit_commit),
+                                 on_committed=config.faults.after_credit_commit()),
             log_db=log_db, log_outbox=LogOutboxMover(db, log_db) if logs_url else None,
             error_logs=ErrorLogs(log_db, clock),
         )

@@ -35,7 +35,7 @@ concurrent facts on any workers or nodes are never both spent for room that only
 transaction that raises a balance takes the fact's row first and the user's row second (the admin's
 quota edits take only the user's), so the locks cannot deadlock. `refusal`, before the transaction, is
 only an early answer, and loads the account, which must never happen under the lock.
-Details and the failure table: docs/ARCHITECTURE.md#credits-decided-in-sql.
+Details and the failure table: docs/MONEY.md#credits-decided-in-sql.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,11 +80,6 @@ async def headroom(tx: AsyncSession, quota: QuotaEngine, user_id: int, durable: 
 class CreditRefused(Exception):
     """The credit does not fit under the balance cap; raised inside the fact's transaction, which then
     rolls back (the service answers 409 with the fact unspent). The message is the reason."""
-
-
-def kill_self() -> None:
-    """SIGKILL this process: the crash hooks of the crash tests (never configured in production)."""
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,16 +125,16 @@ class CreditOutbox:
     """Record a credit with the SQL fact that grants it; deliver it after the commit; replay until SQL
     has it; settle it as failed when the engine refuses it for good.
 
-    `kill_after_commit` is a fault-injection hook for the crash test (configuration
-    `TEST_KILL_AFTER_CREDIT_COMMIT`, off by default): the process SIGKILLs itself right after the commit,
-    before the credit reaches the engine."""
+    `on_committed` runs right after the commit, before the credit reaches the engine: the crash test's
+    fault injection kills the process there (server/faults.py); None in production."""
 
-    def __init__(self, *, db: Database, quota: QuotaEngine, clock: Clock, kill_after_commit: bool = False,
+    def __init__(self, *, db: Database, quota: QuotaEngine, clock: Clock,
+                 on_committed: Callable[[], None] | None = None,
                  interval: float = REPLAY_INTERVAL, batch: int = REPLAY_BATCH) -> None:
         self.db = db
         self.quota = quota
         self.clock = clock
-        self.kill_after_commit = kill_after_commit
+        self.on_committed = on_committed
         self.interval = interval
         self.batch = batch
         self._credit_streak = _Streak(clock)  # credits the engine could not apply now
@@ -182,8 +176,8 @@ class CreditOutbox:
         """After the commit: raise the live balance now. True when the engine has applied it; False when
         only the replay will (the quota store is unreachable) or never will (refused for good: the
         credit is settled as failed) — it is durable either way."""
-        if self.kill_after_commit:
-            kill_self()
+        if self.on_committed is not None:
+            self.on_committed()
         try:
             return await self._apply(credit)
         except BackendUnavailable as exc:

@@ -54,7 +54,7 @@ class SecretBox:
 
 class Passwords:
     def __init__(self, time_cost: int = 2, memory_cost: int = 19456, parallelism: int = 1) -> None:
-        # OWASP's argon2id baseline (19 MiB, t=2, p=1): about 20 ms here.
+        # OWASP's argon2id baseline (19 MiB, t=2, p=1): a deliberately slow hash.
         self._hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_cost, parallelism=parallelism)
         self._dummy = self._hasher.hash("tollway-dummy-password")
 

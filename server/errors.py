@@ -27,7 +27,7 @@ Services raise these; handlers never build error responses themselves.
      ├── PaymentNotRecorded    500  a payment webhook event could not be committed (the provider redelivers)
      ├── (_Passthrough)        4xx  another client error Sanic raised itself (e.g. 417), kept as is
      └── GatewayError               a refusal of the model-call gateway; each class carries its `code`
-          ├── InvalidApiKey         401 invalid_api_key     (docs/API.md#gateway-admission-order, step 1)
+          ├── InvalidApiKey         401 invalid_api_key     (docs/api/gateway.md#gateway-admission-order: 1)
           ├── TokenDisabled         401 token_disabled      (2)
           ├── TokenExpired          401 token_expired       (2)
           ├── TokenExhausted        401 token_exhausted     (2, 12)
@@ -101,7 +101,7 @@ class Forbidden(TollwayError):
 
 class NotOffered(Forbidden):
     """A new-api feature Tollway does not have, asked for on a route new-api's console calls
-    (docs/API.md#coming-from-new-api). The envelope carries the message as `data` too: new-api answers
+    (docs/api/options.md#coming-from-new-api). The envelope carries the message as `data` too: new-api answers
     these routes `{"message": "error", "data": <reason>}`, and its console shows `data`."""
 
     default_message = "not offered by this server"
@@ -218,7 +218,7 @@ class PaymentNotRecorded(TollwayError):
 
 class GatewayError(TollwayError):
     """A refusal of the model-call gateway: its class names the HTTP status and the `code` every provider's
-    error object carries (docs/API.md#gateway-errors). Never raised itself."""
+    error object carries (docs/api/gateway.md#gateway-errors). Never raised itself."""
 
     status = 500
     code: str = "internal_error"

@@ -27,7 +27,6 @@ from quota.sync import QuotaSync
 from server import metrics
 from server.clock import Clock
 from server.config import Config, ConfigError, load
-from server.credits import kill_self
 from server.logging_setup import announce, configure
 from server.redis_client import redis_backend
 
@@ -35,8 +34,8 @@ log = logging.getLogger("tollway.quota_sync")
 
 BESIDE_WORKERS_NICE = 5
 """The niceness the sync takes beside `tollway serve`'s workers: under full load the kernel gives it about a
-third of a busy worker's share (measured with the bench: enough to keep up), and its batches no longer
-preempt a worker's calls on a shared core."""
+third of a busy worker's share (enough to keep up: docs/PERFORMANCE.md#figures-behind-the-code), and its
+batches no longer preempt a worker's calls on a shared core."""
 
 
 async def run(config: Config, *, once: bool = False) -> None:
@@ -48,7 +47,7 @@ async def run(config: Config, *, once: bool = False) -> None:
                   on_error=metrics.db_error)
     log_db = Database(logs_url, pool_size=2, on_error=metrics.db_error) if logs_url else None
     sink = SqlQuotaSink(db, Clock().now, logs=log_db, alone=True,
-                        on_logs_committed=kill_self if config.kill_after_log_commit else None)
+                        on_logs_committed=config.faults.after_log_commit())
     store = RedisQuotaStore(backend)
     leases = PartitionLeases(backend, lease_seconds=config.quota_lease_seconds)
     sync = QuotaSync(store, sink, interval=config.quota_sync_interval,

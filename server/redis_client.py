@@ -5,7 +5,7 @@
 Everything runs on a cluster, the quota engine included: its keys are partitioned by account, so each
 quota script touches one slot (quota/partitions.py), and its guarantees are proven there
 (tests/quota/test_invariants.py and the others parametrized with "cluster", tests/quota/test_failover.py
-for a master failover; the loss bound of a failover is in docs/OPERATIONS.md#redis-cluster).
+for a master failover; the loss bound of a failover is in docs/PRODUCTION.md#redis-cluster).
 """
 
 from __future__ import annotations

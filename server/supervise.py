@@ -54,11 +54,15 @@ from types import FrameType
 from typing import Any
 
 from sanic import Sanic
-from sanic.worker.constants import ProcessState
-from sanic.worker.manager import WorkerManager
-from sanic.worker.process import Worker, WorkerProcess
 
 from server import metrics
+from server.web.sanic_internals import (
+    SERVER_WORKER_PREFIX,
+    ProcessState,
+    WorkerManager,
+    WorkerProcess,
+    replace_state_manager,
+)
 
 log = logging.getLogger("tollway.supervisor")
 
@@ -109,7 +113,7 @@ class Supervisor:
     def _servers(self) -> list[WorkerProcess]:
         return [process for worker in list(self.manager.transient.values())
                 for process in list(worker.processes)
-                if process.name.startswith(f"{worker.WORKER_PREFIX}-{WorkerProcess.SERVER_LABEL}")]
+                if process.name.startswith(SERVER_WORKER_PREFIX)]
 
     def check(self) -> None:
         """One pass: note started workers, schedule the restart of dead ones, ask for those that are due."""
@@ -228,9 +232,7 @@ def _state_manager() -> SyncManager:
 def protect_state_manager() -> None:
     """Have Sanic's multi-process server keep its workers' states in `_state_manager()` (main process,
     before `Sanic.serve`)."""
-    import sanic.mixins.startup
-
-    sanic.mixins.startup.Manager = _state_manager  # type: ignore[attr-defined]
+    replace_state_manager(_state_manager)
 
 
 def _stop_now(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
@@ -253,8 +255,7 @@ def _stop_when_serving(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) ->
 
 def _is_server_worker() -> bool:
     """Whether this process is one of Sanic's server workers (not the main process, not a single one)."""
-    prefix = f"{Worker.WORKER_PREFIX}-{WorkerProcess.SERVER_LABEL}"
-    return os.environ.get("SANIC_WORKER_NAME", "").startswith(prefix)
+    return os.environ.get("SANIC_WORKER_NAME", "").startswith(SERVER_WORKER_PREFIX)
 
 
 def stop_once(app: Sanic[Any, Any]) -> None:

@@ -1,5 +1,5 @@
 """An admin's `add_quota` during model-call load keeps the books exact, across two real `tollway serve`
-processes on one MariaDB and one Redis (docs/ARCHITECTURE.md#the-invariants-and-their-proofs).
+processes on one MariaDB and one Redis (docs/MONEY.md#the-invariants-and-their-proofs).
 
 While one user's key makes paid calls concurrently on both processes (an OpenAI moderation at a fixed
 price, through the local fake), an admin adds quota to that same user over and over, also on both

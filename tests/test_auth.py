@@ -1,11 +1,11 @@
-"""Login, logout, registration, access tokens and the session guard (docs/API.md#authentication-and-sessions)
-over HTTP.
+"""Login, logout, registration, access tokens and the session guard
+(docs/api/auth.md#authentication-and-sessions) over HTTP.
 
 Proves, on every stack (SQLite with SQL sessions; MariaDB and PostgreSQL with Redis):
-- login answers the user and a `session` cookie with the attributes of docs/API.md#sessions; wrong password,
-  unknown, disabled and deleted accounts get one identical 401; e-mail login is case-insensitive; 10 failures
-  per (account, client IP) lock the 11th attempt with 429 + `Retry-After`; a correct login clears the count;
-  login rotates the session; `PasswordLoginEnabled=false` is a 403;
+- login answers the user and a `session` cookie with the attributes of docs/api/auth.md#sessions; wrong
+  password, unknown, disabled and deleted accounts get one identical 401; e-mail login is case-insensitive; 10
+  failures per (account, client IP) lock the 11th attempt with 429 + `Retry-After`; a correct login clears the
+  count; login rotates the session; `PasswordLoginEnabled=false` is a 403;
 - logout deletes the server-side session and clears the cookie, with or without one;
 - registration validates, refuses duplicates (deleted users included), honours the switches, pays the
   invitation rewards to the right columns, does not log in, and stays unique under concurrency;

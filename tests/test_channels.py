@@ -1,4 +1,4 @@
-"""The admin channel routes follow docs/API.md#channels on every stack.
+"""The admin channel routes follow docs/api/channels.md#channels on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis:
 - `POST /api/channel/` in the modes single, batch (optionally named after the key) and multi_to_single

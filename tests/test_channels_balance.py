@@ -1,5 +1,5 @@
-"""Channel balances (docs/API.md#channel-tests-balances-and-model-lists), over HTTP against the real app on
-SQLite and on MariaDB + Redis, with the fake OpenAI-compatible upstream on 127.0.0.1 answering every
+"""Channel balances (docs/api/channels.md#channel-tests-balances-and-model-lists), over HTTP against the real
+app on SQLite and on MariaDB + Redis, with the fake OpenAI-compatible upstream on 127.0.0.1 answering every
 provider's balance endpoint:
 
 - `GET /api/channel/update_balance/:id` reads the balance the way each supported type publishes it

@@ -1,4 +1,5 @@
-"""Listing and searching channels, and the model catalog (docs/API.md#channel-routes), on every stack.
+"""Listing and searching channels, and the model catalog (docs/api/channels.md#channel-routes), on every
+stack.
 
 - `GET /api/channel/` orders by priority desc, id desc (or id desc with `id_sort`), filters by status and
   type, pages, and answers `type_counts` that ignore only the type filter; `tag_mode` pages over the

@@ -1,4 +1,4 @@
-"""`POST /api/channel/multi_key/manage` (docs/API.md#multi-key-channels), over HTTP on every stack:
+"""`POST /api/channel/multi_key/manage` (docs/api/channels.md#multi-key-channels), over HTTP on every stack:
 
 - `get_key_status` pages through the keys (masked previews, status filter) with the counts per status;
 - `disable_key` / `enable_key` set one key's status (enabling clears its reason and time), the

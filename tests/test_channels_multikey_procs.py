@@ -1,5 +1,5 @@
 """Two real `tollway serve` processes on one MariaDB and one Redis: concurrent `delete_key` calls on one
-multi-key channel, spread over both, never corrupt its key list (docs/API.md#multi-key-channels).
+multi-key channel, spread over both, never corrupt its key list (docs/api/channels.md#multi-key-channels).
 
 Each call locks the channel's row for its read-change-write, so N deletes of key 0 remove exactly the
 first N keys, and the statuses of the keys that remain move with them. Without the lock two calls read

@@ -1,8 +1,8 @@
 """Two nodes on one database (MariaDB, then PostgreSQL) and one Redis: a channel created, changed or
 deleted through one node — one by one, by tag or in a batch — routes (or stops routing) on the other
-within a second — broadcast, no periodic sync (docs/API.md#channel-routes); so does a channel disabled by
-a failed channel test or a used-up balance; the abilities rebuild, the test of every channel and the
-balance update of every channel are each refused on one node while they run on the other."""
+within a second — broadcast, no periodic sync (docs/api/channels.md#channel-routes); so does a channel
+disabled by a failed channel test or a used-up balance; the abilities rebuild, the test of every channel and
+the balance update of every channel are each refused on one node while they run on the other."""
 
 from __future__ import annotations
 

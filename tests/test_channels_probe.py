@@ -1,5 +1,5 @@
 """The channel routes that call an upstream — tests and model lists
-(docs/API.md#channel-tests-balances-and-model-lists), over HTTP against the real app on SQLite and on
+(docs/api/channels.md#channel-tests-balances-and-model-lists), over HTTP against the real app on SQLite and on
 MariaDB + Redis, with the fake providers on 127.0.0.1:
 
 - `GET /api/channel/test/:id` sends one small real request suited to the model — the model list, a

@@ -1,4 +1,4 @@
-"""The tag routes (docs/API.md#tags), over HTTP on every stack:
+"""The tag routes (docs/api/channels.md#tags), over HTTP on every stack:
 
 - `POST /api/channel/tag/disabled` and `/tag/enabled` set every channel of the tag to 2 / 1 with its
   abilities, answer how many changed, and route (or stop routing) at once;

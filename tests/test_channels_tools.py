@@ -1,4 +1,4 @@
-"""The channel tools that call no upstream (docs/API.md#channel-tools), over HTTP on every stack:
+"""The channel tools that call no upstream (docs/api/channels.md#channel-tools), over HTTP on every stack:
 
 - `POST /api/channel/:id/key` is root-only and, without a secure verification of the session, 403
   `VERIFICATION_REQUIRED` (checked before the channel: an unknown id is a 403 too) and writes nothing;

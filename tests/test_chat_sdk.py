@@ -1,6 +1,6 @@
 """Chat completions and embeddings through the official openai SDK against a real Tollway on every stack,
 with the fake OpenAI behind (tests/fakes/openai_text.py): each call is charged exactly the cost formula of
-the usage the fake reported (docs/API.md#billing), with one consume log carrying the cache counts."""
+the usage the fake reported (docs/api/gateway.md#billing), with one consume log carrying the cache counts."""
 
 from __future__ import annotations
 

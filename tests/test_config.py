@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from server.config import DEFAULT_MAX_BODY, SECRET_FILE_NAME, ConfigError, RateLimit, from_env, load
+from server.faults import Faults, kill_self
 
 SECRET = "0123456789abcdef0123456789abcdef"
 ANY_HOST = "0.0.0.0"  # noqa: S104 (a value under test, not a bind)
@@ -43,16 +44,28 @@ def test_defaults_are_embedded_on_localhost_3000_with_sqlite_in_data_dir(tmp_pat
     assert config.max_body_size == DEFAULT_MAX_BODY
     assert config.redis_prefix == "tollway:"
     assert config.public_url == "" and not config.secure_cookies
-    assert config.kill_after_credit_commit is False  # the crash test's hook is inert unless asked for
-    assert config.kill_after_log_commit is False and config.separate_logs_url is None
+    assert config.faults == Faults()  # the crash and stop tests' hooks are inert unless asked for
+    assert config.separate_logs_url is None
     assert (config.request_head_timeout, config.request_body_timeout, config.shutdown_grace) == (20, 120, 30)
 
 
-def test_the_crash_hook_is_read_only_when_set(tmp_path: Path) -> None:
-    assert from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="true")).kill_after_credit_commit is True
+def test_a_fault_is_armed_only_behind_the_switch(tmp_path: Path) -> None:
+    """`TOLLWAY_TEST_FAULTS=1` lets the `TEST_*` variables arm a fault; without it, one of them set stops
+    start-up (a stray variable cannot arm a fault, a test cannot pass with its fault silently off)."""
+    on = {"TOLLWAY_TEST_FAULTS": "1"}
+    armed = from_env(env(tmp_path, **on, TEST_KILL_AFTER_CREDIT_COMMIT="true")).faults
+    assert armed.kill_after_credit_commit is True and armed.after_credit_commit() is kill_self
+    assert armed.after_log_commit() is None
     with pytest.raises(ConfigError, match="TEST_KILL_AFTER_CREDIT_COMMIT"):
-        from_env(env(tmp_path, TEST_KILL_AFTER_CREDIT_COMMIT="maybe"))
-    assert from_env(env(tmp_path, TEST_KILL_AFTER_LOG_COMMIT="true")).kill_after_log_commit is True
+        from_env(env(tmp_path, **on, TEST_KILL_AFTER_CREDIT_COMMIT="maybe"))
+    logs = from_env(env(tmp_path, **on, TEST_KILL_AFTER_LOG_COMMIT="true")).faults
+    assert logs.after_log_commit() is kill_self
+    assert from_env(env(tmp_path, **on, TEST_WORKER_START_DELAY="3")).faults.worker_start_delay == 3.0
+    for name, value in (("TEST_KILL_AFTER_CREDIT_COMMIT", "true"), ("TEST_KILL_AFTER_LOG_COMMIT", "true"),
+                        ("TEST_WORKER_START_DELAY", "3")):
+        with pytest.raises(ConfigError, match=f"^{name}: .*TOLLWAY_TEST_FAULTS=1"):
+            from_env(env(tmp_path, **{name: value}))
+    assert from_env(env(tmp_path, **on)).faults == Faults()
 
 
 def test_a_log_database_counts_as_separate_only_when_it_is_another_one(tmp_path: Path) -> None:

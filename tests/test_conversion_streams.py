@@ -1,5 +1,5 @@
 """Converted streams whose upstream goes silent, against a real Tollway in embedded mode with short stream
-deadlines (`STREAM_KEEPALIVE` 0.2 s, `STREAM_IDLE_TIMEOUT` 1 s), docs/CHAT.md#streaming: the caller gets
+deadlines (`STREAM_KEEPALIVE` 0.2 s, `STREAM_IDLE_TIMEOUT` 1 s), docs/CHAT.md#streams: the caller gets
 keep-alive comments while the upstream is quiet, then one error event in the route's own shape
 (`timeout_error` on /v1/messages, `upstream_timeout` on chat), and the call is settled once on what the
 upstream reported and what was delivered. And each converted event is written as it comes: the first

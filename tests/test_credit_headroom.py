@@ -1,5 +1,5 @@
 """The room under the balance cap (2^53 − 1) is decided atomically with the fact that spends it
-(server/credits.py `CreditOutbox.record`, docs/ARCHITECTURE.md#credits-decided-in-sql), across nodes.
+(server/credits.py `CreditOutbox.record`, docs/MONEY.md#credits-decided-in-sql), across nodes.
 
 Proved here, on two nodes sharing MariaDB + Redis and PostgreSQL + Redis (and one embedded worker on
 SQLite), with requests that really run at the same time:

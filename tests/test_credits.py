@@ -1,5 +1,5 @@
 """Credits decided in SQL reach the live balance exactly once (server/credits.py,
-docs/ARCHITECTURE.md#credits-decided-in-sql), on every stack.
+docs/MONEY.md#credits-decided-in-sql), on every stack.
 
 Proved here, with the worker's own `CreditOutbox`:
 - a credit recorded with its fact but never delivered (the process died in between) is applied by the

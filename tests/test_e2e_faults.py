@@ -17,8 +17,8 @@ channels, `request_count` == the number of consume logs, and the live balances i
 
 The test Redis runs with `appendonly yes` and `appendfsync always` in a temporary directory, so it comes
 back from the restart with every write it acknowledged: without persistence a Redis restart loses, by
-design, the usage settled but not yet synced — charge and log together (docs/OPERATIONS.md, quota guarantee 5)
-— and the balances could then not be compared with an initial value.
+design, the usage settled but not yet synced — charge and log together
+(docs/PRODUCTION.md#quota-guarantees, 5) — and the balances could then not be compared with an initial value.
 """
 
 from __future__ import annotations

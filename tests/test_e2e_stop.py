@@ -259,7 +259,8 @@ def test_a_stop_signal_while_the_workers_start_stops_them_once_they_serve(tmp_pa
     runs (`TEST_WORKER_START_DELAY`): before they serve (no stop handler of theirs yet), or after (Sanic's
     handlers are in place, but the loop only runs until the step is done). They stop as soon as they
     serve, and the server exits cleanly (a lost signal left such a worker serving and the server hanging)."""
-    with stack_env(tmp_path, "sqlite+redis", TEST_WORKER_START_DELAY="3") as (env, _, args):
+    delayed = {"TOLLWAY_TEST_FAULTS": "1", "TEST_WORKER_START_DELAY": "3"}
+    with stack_env(tmp_path, "sqlite+redis", **delayed) as (env, _, args):
         proc = start(tmp_path, env, "serve", *args)
         try:
             deadline = time.monotonic() + 60

@@ -1,4 +1,4 @@
-"""E-mail verification codes (docs/API.md#e-mail-codes-and-password-reset) over HTTP, with a real SMTP
+"""E-mail verification codes (docs/api/auth.md#e-mail-codes-and-password-reset) over HTTP, with a real SMTP
 server (tests/fakes/smtp.py), on every stack.
 
 Proves: the code read from the mail completes a registration when `EmailVerificationEnabled` is on, once;

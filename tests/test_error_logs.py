@@ -1,4 +1,4 @@
-"""Error logs (type 5) of failed model calls (docs/API.md#logs), against the real app on every stack:
+"""Error logs (type 5) of failed model calls (docs/api/logs.md#logs), against the real app on every stack:
 
 - a call of a valid key refused for no price, for a model the key may not use, for insufficient quota or
   by the per-user rate limit, and a call whose every channel fails (chat streamed, embeddings, moderation,

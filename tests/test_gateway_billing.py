@@ -1,6 +1,6 @@
-"""Money on the model-call routes (docs/API.md#billing): exactly the logged cost is charged to the user and
-the key, a key that runs dry is exhausted (401, status 4 persisted), a shortfall charges nothing, concurrent
-calls never overdraw, and with Redis the hot path runs no SQL statement at all."""
+"""Money on the model-call routes (docs/api/gateway.md#billing): exactly the logged cost is charged to the
+user and the key, a key that runs dry is exhausted (401, status 4 persisted), a shortfall charges nothing,
+concurrent calls never overdraw, and with Redis the hot path runs no SQL statement at all."""
 
 from __future__ import annotations
 

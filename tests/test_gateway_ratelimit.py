@@ -1,6 +1,6 @@
-"""The per-user model request limit on the model-call routes (docs/API.md#gateway-admission-order, step 6):
-admitted and charged by the reservation's own step, yet still answered before the refusals of steps 7–12,
-charged for refused calls as a separate admission would be, and its success count charged exactly once
+"""The per-user model request limit on the model-call routes (docs/api/gateway.md#gateway-admission-order,
+step 6): admitted and charged by the reservation's own step, yet still answered before the refusals of steps
+7–12, charged for refused calls as a separate admission would be, and its success count charged exactly once
 with the settlement."""
 
 from __future__ import annotations

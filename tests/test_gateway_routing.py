@@ -1,8 +1,8 @@
-"""Channel selection and failover (docs/API.md#selection-and-retries) against real fake upstreams: retries
-skip tried channels and descend priority tiers, a bad channel key disables the channel (or just that key) with
-its reason, every channel failing is a 503 (504 after a timeout), a dropped connection or an answer that is
-not HTTP is retried elsewhere, an upstream 400 passes through without retry, and mapping rewrites only the
-upstream model name / the status the caller sees."""
+"""Channel selection and failover (docs/api/channels.md#selection-and-retries) against real fake upstreams:
+retries skip tried channels and descend priority tiers, a bad channel key disables the channel (or just that
+key) with its reason, every channel failing is a 503 (504 after a timeout), a dropped connection or an answer
+that is not HTTP is retried elsewhere, an upstream 400 passes through without retry, and mapping rewrites only
+the upstream model name / the status the caller sees."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gateway honours the caller's own settings (docs/API.md#your-settings) on every stack:
+"""The gateway honours the caller's own settings (docs/api/accounts.md#your-settings) on every stack:
 
 - `record_ip_log`: the consume log carries the client IP only while the owner asked for it;
 - `accept_unset_model_ratio_model`: a model without any price is refused (400 `model_price_error`) until

@@ -1,4 +1,4 @@
-"""Ids are never given twice (docs/ARCHITECTURE.md#ids-are-never-reused), on SQLite, MariaDB + Redis and
+"""Ids are never given twice (docs/SHARED_STATE.md#ids-are-never-reused), on SQLite, MariaDB + Redis and
 PostgreSQL + Redis.
 
 For every resource whose id other records name — channels, API keys, users, redemption codes, top-up

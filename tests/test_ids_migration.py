@@ -1,4 +1,4 @@
-"""The schema side of "ids are never given twice" (docs/ARCHITECTURE.md#ids-are-never-reused), on SQLite:
+"""The schema side of "ids are never given twice" (docs/SHARED_STATE.md#ids-are-never-reused), on SQLite:
 
 - every table with a generated id says so in the models (`never_reuse_ids()`), and the migrations create it
   with AUTOINCREMENT, in the main database and in a separate log database — a table added later without

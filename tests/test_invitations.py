@@ -1,4 +1,4 @@
-"""Invitations follow docs/API.md#invitations on every stack (SQLite, MariaDB + Redis,
+"""Invitations follow docs/api/accounts.md#invitations on every stack (SQLite, MariaDB + Redis,
 PostgreSQL + Redis), over HTTP against the real app.
 
 Proved here:

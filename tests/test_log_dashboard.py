@@ -1,6 +1,6 @@
-"""The console's log filters and the operator's dashboard (docs/API.md#logs, docs/API.md#usage-data), over
-HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis, with rows inserted straight into
-SQL (the `World` of tests/test_logs.py).
+"""The console's log filters and the operator's dashboard (docs/api/logs.md#logs,
+docs/api/logs.md#usage-data), over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis,
+with rows inserted straight into SQL (the `World` of tests/test_logs.py).
 
 Proved here:
 - `model_name_part` on `GET /api/log/`, `/self`, `/stat` and `/self/stat`: a part of the model name,

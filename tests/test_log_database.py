@@ -1,5 +1,5 @@
 """`LOG_DATABASE_URL` puts the logs in a database of their own, each exactly once
-(docs/ARCHITECTURE.md#logs-in-a-separate-database), on two real pairs: SQLite main + MariaDB logs
+(docs/MONEY.md#logs-in-a-separate-database), on two real pairs: SQLite main + MariaDB logs
 (embedded) and MariaDB main + PostgreSQL logs (with Redis).
 
 Proved here, over HTTP against the real app:
@@ -238,7 +238,7 @@ async def test_kill_9_between_the_log_commit_and_the_main_commit_loses_and_doubl
         assert data_of(await carl.post("/api/user/topup", json={"key": code})) == CODE
         before = await cursor(state.db)
 
-        died = run_sync(tmp_path, pair, TEST_KILL_AFTER_LOG_COMMIT="true")
+        died = run_sync(tmp_path, pair, TOLLWAY_TEST_FAULTS="1", TEST_KILL_AFTER_LOG_COMMIT="true")
         assert died.returncode == -signal.SIGKILL, died.stderr.decode(errors="replace")
         logged = [x for x in await all_logs(state.log_db) if x.user_id == uid]
         assert len(logged) == CALLS + 1  # the batch's logs are committed …

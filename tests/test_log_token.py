@@ -1,4 +1,4 @@
-"""`GET /api/log/token` follows docs/API.md#logs on every stack (SQLite, MariaDB + Redis, PostgreSQL +
+"""`GET /api/log/token` follows docs/api/logs.md#logs on every stack (SQLite, MariaDB + Redis, PostgreSQL +
 Redis), over HTTP against the real app.
 
 Proved here:

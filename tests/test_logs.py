@@ -1,4 +1,4 @@
-"""The log routes follow docs/API.md#logs on every stack.
+"""The log routes follow docs/api/logs.md#logs on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis, with rows
 inserted straight into SQL for two users:

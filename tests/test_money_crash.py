@@ -1,5 +1,5 @@
 """`kill -9` between a credit's SQL commit and the live-balance update loses nothing
-(docs/ARCHITECTURE.md#credits-decided-in-sql).
+(docs/MONEY.md#credits-decided-in-sql).
 
 The real `tollway serve`, on MariaDB + Redis and on SQLite in embedded mode, started with
 `TEST_KILL_AFTER_CREDIT_COMMIT=true`: the process SIGKILLs itself right after committing a credit's fact,
@@ -88,7 +88,8 @@ def client(url: str, username: str, password: str = PASSWORD) -> httpx.Client:
 
 def killed_by(tmp_path: Path, env: dict[str, str], act: Any) -> None:
     """Run `act(url)` against a process with the hook: the request must die with the process."""
-    proc = start(tmp_path, env | {"TEST_KILL_AFTER_CREDIT_COMMIT": "true"}, "serve")
+    armed = {"TOLLWAY_TEST_FAULTS": "1", "TEST_KILL_AFTER_CREDIT_COMMIT": "true"}
+    proc = start(tmp_path, env | armed, "serve")
     try:
         url = f"http://{env['HOST']}:{env['PORT']}"
         wait_until_serving(proc, url)

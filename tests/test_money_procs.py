@@ -1,5 +1,5 @@
 """Money moved exactly once across two real `tollway serve` processes on one MariaDB and one Redis
-(docs/API.md#redemption-codes, #invitations, #top-up-records).
+(docs/api/payments.md#redemption-codes, #invitations, #top-up-records).
 
 Every request below is spread over both processes at once:
 - 20 redeems of one code by four users: one 200, nineteen 409, one topup log, the winner's balance

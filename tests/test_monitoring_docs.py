@@ -2,14 +2,14 @@
 
     every query         every PromQL expression of docs/grafana/*.json (each `expr`, and the queries of
                         its template variables) and of docs/prometheus/*.yml (each rule's `expr`) is read;
-                        each metric name in it must be a series `server/metrics.py` `DECLARED` exposes:
+                        each metric name in it must be a series `server/metrics/` `DECLARED` exposes:
                         a counter as `<name>_total`, a histogram as `<name>_bucket` / `_sum` / `_count`, a
                         gauge as `<name>` — or one of Prometheus' own (`up`). Each label a selector matches
                         on must be one of that metric's labels (or `le` of a bucket, or the target labels
                         `job` / `instance`), and so must each label an aggregation groups by
     valid rules         the rules file has the shape Prometheus loads: groups with unique names, rules with
                         an `alert` (unique) and an `expr`, durations, string labels and annotations; and
-                        docs/OPERATIONS.md names every alert
+                        docs/MONITORING.md names every alert
     the checker         the extraction itself: names, suffixes and labels it must find, and refuse
 
 Nothing is listed by hand: a panel or rule added to those files is checked the same way.
@@ -207,7 +207,7 @@ def test_the_rules_file_is_what_prometheus_loads() -> None:
             if "alert" in rule:
                 alerts.append(rule["alert"])
     assert len(alerts) == len(set(alerts))
-    operations = (DOCS / "OPERATIONS.md").read_text(encoding="utf-8")
+    operations = (DOCS / "MONITORING.md").read_text(encoding="utf-8")
     assert [name for name in alerts if f"`{name}`" not in operations] == []
 
 

@@ -1,5 +1,5 @@
 """What new-api's clients (its classic web console, scripts written against it) read, answered in new-api's
-shapes (docs/API.md#coming-from-new-api), and the option `NewApiCompatibleErrors`.
+shapes (docs/api/options.md#coming-from-new-api), and the option `NewApiCompatibleErrors`.
 
 Proves:
 - `GET /api/status` has every key of new-api's (controller/misc.go `GetStatus`) with the JSON type new-api

@@ -1,4 +1,4 @@
-"""`GET /api/option/schema` (docs/API.md#options): how every option is edited, served from the one
+"""`GET /api/option/schema` (docs/api/options.md#options): how every option is edited, served from the one
 declaration in core/option_registry.py — each option once, in its section, with its kind, label and
 secrecy; a secret is described but its value never shown; and the bounds it tells are exactly the ones
 `PUT /api/option/` enforces (the value at a bound is taken, one step past it is a 400 naming the key).

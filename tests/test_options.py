@@ -1,6 +1,6 @@
-"""Options (docs/API.md#options): `GET /api/option/` is root-only, lists every non-secret key with a string
-value; `PUT /api/option/` validates per the registry (400 naming the key), stores the string form, keeps
-secrets encrypted at rest and write-only, and the change reaches every worker at once.
+"""Options (docs/api/options.md#options): `GET /api/option/` is root-only, lists every non-secret key with a
+string value; `PUT /api/option/` validates per the registry (400 naming the key), stores the string form,
+keeps secrets encrypted at rest and write-only, and the change reaches every worker at once.
 
 Helpers defined here: `root_api` (seeds root and logs in), `listing` (the options as a dict),
 `raw_option` (reads the `options` row straight from SQL), `subscribers` (counts a Redis channel's

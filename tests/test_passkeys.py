@@ -1,5 +1,5 @@
 """Passkeys over HTTP with a software authenticator (tests/fakes/passkey.py), on every stack
-(docs/API.md#passkeys).
+(docs/api/auth.md#passkeys).
 
 Proves:
 - registration answers the credential id, the status lists it, and a passkey login opens a session with

@@ -1,5 +1,5 @@
 """Passkeys: deletion, the admin reset, the on/off switch, the relying party's resolution and the options
-(docs/API.md#passkeys).
+(docs/api/auth.md#passkeys).
 
 Proves:
 - deleting passkeys needs a session and a fresh secure verification (403 `VERIFICATION_REQUIRED` without);

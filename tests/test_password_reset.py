@@ -1,5 +1,5 @@
-"""Password reset by e-mail (docs/API.md#e-mail-codes-and-password-reset) over HTTP, with a real SMTP server
-(tests/fakes/smtp.py), on every stack.
+"""Password reset by e-mail (docs/api/auth.md#e-mail-codes-and-password-reset) over HTTP, with a real SMTP
+server (tests/fakes/smtp.py), on every stack.
 
 Proves: the mailed link (`{ServerAddress}/user/reset?email=…&token=…`) sets a new password, ends every
 session and the access token of the user, and the old password stops working; an unknown or deleted

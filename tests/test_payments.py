@@ -1,5 +1,5 @@
-"""Online top-up (docs/API.md#payments) on every stack, over HTTP against the real app and a local fake
-Stripe-compatible provider (tests/fakes/payment.py).
+"""Online top-up (docs/api/payments.md#payments) on every stack, over HTTP against the real app and a local
+fake Stripe-compatible provider (tests/fakes/payment.py).
 
 Proved here:
 - `topup/info`, `stripe/amount` and `stripe/pay`: off until the API secret, webhook secret and price are

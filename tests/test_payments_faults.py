@@ -1,4 +1,4 @@
-"""A payment webhook's credit through real failures (docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
+"""A payment webhook's credit through real failures (docs/MONEY.md#payment-webhooks-exactly-once).
 
 - The database fails inside the delivery's transaction, after the order's UPDATE ran (the outbox table
   is renamed away on MariaDB, so the insert of the credit fails for real): 500, the order still

@@ -1,5 +1,5 @@
 """The payment webhook's door and its exactly-once fulfilment under concurrency
-(docs/API.md#payments, docs/ARCHITECTURE.md#payment-webhooks-exactly-once).
+(docs/api/payments.md#payments, docs/MONEY.md#payment-webhooks-exactly-once).
 
 Proved here:
 - 409 while online top-up is not configured (the provider delivers again); a missing, garbage or wrongly

@@ -1,5 +1,5 @@
-"""The price list (docs/API.md#the-price-list): a user sees the models they may call with the price the
-gateway bills; an admin sees every model a channel offers, its channels and groups, and which have no
+"""The price list (docs/api/gateway.md#the-price-list): a user sees the models they may call with the price
+the gateway bills; an admin sees every model a channel offers, its channels and groups, and which have no
 price; root edits one model's price in place — the JSON options stay the storage, concurrent edits all
 stay, bad values are a 400 naming the field, and the next call is billed by the new price."""
 

@@ -1,5 +1,5 @@
 """Options whose value becomes quota are bounded by the balance cap (2^53 − 1, core/money.py), and so is a
-new user's starting balance made of them (docs/API.md#options, server/auth/service.py).
+new user's starting balance made of them (docs/api/options.md#options, server/auth/service.py).
 
 Proved here:
 - every quota option (`QuotaForNewUser`, `QuotaForInvitee`, `QuotaForInviter`, `PreConsumedQuota`,

@@ -1,4 +1,4 @@
-"""Redemption codes and redeeming follow docs/API.md#redemption-codes on every stack (SQLite,
+"""Redemption codes and redeeming follow docs/api/payments.md#redemption-codes on every stack (SQLite,
 MariaDB + Redis, PostgreSQL + Redis), over HTTP against the real app.
 
 Proved here:

@@ -1,4 +1,4 @@
-"""Secure verification over HTTP (docs/API.md#secure-verification), on every stack.
+"""Secure verification over HTTP (docs/api/auth.md#secure-verification), on every stack.
 
 Proves:
 - `POST /api/verify` with `2fa` and a right code marks the calling session (and only it) verified for

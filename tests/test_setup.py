@@ -1,4 +1,4 @@
-"""Initial setup (docs/API.md#setup) over HTTP on every stack.
+"""Initial setup (docs/api/accounts.md#setup) over HTTP on every stack.
 
 Proves that `GET /api/setup` and `/api/status` report the state before and after setup; that
 `POST /api/setup` validates every field (400 naming it) and creates exactly one root — role 100, status 1,

@@ -1,4 +1,5 @@
-"""The API key routes follow docs/API.md#api-keys on every stack (SQLite, MariaDB+Redis, PostgreSQL+Redis).
+"""The API key routes follow docs/api/accounts.md#api-keys on every stack (SQLite, MariaDB+Redis,
+PostgreSQL+Redis).
 
 Proved here over HTTP against the real app:
 - a created key is 48 `[A-Za-z0-9]`, shown in full (`sk-…`) once, masked (`abcd**********wxyz`) in lists

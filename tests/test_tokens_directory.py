@@ -1,4 +1,5 @@
-"""`KeyDirectory`, the cached view of API keys the gateway reads on every model call (docs/API.md#api-keys).
+"""`KeyDirectory`, the cached view of API keys the gateway reads on every model call
+(docs/api/accounts.md#api-keys).
 
 Proved here:
 - `lookup` accepts the key with or without `sk-`, answers None for anything that is not 48

@@ -1,4 +1,4 @@
-"""Top-up records follow docs/API.md#top-up-records on every stack (SQLite, MariaDB + Redis,
+"""Top-up records follow docs/api/payments.md#top-up-records on every stack (SQLite, MariaDB + Redis,
 PostgreSQL + Redis), over HTTP against the real app.
 
 Proved here:

@@ -1,4 +1,4 @@
-"""TOTP two-factor authentication over HTTP (docs/API.md#two-factor-authentication), on every stack
+"""TOTP two-factor authentication over HTTP (docs/api/auth.md#two-factor-authentication), on every stack
 (SQLite with SQL sessions and the in-process backend; MariaDB and PostgreSQL with Redis).
 
 Proves:

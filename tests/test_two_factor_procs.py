@@ -1,6 +1,6 @@
 """The 2FA failure lock across processes: two real `tollway serve` processes (two nodes) on one MariaDB
 and one Redis. Failed 2FA checks made on either count toward one lock, and once locked both refuse with
-429 + `Retry-After` (docs/API.md#two-factor-authentication).
+429 + `Retry-After` (docs/api/auth.md#two-factor-authentication).
 
 Real time here (the processes have their own clocks): the codes come from pyotp for the current moment.
 """

@@ -1,4 +1,4 @@
-"""Usage data (docs/API.md#usage-data) on every stack (SQLite, MariaDB + Redis, PostgreSQL + Redis), over
+"""Usage data (docs/api/logs.md#usage-data) on every stack (SQLite, MariaDB + Redis, PostgreSQL + Redis), over
 HTTP against the real app with real model calls.
 
 Proved here:

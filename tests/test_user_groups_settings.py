@@ -1,5 +1,6 @@
-"""The group and model lists of docs/API.md#groups and the settings route of docs/API.md#your-settings, on
-every stack (SQLite, MariaDB + Redis, PostgreSQL + Redis), over HTTP against the real app.
+"""The group and model lists of docs/api/accounts.md#groups and the settings route of
+docs/api/accounts.md#your-settings, on every stack (SQLite, MariaDB + Redis, PostgreSQL + Redis), over HTTP
+against the real app.
 
 Proved here:
 - `GET /api/group/` lists the `GroupRatio` keys sorted;

@@ -1,4 +1,4 @@
-"""The self routes `GET/PUT/DELETE /api/user/self` follow docs/API.md#self-routes on every stack.
+"""The self routes `GET/PUT/DELETE /api/user/self` follow docs/api/accounts.md#self-routes on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis:
 - the self view has exactly the fields of the `SelfView` schema — never `password`, `access_token` or

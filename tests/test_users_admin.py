@@ -1,4 +1,4 @@
-"""The admin user routes follow docs/API.md#users on every stack.
+"""The admin user routes follow docs/api/accounts.md#users on every stack.
 
 Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and PostgreSQL+Redis:
 - `GET /api/user/` and `GET /api/user/search` page as docs/API.md#paging says (shape, defaults, clamping, id

@@ -36,7 +36,7 @@ from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import BALANCE_MAX, ZERO_ID, Account, AdjustMode, Entry, RateLimited, Reservation, stream_id
 from quota.versions import UNKNOWN, Versions
 
-READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (~1 ms)
+READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (a short stretch of the loop)
 
 MARKER_TTL_MS = 600_000  # the default lease (QUOTA_HOLD_TIMEOUT); see the module docstring
 CHARGED_TTL_MS = 60_000  # as reserve.lua's q:rl:{h}
@@ -411,10 +411,10 @@ class MemoryQuotaStore:
         start = bisect.bisect_right(self._ids, stream_id(after))
         epoch, entries, logs = self._epoch, self._stream[start:start + count], self._logs[start:start + count]
         out: list[Entry] = []
-        # Decoding a log costs ~10 µs; a whole batch in one go held the serving loop for 20+ ms (a p99 of
-        # 8 ms at concurrency 1). In slices of READ_SLICE the calls in flight run in between. The slices
-        # were taken above: entries appended meanwhile are not in this batch, and `synced` trims only
-        # what a sync committed, which this one has not yet.
+        # A whole batch decoded in one go held the serving loop long enough to show in the p99 at
+        # concurrency 1 (docs/PERFORMANCE.md#figures-behind-the-code). In slices of READ_SLICE the calls in
+        # flight run in between. The slices were taken above: entries appended meanwhile are not in this
+        # batch, and `synced` trims only what a sync committed, which this one has not yet.
         for at in range(0, len(entries), READ_SLICE):
             if at:
                 await asyncio.sleep(0)
@@ -443,7 +443,8 @@ class MemoryQuotaStore:
 
 def _copy_json(value: Any) -> Any:
     """A copy of a JSON-shaped value (dicts, lists, tuples of scalars), as detached from the caller's as
-    the Redis store's JSON text is; `copy.deepcopy` cost 10 µs a consume log, this 2."""
+    the Redis store's JSON text is; a fraction of what `copy.deepcopy` costs
+    (docs/PERFORMANCE.md#figures-behind-the-code)."""
     kind = type(value)
     if kind is dict:
         return {k: _copy_json(v) for k, v in value.items()}
@@ -457,9 +458,9 @@ def _copy_json(value: Any) -> Any:
 def _expire_front(marks: dict[str, int], now: int) -> None:
     """Drop the markers that expired. Each is written once with the same lifetime, so the dict's
     insertion order is their expiry order and only its front is looked at. (The whole dict was rebuilt on
-    every sweep, every 5 s, and it holds the calls of the last hour: 0.37 s of the event loop per sweep
-    once it held a million, after 17 minutes at 1,000 calls/s.) A clock that stepped back only keeps a
-    marker longer, never drops one early."""
+    every sweep, every 5 s, and it holds the calls of the last hour: a long stall of the event loop per
+    sweep once it held a million, docs/PERFORMANCE.md#figures-behind-the-code.) A clock that stepped back
+    only keeps a marker longer, never drops one early."""
     gone = []
     for hold_id, expires in marks.items():
         if expires > now:

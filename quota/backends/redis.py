@@ -200,7 +200,7 @@ class LuaScript:
     backend's pipelined connection (`redis_pipe.RedisPipe`) when it has one, else redis-py's pool.
 
     (redis-py's `Script` goes through `evalsha`, whose deprecation-checking wrapper and per-call import
-    cost about a tenth of a reserve + settle pair — measured with `scripts/bench_quota.py` and py-spy.)"""
+    were a noticeable share of a reserve + settle pair: docs/PERFORMANCE.md#figures-behind-the-code.)"""
 
     def __init__(self, client: Client, source: str, pipe: RedisPipe | ClusterPipes | None = None) -> None:
         self.client = client

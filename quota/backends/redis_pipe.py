@@ -1,7 +1,8 @@
 """One pipelined Redis connection per worker for the Lua scripts (`LuaScript`), the model call's hot path.
 
-Through redis-py a script call cost the worker 90–120 µs of CPU, of which only a third was the socket
-write; the rest was the client around it: taking a connection from the blocking pool and giving it back
+Through redis-py most of a script call's CPU in the worker was not the socket write
+(docs/PERFORMANCE.md#figures-behind-the-code);
+the rest was the client around it: taking a connection from the blocking pool and giving it back
 (an asyncio lock and condition), the retry and observability wrappers, encoding, and a timeout per read.
 Here concurrent calls share one connection and are pipelined: each command is packed by hiredis, and the
 replies — which Redis sends in order — complete the callers' futures in order as hiredis parses them.
@@ -12,9 +13,9 @@ issued while a batch is in flight waits, and everything that waited goes out in 
 reply of that batch is in. At concurrency 1 nothing ever waits, so no latency is added; a command waits
 at most one round trip (the batch ahead of it). Redis reads, runs and answers a batch in one pass of its
 event loop (a read and a write system call per pass, not per command), and the slower Redis answers —
-the busier it is — the more commands wait for one batch. Measured here it did not move Redis's CPU per
-call (docs/PERFORMANCE.md, "Redis CPU per model call"): with one write per turn of the worker's loop
-the commands already went out about seven to a write at concurrency 16; the grouping is a bound for a
+the busier it is — the more commands wait for one batch. Measured, it did not move Redis's CPU per
+call (docs/PERFORMANCE.md#redis-and-the-quota-sync): with one write per turn of the worker's loop
+the commands already went out several to a write at concurrency 16; the grouping is a bound for a
 busier Redis, not a gain at this load.
 
 Everything else (sessions, caches, pub/sub, the sync's reads) stays on redis-py's pool.

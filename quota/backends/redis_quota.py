@@ -60,7 +60,7 @@ from quota.versions import UNKNOWN, Versions
 OLDEST_REDIS = (6, 2)  # XTRIM … MINID (synced.lua)
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call
 IDEMPOTENCY_TTL = 7 * 86_400
-PARSE_SLICE = 64  # stream entries parsed between two turns of the event loop (about 2 ms)
+PARSE_SLICE = 64  # stream entries parsed between two turns of the event loop (a short stretch of the loop)
 
 
 def _encode(log: dict[str, Any]) -> str:
@@ -365,7 +365,8 @@ class RedisQuotaStore:
         same epoch, the entries between them are that epoch's data — had Redis lost the partition's data
         meanwhile, the epoch would be gone or a fresh one. Otherwise (no epoch yet, or it changed during
         the read) `read.lua` reads both in one step and creates the epoch. Through Lua each entry's strings
-        were copied into the script and back: ~3 µs of Redis CPU per entry, against ~0.7 for the XRANGE."""
+        were copied into the script and back: several times the Redis CPU per entry of the XRANGE
+        (docs/PERFORMANCE.md#figures-behind-the-code)."""
         start = "-" if after == "0-0" else f"({after}"
         epoch_key, stream = self._epoch_key(partition), self._stream(partition)
         async with self.r.pipeline(transaction=False) as pipe:
@@ -377,7 +378,7 @@ class RedisQuotaStore:
             epoch, raw = await self._read(keys=[epoch_key, stream], args=[start, count, secrets.token_hex(8)])
             rows = [(row[0], dict(zip(row[1][::2], row[1][1::2], strict=True))) for row in raw]
         entries: list[Entry] = []
-        for n in range(0, len(rows), PARSE_SLICE):  # parsing 2,000 logs at once held the loop 20 ms
+        for n in range(0, len(rows), PARSE_SLICE):  # a whole batch at once held the loop too long
             if n:
                 await asyncio.sleep(0)
             entries += [_entry(entry_id, fields) for entry_id, fields in rows[n:n + PARSE_SLICE]]
@@ -420,7 +421,7 @@ class UnsupportedRedis(SetupRefused):
     def __init__(self, found: str) -> None:
         oldest = ".".join(str(n) for n in OLDEST_REDIS)
         super().__init__(f"Redis {found} is too old: Tollway needs Redis {oldest} or later "
-                         "(docs/OPERATIONS.md#production-several-nodes-behind-a-load-balancer)")
+                         "(docs/PRODUCTION.md#production-several-nodes-behind-a-load-balancer)")
 
 
 def redis_version(text: str) -> tuple[int, ...]:

@@ -44,7 +44,7 @@ class OtherDeployment(SetupRefused):
             f"the quota state in Redis under REDIS_KEY_PREFIX {prefix!r} belongs to deployment {stored}, but "
             f"the database of DATABASE_URL is deployment {ours}: point DATABASE_URL at that deployment's "
             "database, or give this one a REDIS_KEY_PREFIX of its own "
-            "(docs/OPERATIONS.md#deployment-identity)")
+            "(docs/PRODUCTION.md#deployment-identity)")
         self.stored = stored
         self.ours = ours
 
@@ -54,7 +54,7 @@ async def check_kind(backend: RedisBackend) -> None:
     if not backend.cluster:
         if await _cluster_enabled(backend):
             raise WrongRedisKind("REDIS_URL points at a Redis Cluster node; set REDIS_CLUSTER_NODES instead "
-                                 "(docs/OPERATIONS.md#redis-cluster)")
+                                 "(docs/PRODUCTION.md#redis-cluster)")
         return
     try:
         await backend.ping()

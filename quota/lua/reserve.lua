@@ -71,7 +71,7 @@ local function refused(account, available)
   if charged then redis.call('SET', KEYS[8], '1', 'EX', 60) end  -- a re-run of this hold id charges none
   return {0, account, available}
 end
--- a hold of 0 (a free call) fits any balance, even one below zero (docs/API.md#billing: 0 skips the check)
+-- a hold of 0 (a free call) fits any balance, even one below zero (docs/api/gateway.md#billing: 0 skips the check)
 if amount > 0 and user < amount then return refused('user', user) end
 if amount > 0 and limited and key < amount then return refused('key', key) end
 local t = redis.call('TIME')

@@ -17,7 +17,7 @@
 -- sweeper returned it: charge in full, once), none — settled before in this incarnation of Redis, unless
 -- the partition's epoch is no longer the one the hold was reserved in (Redis lost the hold with its data
 -- since: charge in full, once). A marker per settle cost Redis a key created and expired per call
--- (about 2 µs of its CPU, and an hour of markers in memory: millions of keys at thousands of calls/s).
+-- and an hour of markers in memory (docs/PERFORMANCE.md#figures-behind-the-code).
 local actual = tonumber(ARGV[2])
 local limited = ARGV[3] == '1'
 local has_user, user, has_key, key = 0, 0, 0, 0

@@ -1,5 +1,5 @@
 """`/api/verification`, `/api/oauth/email/bind`, `/api/reset_password`, `/api/user/reset`: e-mail codes,
-binding an address, and password reset by e-mail (docs/API.md#e-mail-codes-and-password-reset)."""
+binding an address, and password reset by e-mail (docs/api/auth.md#e-mail-codes-and-password-reset)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Invitations (docs/API.md#invitations): your invitation code, and moving the rewards it earned
+"""Invitations (docs/api/accounts.md#invitations): your invitation code, and moving the rewards it earned
 (`aff_quota`) into your balance.
 
 The move is one SQL transaction — ONE conditional update that takes the amount from `aff_quota` only

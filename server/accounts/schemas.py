@@ -2,8 +2,8 @@
 
 Field names are new-api's. The request models read the body with the project's field rules
 (`server.web.schema`); each reply model is the one declaration of its shape and is built by its `of()`
-(docs/API.md#users): the password is never shown (always `""` to admins, absent from the self view), nor
-the remark to the user.
+(docs/api/accounts.md#users): the password is never shown (always `""` to admins, absent from the self view),
+nor the remark to the user.
 """
 
 from __future__ import annotations

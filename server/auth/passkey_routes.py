@@ -1,5 +1,5 @@
 """`/api/user/passkey…`: passkey status, deletion, registration, login and verification, and the admin reset
-(docs/API.md#passkeys)."""
+(docs/api/auth.md#passkeys)."""
 
 from __future__ import annotations
 

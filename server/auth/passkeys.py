@@ -1,5 +1,5 @@
 """Passkeys: registering, listing and deleting them, logging in with one, and proving presence with one
-before a sensitive action (docs/API.md#passkeys).
+before a sensitive action (docs/api/auth.md#passkeys).
 
 Challenges never leave the server's keeping except inside the options sent to the browser. A registration
 or verification challenge lives in the caller's session record (`passkey_registration`, `passkey_verify`),

@@ -1,5 +1,5 @@
 """The TOTP second factor of an account: whether it is on, and checking a code under the failure lock
-(docs/API.md#two-factor-authentication).
+(docs/api/auth.md#two-factor-authentication).
 
 `TotpFactor` is what the password login asks (`enabled`, the `SecondFactor` protocol) and what every
 2FA check goes through (`check`): login step 2, `/api/verify` with `2fa`, disabling 2FA and new backup

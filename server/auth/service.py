@@ -1,4 +1,4 @@
-"""Login, logout, registration and access tokens (docs/API.md#authentication-and-sessions).
+"""Login, logout, registration and access tokens (docs/api/auth.md#authentication-and-sessions).
 
 A registered user's starting balance is `QuotaForNewUser`, plus `QuotaForInvitee` with an invitation code
 as far as the sum stays within the quota engine's exact range (2^53 − 1; each option alone is bounded by

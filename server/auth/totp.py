@@ -1,4 +1,4 @@
-"""The rules of TOTP codes and backup codes, with no storage (docs/API.md#two-factor-authentication).
+"""The rules of TOTP codes and backup codes, with no storage (docs/api/auth.md#two-factor-authentication).
 
 - TOTP: SHA-1, 6 digits, 30-second steps (RFC 6238, pyotp); a code is checked against the current step and
   one step either side. `matching_step` says which step matched, because the replay guard needs it

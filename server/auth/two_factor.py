@@ -1,5 +1,5 @@
 """TOTP two-factor authentication: a user's setup, enable, disable and backup codes, the admin's stats and
-reset, and the second step of a password login (docs/API.md#two-factor-authentication).
+reset, and the second step of a password login (docs/api/auth.md#two-factor-authentication).
 
 The secret is generated here, shown once by `setup` (with its backup codes and the `otpauth://` URI) and
 stored only encrypted; backup codes are stored only as keyed digests, so `backup_codes` can show new

@@ -1,5 +1,5 @@
 """`POST /api/verify` and `GET /api/verify/status`: verifying the caller's session with a second factor
-(docs/API.md#secure-verification).
+(docs/api/auth.md#secure-verification).
 
 A verification is a mark in the session's record (`secure_verified_at`, `secure_verified_method`), read by
 `SessionVerifier` (server/components/verification.py) for the actions that need one. With `2fa` it costs a

@@ -1,2 +1,2 @@
-"""Channels: the upstream model sources an admin manages (docs/API.md#channels), their abilities and the
-built-in model catalog."""
+"""Channels: the upstream model sources an admin manages (docs/api/channels.md#channels), their abilities and
+the built-in model catalog."""

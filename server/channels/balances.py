@@ -1,5 +1,5 @@
-"""Channel balances (docs/API.md#channel-tests-balances-and-model-lists): ask a channel's upstream for
-its account balance and store it.
+"""Channel balances (docs/api/channels.md#channel-tests-balances-and-model-lists): ask a channel's upstream
+for its account balance and store it.
 
 - One channel (`GET /api/channel/update_balance/:id`): a single-key channel of a type that publishes a
   balance (OpenAI, Custom, OpenRouter, Moonshot, SiliconFlow, DeepSeek: the wire of each is in

@@ -1,4 +1,4 @@
-"""The key management of a multi-key channel (docs/API.md#multi-key-channels),
+"""The key management of a multi-key channel (docs/api/channels.md#multi-key-channels),
 `POST /api/channel/multi_key/manage`: list the keys with their statuses, enable or disable one or all,
 delete one, delete those the system disabled.
 
@@ -34,7 +34,7 @@ class ChannelKeyring(ChannelBase):
                           page: int | None = None, page_size: int | None = None,
                           status: int | None = None) -> KeyStatusPage | int | None:
         """One action on the keys of a multi-key channel → the key page, a count, or None (see
-        docs/API.md#multi-key-channels)."""
+        docs/api/channels.md#multi-key-channels)."""
         if action not in KEY_ACTIONS:
             raise BadRequest(f"action: must be one of {', '.join(KEY_ACTIONS)}")
         if action in ONE_KEY and key_index is None:

@@ -1,5 +1,5 @@
 """The channel routes that ask a channel's upstream something
-(docs/API.md#channel-tests-balances-and-model-lists): test one channel, test every channel in the
+(docs/api/channels.md#channel-tests-balances-and-model-lists): test one channel, test every channel in the
 background, list an upstream's models (a saved channel's, or unsaved settings'). Balances are in
 balances.py.
 
@@ -13,8 +13,8 @@ balances.py.
   a task the worker owns (named `channel-test-all`, asked to stop on shutdown), and answers at once. One
   run at a time in the whole deployment (a lock shared by every worker and node, held until the run
   ends): a second one is a 409. Then, by the options: a failure the automatic-disable rules act on (the
-  gateway's, docs/API.md#auto-disable), or an answer slower than `ChannelDisableThreshold` seconds, of an
-  enabled channel with `auto_ban` 1 disables it (status 3; of a multi-key channel, the key tested) when
+  gateway's, docs/api/channels.md#auto-disable), or an answer slower than `ChannelDisableThreshold` seconds,
+  of an enabled channel with `auto_ban` 1 disables it (status 3; of a multi-key channel, the key tested) when
   `AutomaticDisableChannelEnabled`; a passing test of a status-3 channel enables it again (and the key
   tested) when `AutomaticEnableChannelEnabled`. Every status change is committed, then announced, so it
   routes at once on every worker and node. How far it has come (and how the last run ended, with its

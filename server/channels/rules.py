@@ -1,4 +1,4 @@
-"""The rules a channel's fields obey (docs/API.md#channel-fields), checked before anything is
+"""The rules a channel's fields obey (docs/api/channels.md#channel-fields), checked before anything is
 stored. Every refusal is a `BadRequest` whose message starts with the field's name.
 
 `clean_fields` turns the fields a request carried (absent = not in the dict, `None` = JSON null) into

@@ -2,8 +2,8 @@
 list, search and the model catalog (the tools, tags, multi-key management and the routes that call an
 upstream are in `server.channels.tool_schemas`).
 
-How a channel is shown (docs/API.md#channel-fields): every column but the key (`key` is always `""`; the
-keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
+How a channel is shown (docs/api/channels.md#channel-fields): every column but the key (`key` is always `""`;
+the keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
 multi-key fields, `other_info` as its JSON text.
 
 The channel fields are read here only for their type (text trimmed — never the key —, the JSON fields as

@@ -1,8 +1,8 @@
-"""The rules of the channel routes (docs/API.md#channel-routes): create (single, batch, multi-key), partial
-update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal, batch
-delete and tag, copy, abilities rebuild), tags.py (tag routes), keyring.py (multi-key management),
-probe.py (tests and upstream model lists) and balances.py (balances), `ChannelService` is the one service
-the channel routes call (see server/channels/base.py).
+"""The rules of the channel routes (docs/api/channels.md#channel-routes): create (single, batch, multi-key),
+partial update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal,
+batch delete and tag, copy, abilities rebuild), tags.py (tag routes), keyring.py (multi-key management),
+probe.py (tests and upstream model lists) and balances.py (balances), `ChannelService` is the one service the
+channel routes call (see server/channels/base.py).
 
 Keys are encrypted with the `SecretBox` and digested for the exact-key search; no reply ever carries them
 (except the root's key reveal). Each change writes the channel and rebuilds its abilities in one

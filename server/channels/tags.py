@@ -1,5 +1,5 @@
-"""The tag routes (docs/API.md#tags): enable or disable every channel of a tag, edit them together, and the
-union of their models.
+"""The tag routes (docs/api/channels.md#tags): enable or disable every channel of a tag, edit them together,
+and the union of their models.
 
 A tag names a set of channels (the `tag` field; `""` is no tag). Each route acts on every channel whose
 tag is exactly the one given; a tag no channel has is a 404, an empty one a 400. The edit changes only

@@ -1,4 +1,5 @@
-"""The channel tools that call no upstream (docs/API.md#channel-tools, docs/API.md#revealing-a-channels-key):
+"""The channel tools that call no upstream (docs/api/channels.md#channel-tools,
+docs/api/channels.md#revealing-a-channels-key):
 reveal a channel's key, delete every disabled channel, delete or tag many channels at once, copy a
 channel, and rebuild every ability.
 

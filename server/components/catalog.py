@@ -3,13 +3,13 @@ catalog — pure model metadata, no wire format.
 
 - `CHANNEL_TYPES`: every new-api channel type number a channel may have (an unknown one is a 400). The
   ones the gateway calls are those with a provider (`server/upstream/providers/`); channels of the other
-  types are stored and listed but never selected (docs/API.md#channel-fields).
+  types are stored and listed but never selected (docs/api/channels.md#channel-fields).
 - `CATALOG`: the models `GET /api/channel/models` lists, with their capabilities
-  (docs/API.md#gemini-generatecontent-g1): `speech_output` for the speech models (and inferred for any
+  (docs/api/gateway.md#gemini-generatecontent-g1): `speech_output` for the speech models (and inferred for any
   name containing `-tts`), `moderation` for the moderation models.
 - `capabilities(model, overrides)`: the capabilities of any model name, with the option
   `ModelCapabilities` (`{"<model>": {"speech_output": bool, …}}`) applied on top.
-- `BUILTIN_RATIOS`, `FREE_PREFIXES`: the prices known out of the box (docs/API.md#prices).
+- `BUILTIN_RATIOS`, `FREE_PREFIXES`: the prices known out of the box (docs/api/gateway.md#prices).
 - `models_by_channel_type()`: the catalog by channel type, new-api's `GET /api/models`.
 """
 

@@ -8,12 +8,12 @@ broadcast may have been missed. A worker that learns a newer version from a mode
 reloads before it picks a channel (quota/versions.py), so a change is routable on every worker from the
 first request after the writer answered, without a periodic sync.
 
-Selection (docs/API.md#selection-and-retries): candidates = enabled abilities for (group, model) on channels
-of the served types, minus the channels already tried in this request; the highest priority tier among them; a
-weighted pick among its weight > 0 channels (uniform when every weight is 0, so weight-0 channels serve only
-after their tier's weighted ones failed). Then the key (`choose_key`: random or polling among the enabled
-keys of a multi-key channel) and the model sent upstream (`map_model`); a channel test makes the same two
-choices.
+Selection (docs/api/channels.md#selection-and-retries): candidates = enabled abilities for (group, model) on
+channels of the served types, minus the channels already tried in this request; the highest priority tier
+among them; a weighted pick among its weight > 0 channels (uniform when every weight is 0, so weight-0
+channels serve only after their tier's weighted ones failed). Then the key (`choose_key`: random or polling
+among the enabled keys of a multi-key channel) and the model sent upstream (`map_model`); a channel test makes
+the same two choices.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An API key as every model call needs it, without SQL on the hot path (docs/API.md#api-keys).
+"""An API key as every model call needs it, without SQL on the hot path (docs/api/accounts.md#api-keys).
 
 `KeyDirectory.lookup(raw)` turns what a caller sent into a `KeyState` through a `RecordCache` keyed by the
 key's HMAC digest (≤ 1 s in process, a shared copy in Redis, SQL on a miss; unknown keys are cached too,

@@ -23,7 +23,7 @@ from quota.backends.base import Backend
 from quota.versions import OPTIONS, VersionTracker
 from server.crypto import SecretBox
 
-# switches that cannot be turned on while the option they rely on is empty (docs/API.md#options)
+# switches that cannot be turned on while the option they rely on is empty (docs/api/options.md#options)
 _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
 

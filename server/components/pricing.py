@@ -1,5 +1,5 @@
-"""Prices of model calls (docs/API.md#prices): which price applies to a model, and what a call costs — the
-one formula the gateway bills by and the price list shows.
+"""Prices of model calls (docs/api/gateway.md#prices): which price applies to a model, and what a call costs —
+the one formula the gateway bills by and the price list shows.
 
 Lookup, first match wins: the admin's `ModelPrice`, the admin's `ModelRatio`, the built-in price, the
 built-in ratio (both in `server/components/catalog.py`: speech and moderation only, never chat or

@@ -1,8 +1,9 @@
 """Server-side login sessions behind the `session` cookie: in Redis when configured, else in SQL.
 
 The cookie holds 32 random bytes (base64url); stores only ever see sha256(cookie). A record is a JSON
-object (`id`, `role`, `auth_method`, `pending_*`, …; docs/API.md#sessions) plus `pushed_at`, the last time its
-expiry slid forward. Each user's session hashes are indexed so that all of them can be revoked at once.
+object (`id`, `role`, `auth_method`, `pending_*`, …; docs/api/auth.md#sessions) plus `pushed_at`, the last
+time its expiry slid forward. Each user's session hashes are indexed so that all of them can be revoked at
+once.
 
 `merge` (add fields) and `take` (remove one field and return it) change one record atomically, keeping its
 expiry: of any number of concurrent `take`s of a field, one gets its value (a passkey ceremony's challenge

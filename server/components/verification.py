@@ -1,5 +1,5 @@
 """Secure verification: whether the caller proved, recently and with a second factor, that they are who
-their session says (docs/API.md#secure-verification).
+their session says (docs/api/auth.md#secure-verification).
 
 A few actions need it on top of their access level (revealing a channel's key). The service that guards
 such an action receives a `SecureVerifier` from the container and calls `require(principal)` before

@@ -1,7 +1,7 @@
 """Request and reply schemas of the API-key routes (`/api/token/…`) and of `GET /api/usage/token/`.
 
-How an API key is shown (docs/API.md#api-keys): masked everywhere (`abcd**********wxyz`), in full only in
-the create reply (`sk-…`) and through `POST /api/token/:id/key` (bare, as new-api answers it).
+How an API key is shown (docs/api/accounts.md#api-keys): masked everywhere (`abcd**********wxyz`), in full
+only in the create reply (`sk-…`) and through `POST /api/token/:id/key` (bare, as new-api answers it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The rules of the API key routes (docs/API.md#api-keys): a user's own keys only, validated on every save.
+"""The rules of the API key routes (docs/api/accounts.md#api-keys): a user's own keys only, validated on every
+save.
 
 - The key is 48 `[A-Za-z0-9]` from `secrets`, stored encrypted plus its HMAC digest, shown in full once
   (create) and then only through `reveal_key`.
@@ -105,7 +106,8 @@ def _status(value: Any) -> int:
 
 
 def _check_enable(row: ApiKey, values: dict[str, Any], remain: int, now: int) -> None:
-    """Enabling a key that would at once be expired or exhausted is refused (docs/API.md#api-keys)."""
+    """Enabling a key that would at once be expired or exhausted is refused
+    (docs/api/accounts.md#api-keys)."""
     if values.get("status") != KeyStatus.ENABLED or row.status == KeyStatus.ENABLED:
         return
     expired = values.get("expired_time", row.expired_time)

@@ -1,1 +1,1 @@
-"""Logs: the admin and self log routes (docs/API.md#logs) — lists, search, statistics and cleanup."""
+"""Logs: the admin and self log routes (docs/api/logs.md#logs) — lists, search, statistics and cleanup."""

@@ -1,5 +1,5 @@
-"""The usage-data routes (docs/API.md#usage-data): hourly buckets of consume logs per user and model, their
-sums per model or per user, and the operator's dashboard (`GET /api/data/top`).
+"""The usage-data routes (docs/api/logs.md#usage-data): hourly buckets of consume logs per user and model,
+their sums per model or per user, and the operator's dashboard (`GET /api/data/top`).
 
 The buckets (`quota_data`, in the main database) are written by the quota sync only; these routes only
 read them. The dashboard sums the log rows themselves (in the log database, which `LOG_DATABASE_URL` may

@@ -1,4 +1,4 @@
-"""The error logs of failed model calls (type 5, docs/API.md#logs): a bounded buffer per worker, and the
+"""The error logs of failed model calls (type 5, docs/api/logs.md#logs): a bounded buffer per worker, and the
 `error-logs` task that writes it into the log database about every second.
 
 Why a buffer: a refused call must cost no more than it did before it was logged — the model-call path runs

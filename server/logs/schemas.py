@@ -7,7 +7,7 @@ not filter. Text filters are exact (case-sensitive), but `model_name_part`: a pa
 ignoring case and taken literally (`%` and `_` match themselves). The routes of the logged-in user
 (`/self`) take no `username` or `channel`, the statistics no `type` or `request_id`.
 
-How a log row is shown (docs/API.md#logs): the admin view (`LogView`), with `channel_name` and the whole
+How a log row is shown (docs/api/logs.md#logs): the admin view (`LogView`), with `channel_name` and the whole
 `other`, and the user-facing view (`OwnLogView`), sanitized (`channel` 0, no `channel_name`, and the row's
 position on the page as `id`). The internal `ref` column is never shown.
 

@@ -1,4 +1,4 @@
-"""The rules of the log routes (docs/API.md#logs): admin and self lists, keyword search, statistics and
+"""The rules of the log routes (docs/api/logs.md#logs): admin and self lists, keyword search, statistics and
 the cleanup of old rows.
 
 User-facing replies are sanitized by `OwnLogView.of` (server/logs/schemas.py); admin replies name the

@@ -1,14 +1,14 @@
 """The model-call path's counts, summed in memory and written to prometheus-client's values once per flush.
 
 In multiprocess mode (`tollway serve`) every increment of a prometheus-client value writes to a
-memory-mapped file under a lock: measured, the 18 such writes a successful model call made cost more than
-the 5 % of its CPU the metrics may take. So the figures every call touches (HTTP requests, model calls,
-upstream attempts, tokens and quota, quota steps) go through `Buffered` counters and histograms: the call
-adds to a number here (a histogram finds its bucket with `bisect`), and `flush` writes each sum once — the
-workers flush every `FLUSH_INTERVAL` seconds (a named background task, server/context.py) and when they
-stop, and a process flushes its own figures before it answers a scrape. So a scrape may see another
-worker's counts up to `FLUSH_INTERVAL` late, and a process killed by SIGKILL loses at most its last
-interval of counts (what a scrape saw is never lost, see server/metrics/__init__.py).
+memory-mapped file under a lock: the writes a successful model call made cost more than the 5 % of its
+CPU the metrics may take (docs/PERFORMANCE.md#figures-behind-the-code). So the figures every call touches
+(HTTP requests, model calls, upstream attempts, tokens and quota, quota steps) go through `Buffered` counters
+and histograms: the call adds to a number here (a histogram finds its bucket with `bisect`), and `flush`
+writes each sum once — the workers flush every `FLUSH_INTERVAL` seconds (a named background task,
+server/context.py) and when they stop, and a process flushes its own figures before it answers a scrape. So a
+scrape may see another worker's counts up to `FLUSH_INTERVAL` late, and a process killed by SIGKILL loses at
+most its last interval of counts (what a scrape saw is never lost, see server/metrics/__init__.py).
 
 A histogram's sums are written to the buckets and the sum of its prometheus-client child (`_buckets`,
 `_sum`): the library has no public call that adds several observations at once. tests/test_metrics_tally.py

@@ -1,7 +1,7 @@
 """`GET /metrics`, `GET /healthz`, `GET /readyz`: outside `/api` (and its per-IP rate limit), public to the
 guard; `/metrics` checks its own bearer token (`METRICS_TOKEN`) and client address (`METRICS_ALLOW`) and,
 when either fails or no token is configured, answers the 404 of an unknown route, so a caller cannot tell
-it exists (docs/OPERATIONS.md#metrics)."""
+it exists (docs/MONITORING.md#metrics)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`GET /api/user/topup/info`, `POST /api/user/stripe/amount`, `POST /api/user/stripe/pay`, the provider's
-webhook `POST /api/stripe/webhook` (docs/API.md#payments), and new-api's EPay quote `POST /api/user/amount`,
-refused (docs/API.md#coming-from-new-api)."""
+webhook `POST /api/stripe/webhook` (docs/api/payments.md#payments), and new-api's EPay quote `POST
+/api/user/amount`, refused (docs/api/options.md#coming-from-new-api)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules of paying online (docs/API.md#payments): what the top-up page shows, the price of an
+"""The rules of paying online (docs/api/payments.md#payments): what the top-up page shows, the price of an
 order, opening a checkout, and the provider's webhook, which completes an order exactly once.
 
 A webhook event that completes an order is ONE SQL transaction — the order's conditional move from
@@ -7,7 +7,7 @@ and the event id in `payment_events` — and only after its commit the credit is
 balance through the quota engine, keyed by the order (`topup:<trade_no>`), retried by the outbox until
 SQL has it (server/credits.py). A delivery is acknowledged (2xx) only once its transaction has
 committed; one that could not commit is a 500, and the provider delivers it again
-(docs/ARCHITECTURE.md#payment-webhooks-exactly-once). A paid order whose credit the owner's balance
+(docs/MONEY.md#payment-webhooks-exactly-once). A paid order whose credit the owner's balance
 cannot take (the quota engine's exact range, counting the credits already decided for the owner) is
 held for `review` instead of completed: the payment is recorded, nothing is credited, an admin completes
 it later. That is decided in the transaction, under the owner's row lock (server/credits.py): a credit

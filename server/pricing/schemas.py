@@ -1,4 +1,4 @@
-"""Request and reply schemas of the price list (`/api/pricing`, docs/API.md#the-price-list).
+"""Request and reply schemas of the price list (`/api/pricing`, docs/api/gateway.md#the-price-list).
 
 A row shows one model's price as the gateway computes it (server/components/pricing.py): where it comes
 from, the ratios, and the same in dollars at group ratio 1 — per million input, output, cache-read and

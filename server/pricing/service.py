@@ -1,5 +1,5 @@
 """The price list: every model a channel offers with its effective price, as the gateway computes it
-(docs/API.md#the-price-list), and root's edit of one model's price.
+(docs/api/gateway.md#the-price-list), and root's edit of one model's price.
 
 The price is `server/components/pricing.py`'s, the one the gateway bills by: the admin's `ModelPrice`,
 else the admin's `ModelRatio`, else a built-in, else none (a call is refused) — and the list marks the

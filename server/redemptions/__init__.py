@@ -1,2 +1,2 @@
 """Redemption codes: the admin's codes and a user redeeming one for quota, exactly once
-(docs/API.md#redemption-codes)."""
+(docs/api/payments.md#redemption-codes)."""

@@ -1,7 +1,7 @@
 """Request and reply schemas of the redemption-code routes (`/api/redemption/…`) and of redeeming
 (`POST /api/user/topup`).
 
-How a code is shown (docs/API.md#redemption-codes): in full to admins, `count` always 0.
+How a code is shown (docs/api/payments.md#redemption-codes): in full to admins, `count` always 0.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The rules of redemption codes: the admin's list, search, create, edit and delete, and redeeming
-(docs/API.md#redemption-codes).
+(docs/api/payments.md#redemption-codes).
 
 Redeeming is one SQL transaction — the code's single conditional UPDATE (enabled, live, not expired →
 used by the caller) and, only if it changed the row, the credit recorded beside it — followed by the

@@ -1,5 +1,5 @@
 """Step 13 of a model call: attempts over the channels until one answers 2xx
-(docs/API.md#selection-and-retries, #auto-disable).
+(docs/api/channels.md#selection-and-retries, #auto-disable).
 
 Each attempt picks a channel (priority tier, weight) not tried yet in this call, a key of it (random or
 polling), maps the model, lets the exchange of the channel's type (the route format's, for that type) build

@@ -1,4 +1,5 @@
-"""Who is calling a model route, and may they (steps 1–5 of docs/API.md#gateway-admission-order, in order).
+"""Who is calling a model route, and may they (steps 1–5 of docs/api/gateway.md#gateway-admission-order, in
+order).
 
 The key comes from where the route's provider puts it (`Provider.caller_key`). Key and owner come from the
 shared record caches (no SQL once cached); an expired or exhausted key found here has that status

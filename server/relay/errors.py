@@ -1,5 +1,5 @@
-"""The error replies of the model-call routes (docs/API.md#gateway-errors): any error of the tree, in the
-error object of the route's provider wire.
+"""The error replies of the model-call routes (docs/api/gateway.md#gateway-errors): any error of the tree, in
+the error object of the route's provider wire.
 
 The wire is the one the route declares (`route(..., wire=Wire.GOOGLE | OPENAI | ANTHROPIC | ...)`); a
 request that matched no route (an unknown path, a wrong method, a body too large before routing) takes

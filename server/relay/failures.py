@@ -1,4 +1,4 @@
-"""The error log of a failed model call (type 5, docs/API.md#logs): what `Relay.call` hands the worker's
+"""The error log of a failed model call (type 5, docs/api/logs.md#logs): what `Relay.call` hands the worker's
 error-log buffer when a call ends with an error.
 
 Only a known caller gets one: a call whose API key passed authentication (the key exists, is enabled, not

@@ -1,5 +1,6 @@
 """The model-call pipeline: one ordered list of small steps over one `Call`
-(docs/API.md: #gateway-admission-order, #selection-and-retries, #billing).
+(docs/api/gateway.md#gateway-admission-order, docs/api/channels.md#selection-and-retries,
+docs/api/gateway.md#billing).
 
     read_target   the route's path: operation and model                         (404 / 400 before the key)
     decide        steps 1–12 on this worker's cached view, confirmed current:
@@ -403,9 +404,9 @@ class Relay:
             raise RateLimitExceeded(result.retry_after)
 
     def _group(self, caller: Caller, model: str, types: Collection[int]) -> str:
-        """The key group `auto` (docs/API.md#abilities-and-groups): the first group of `AutoGroups` usable by
-        the user with an enabled ability for the model; failing that, the first that offers it at all (its
-        channels are down: 503), else the first usable one (nothing offers the model: 404)."""
+        """The key group `auto` (docs/api/channels.md#abilities-and-groups): the first group of `AutoGroups`
+        usable by the user with an enabled ability for the model; failing that, the first that offers it at
+        all (its channels are down: 503), else the first usable one (nothing offers the model: 404)."""
         if caller.group != AUTO_GROUP:
             return caller.group
         settings = self.options.settings

@@ -2,7 +2,7 @@
 (`/api/openapi.json`, `/api/docs`), and the routes new-api's web console reads that no other domain serves
 (`/api/notice`, `/api/about`, `/api/home_page_content`, `/api/models`, `/api/prefill_group/`,
 `/api/user/oauth/bindings`, `/api/uptime/status`, `/api/subscription/plans`, `/api/subscription/self`,
-`/api/custom-oauth-provider/`: docs/API.md#coming-from-new-api)."""
+`/api/custom-oauth-provider/`: docs/api/options.md#coming-from-new-api)."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ class Status(Reply):
     # The keys of new-api's `/api/status` (controller/misc.go GetStatus) for what Tollway does not have:
     # sign-in with another provider, chat links, drawing and async tasks, console panels, check-in, legal
     # pages, EPay. Off, empty or 0, never missing: the new-api console reads each of them
-    # (docs/API.md#coming-from-new-api).
+    # (docs/api/options.md#coming-from-new-api).
     github_oauth: bool = False
     github_client_id: str = ""
     discord_oauth: bool = False

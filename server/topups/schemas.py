@@ -1,5 +1,5 @@
 """Request and reply schemas of the top-up record routes (`/api/user/topup…`, except redeeming); how a
-top-up order is shown (docs/API.md#top-up-records)."""
+top-up order is shown (docs/api/payments.md#top-up-records)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The rules of top-up records: the lists, and completing an order by hand (docs/API.md#top-up-records).
+"""The rules of top-up records: the lists, and completing an order by hand
+(docs/api/payments.md#top-up-records).
 
 Completing is one SQL transaction — the order's conditional move from `pending` or `review` to
 `success` and, only if it moved, the credit recorded beside it — followed by the credit through the quota

@@ -1,5 +1,5 @@
 """The upstream calls made on an admin's behalf: a channel test, a channel's balance, an upstream's model
-list (docs/API.md#channel-tests-balances-and-model-lists).
+list (docs/api/channels.md#channel-tests-balances-and-model-lists).
 
 `UpstreamAdmin` is built once per worker (server/container.py) from the worker's upstream client and the
 provider registry, and handed to the channel service, which decides what to call and what to do with the

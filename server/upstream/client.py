@@ -14,8 +14,8 @@ or an administrative caller. Every upstream call goes through one method:
   administrative readers' byte caps).
 
 With the default aiohttp client it calls the pooled `aiohttp.ClientSession` directly — no `httpx.Request` /
-`httpx.Response` built around aiohttp's (that wrapping cost ~100 µs of CPU per call,
-docs/ARCHITECTURE.md#per-call-budget); with `UPSTREAM_TRANSPORT=httpx` it hands an `httpx.Request` to
+`httpx.Response` built around aiohttp's (that wrapping was a large share of a call's CPU,
+docs/PERFORMANCE.md#figures-behind-the-code); with `UPSTREAM_TRANSPORT=httpx` it hands an `httpx.Request` to
 httpx's own transport. Only that one client is on the wire.
 
 Every failure is httpx's error for what happened (`transports.fault` for aiohttp's; httpx raises its own):

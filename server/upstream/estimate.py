@@ -1,5 +1,5 @@
 """Token estimates for reservations and for billing calls whose upstream reports no usage
-(docs/API.md#token-usage-and-estimates).
+(docs/api/gateway.md#token-usage-and-estimates).
 
 An exact count would use tiktoken's `o200k_base` from a local, hash-checked file; none ships with Tollway
 (fetching it would be a network call, which the gateway never makes), so this fallback is used:

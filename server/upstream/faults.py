@@ -10,7 +10,8 @@ made upstream (model calls, channel tests, balances, model lists, the payment ch
   `ReadError`, `RemoteProtocolError`). So the type decides (`is_timeout`, `describe`).
 - A failed answer is judged by the options (`judge`): retried on another channel when its status is in
   `AutomaticRetryStatusCodes`, and the channel (or key) disabled when its status is in
-  `AutomaticDisableStatusCodes` or a retryable answer holds a disable keyword (docs/API.md#auto-disable).
+  `AutomaticDisableStatusCodes` or a retryable answer holds a disable keyword
+  (docs/api/channels.md#auto-disable).
 """
 
 from __future__ import annotations

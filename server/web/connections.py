@@ -45,12 +45,11 @@ from typing import Any
 
 from sanic import Request
 from sanic.exceptions import RequestTimeout, ServiceUnavailable
-from sanic.http import Stage
 from sanic.log import error_logger
-from sanic.server.protocols.http_protocol import HttpProtocol
 
 from server import logging_setup, metrics
 from server.config import Config
+from server.web.sanic_internals import HttpProtocol, Stage
 
 SHUTTING_DOWN = "tollway: the server is stopping"
 """The message of the cancellation that ends a request still running when the shutdown grace is over."""

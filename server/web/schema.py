@@ -64,7 +64,7 @@ def _reply_json_schema(schema: dict[str, Any]) -> None:
 
 
 class Reply(Schema):
-    """Base of every reply model built by the server (docs/ARCHITECTURE.md, "Schemas and the API document").
+    """Base of every reply model built by the server (docs/HTTP.md#schemas-and-the-api-document).
 
     A reply model is built only by its `of(...)` classmethod, from the record it shows, with keyword
     arguments — never with `model_validate` or `from_attributes`, so that a column which happens to share

@@ -1,6 +1,6 @@
 """`python -m tests.console.screenshots [FOLDER]`: take the console screenshots the docs show —
 `sign-in.png`, `dashboard.png`, and root's `channels.png`, `users.png` and `settings.png` (its first
-sections), in `docs/console/` unless
+section), in `docs/console/` unless
 FOLDER is given — from a real `tollway serve` (embedded, in a temporary folder) where a user made a few
 real model calls through the gateway to the fake upstreams, so the dashboard's chart has something to draw
 (and the channel was tested once, so its list shows the answer's time). Needs Debian's chromium, like the

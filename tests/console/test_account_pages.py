@@ -101,7 +101,7 @@ def test_sign_in_then_sign_out(page: Page, server: Server) -> None:
     expect(page.get_by_role("heading", level=1, name="API keys")).to_be_visible()  # where it was going
     nav = page.get_by_role("navigation", name="Main")
     expect(nav.get_by_role("link")).to_have_text(  # a user's entries (no admin page)
-        ["Dashboard", "API keys", "Logs", "Top up", "Account", "Playground", "Models and prices"])
+        ["Dashboard", "Playground", "API keys", "Logs", "Account", "Models and prices", "Top up"])
 
     cookie = {c["name"]: c["value"] for c in page.context.cookies()}["session"]
     user_id = page.evaluate("localStorage.getItem('tollway.user')")

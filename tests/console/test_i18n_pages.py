@@ -193,6 +193,13 @@ def test_every_page_and_main_dialog_is_in_chinese_for_root(zh_page: Page, server
                 expect(menu).to_be_hidden()
             in_row = functools.partial(row_action, page, row, action, CHINESE)
             dialog_in_chinese(page, in_row, dialog, allowed)
+        if path == "/settings":  # one section shown at a time: each in turn
+            sections = page.get_by_role("navigation", name="设置分区").get_by_role("link")
+            expect(sections).to_have_count(len(SECTIONS))
+            for index in range(len(SECTIONS)):
+                sections.nth(index).click()
+                expect(sections.nth(index)).to_have_attribute("aria-current", "page")
+                assert_chinese(page, f"{path} section {index + 1}", allowed)
     open_page(page, server, "/logs", "日志")  # a log opened (its time in the button's and dialog's names)
     opener = page.locator("tbody tr").first.get_by_role("button", name="查看")
     title = str(opener.get_attribute("aria-label")).removeprefix("查看 ")

@@ -6,7 +6,7 @@ replica takes over and the load goes on. The replica is cut off its master `CUT`
 so the failover does lose a tail — hundreds of settles — as a lagging replica would (on one host a plain
 kill loses almost nothing, and a bound checked on nothing lost proves little). Redis replicates
 asynchronously, so the bound the test asserts
-(docs/OPERATIONS.md#a-master-failover-and-what-it-may-lose) is:
+(docs/PRODUCTION.md#a-master-failover-and-what-it-may-lose) is:
 
 - only the tail is lost: the promoted replica holds a prefix of what the old master ran. A settle the
   workers were told applied may be missing — its usage charged to no one, its hold back and then swept —

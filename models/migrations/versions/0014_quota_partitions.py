@@ -5,7 +5,8 @@ Revises: 0013
 
 A row for every partition a deployment may have (0 .. 255: `QUOTA_PARTITIONS` is at most 256), each at the
 start of its stream ("0-0", no epoch yet). `quota_cursor` stays: it is the cursor of the single stream of
-the layout before partitions, which the sync drains once after an upgrade (docs/OPERATIONS.md).
+the layout before partitions, which the sync drains once after an upgrade
+(docs/PRODUCTION.md#upgrading-to-quota-partitions).
 """
 
 import sqlalchemy as sa

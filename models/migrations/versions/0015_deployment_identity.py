@@ -5,7 +5,7 @@ Revises: 0014
 
 One row (id 1) in `deployments` (models/deployment.py). A process that opens the Redis quota store compares
 the store's id with this one and refuses to start when they differ: the quota state under a Redis key
-prefix belongs to one database (docs/OPERATIONS.md#deployment-identity). A deployment upgrading gets its
+prefix belongs to one database (docs/PRODUCTION.md#deployment-identity). A deployment upgrading gets its
 id here; its Redis has none yet and records this one when the first process opens it.
 """
 

@@ -1,4 +1,4 @@
-"""The seam between the model-call pipeline and the wire formats (docs/ARCHITECTURE.md#the-format-layer).
+"""The seam between the model-call pipeline and the wire formats (docs/GATEWAY.md#the-format-layer).
 
     caller ──route format──▶ pipeline (admission, hold, selection, retries, settlement, logs, metrics)
                                 │  for the channel each attempt picks:

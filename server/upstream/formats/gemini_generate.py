@@ -1,5 +1,5 @@
 """Gemini generateContent and streamGenerateContent on Gemini channels (type 24), in pass-through: any
-model, text or speech (docs/API.md#gemini-generatecontent-g1).
+model, text or speech (docs/api/gateway.md#gemini-generatecontent-g1).
 
 The path names the model and the method (`providers.gemini.Gemini.operation`); the body is checked by
 `providers.gemini_body`. A stream goes to the caller as the upstream's server-sent events (`?alt=sse`),

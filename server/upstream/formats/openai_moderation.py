@@ -1,6 +1,6 @@
 """OpenAI moderations (`POST /v1/moderations`) on OpenAI channels (type 1): the body checks are
 `providers.openai.parse_moderation`; the reply reports no usage, so a call is billed on the prompt
-estimate (docs/API.md#openai-moderation-g2)."""
+estimate (docs/api/gateway.md#openai-moderation-g2)."""
 
 from __future__ import annotations
 

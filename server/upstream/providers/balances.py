@@ -1,6 +1,6 @@
 """How each provider that publishes an account balance reports it (`GET /api/channel/update_balance`,
-docs/API.md#channel-tests-balances-and-model-lists), and the default address of the channel types whose
-upstream Tollway only queries (never routes to).
+docs/api/channels.md#channel-tests-balances-and-model-lists), and the default address of the channel types
+whose upstream Tollway only queries (never routes to).
 
 Every request carries `Authorization: Bearer <key>` and the channel's `header_override`; `{base}` is the
 channel's `base_url`, or the type's default address.

@@ -109,8 +109,8 @@ class Asked:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """A reply's usage in five counts, whatever the wire (docs/API.md#billing): input tokens not read from
-    a cache, cache reads, cache writes kept 5 minutes and 1 hour, and output; plus the speech split of
+    """A reply's usage in five counts, whatever the wire (docs/api/gateway.md#billing): input tokens not read
+    from a cache, cache reads, cache writes kept 5 minutes and 1 hour, and output; plus the speech split of
     the output. `estimated`: a count is Tollway's own (the upstream reported none)."""
 
     input: int

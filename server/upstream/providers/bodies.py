@@ -1,5 +1,5 @@
-"""The checks every model-call body gets, whatever its provider (docs/API.md#gateway-admission-order, step 7):
-it is a JSON object, and no string in it is anything but Unicode text; a model name is an identifier.
+"""The checks every model-call body gets, whatever its provider (docs/api/gateway.md#gateway-admission-order,
+step 7): it is a JSON object, and no string in it is anything but Unicode text; a model name is an identifier.
 
 A string anywhere in the body that is not Unicode text (a lone surrogate escape such as `"\\ud800"`) is
 refused once, here, before anything reads it; NUL and other control characters are refused only in the

@@ -6,9 +6,9 @@ embedding methods, `:embedContent` and `:batchEmbedContents`, are `formats/gemin
              key: x-goog-api-key, ?key=, or Authorization
     upstream POST {base}/v1beta/models/{upstream model}:generateContent                x-goog-api-key
              POST {base}/v1beta/models/{upstream model}:streamGenerateContent?alt=sse
-    usage    usageMetadata (docs/API.md#token-usage-and-estimates)
+    usage    usageMetadata (docs/api/gateway.md#token-usage-and-estimates)
     errors   {"error": {"code", "message", "status", "details": [ErrorInfo]}}; an API_KEY_INVALID 400 is a
-             bad channel key and counts as a 401 (docs/API.md#selection-and-retries)
+             bad channel key and counts as a 401 (docs/api/channels.md#selection-and-retries)
 
 A streamed answer goes to the caller as the upstream's server-sent events (`?alt=sse`) or re-assembled
 into Google's JSON-array form. There is no balance query.
@@ -166,8 +166,9 @@ class Gemini:
     def read_body(self, op: Operation, body: bytes) -> Asked:
         assert op.model is not None
         parsed = parse_generate(body)
-        # a speech answer without a cap is reserved at twice the prompt's characters (docs/API.md#billing)
-        # (a text answer without a cap reserves `PreConsumedCompletionTokens`: None)
+        # a speech answer without a cap is reserved at twice the prompt's characters
+        # (docs/api/gateway.md#billing) (a text answer without a cap reserves `PreConsumedCompletionTokens`:
+        # None)
         completion = parsed.max_output_tokens or (2 * parsed.content_chars if parsed.wants_audio else None)
         return Asked(op.model, parsed.texts, parsed.wants_audio, completion, stream=op.stream)
 

@@ -1,5 +1,6 @@
-"""Validation of a Gemini generateContent body (docs/API.md#gemini-generatecontent-g1): what the gateway must
-know before it reserves and routes, read from a parsed copy; the caller's bytes are forwarded untouched.
+"""Validation of a Gemini generateContent body (docs/api/gateway.md#gemini-generatecontent-g1): what the
+gateway must know before it reserves and routes, read from a parsed copy; the caller's bytes are forwarded
+untouched.
 
 Fields are accepted in camelCase or snake_case (the google-genai SDK sends snake_case inside
 `speech_config`); both spellings at one level are refused. Every refusal is a 400 naming the field.

@@ -3,7 +3,7 @@
     caller   POST /v1/moderations                     key: Authorization: Bearer
     upstream POST {base}/v1/moderations               Authorization: Bearer <channel key>
     body     forwarded unchanged, unless the channel maps the model: then only `model` is replaced
-    usage    none: moderation is billed on the prompt estimate (docs/API.md#token-usage-and-estimates)
+    usage    none: moderation is billed on the prompt estimate (docs/api/gateway.md#token-usage-and-estimates)
     errors   {"error": {"message", "type", "param", "code"}}
     balance  GET {base}/v1/dashboard/billing/subscription (hard_limit_usd) minus
              GET {base}/v1/dashboard/billing/usage?start_date&end_date (total_usage in cents)
@@ -71,7 +71,8 @@ class ModerationBody:
 
 def parse_moderation(body: bytes) -> ModerationBody:
     """`input`: a non-empty string, a non-empty array of non-empty strings, or a non-empty array of
-    text / image_url parts; `model` an optional non-empty string (docs/API.md#openai-moderation-g2)."""
+    text / image_url parts; `model` an optional non-empty string
+    (docs/api/gateway.md#openai-moderation-g2)."""
     data = parse_object(body)
     value = data.get("input")
     texts: list[str] = []

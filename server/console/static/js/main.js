@@ -56,7 +56,7 @@ async function boot() {
       await router.go(redirect, { replace: true });
       return;
     }
-    shell.setNav(session.user, page.path, site.status.setup);
+    shell.setNav(session.user, page.path);
     document.title = `${page.title()} · ${site.name}`;
     shell.startPage();
     for (const open of document.querySelectorAll("dialog[open]")) {

@@ -5,26 +5,27 @@
  *
  * `access`: `setup` only before the first-run setup; `guest` only when signed out (signed in, it opens
  * the dashboard); `anyone`; or the least role (`user`, `admin`, `root`) that may open it.
- * `nav`: whether the page has a navigation entry, named as its title (docs/CONSOLE.md names them all).
+ * `group`: the sidebar group of the page's entry, named as its title (docs/CONSOLE.md names them all); a
+ * page without one has no entry. `navigation(role)` lays the groups out for a role.
  */
 
 import { t } from "./i18n.js";
 
 /** @typedef {"setup" | "guest" | "anyone" | "user" | "admin" | "root"} Access */
+/** @typedef {"use" | "money" | "manage" | "system"} Group */
 
 /**
  * @typedef {object} Page
  * @property {string} path
  * @property {() => string} title  in the chosen language
  * @property {Access} access
- * @property {boolean} [nav]  whether the page has a navigation entry (named as its title)
+ * @property {Group} [group]  the sidebar group of the page's entry (named as its title); none: no entry
  * @property {() => Promise<import("./types.js").PageModule>} load
  */
 
 /** @type {Page[]} */
 export const PAGES = [
-  { path: "/", title: () => t("page.dashboard"), access: "user", nav: true, load: () => import("./pages/dashboard.js") },
-  { path: "/keys", title: () => t("page.keys"), access: "user", nav: true, load: () => import("./pages/keys.js") },
+  // signed out, and the first run: no entry
   { path: "/setup", title: () => t("page.setup"), access: "setup", load: () => import("./pages/setup.js") },
   { path: "/login", title: () => t("page.login"), access: "guest", load: () => import("./pages/login.js") },
   { path: "/register", title: () => t("page.register"), access: "guest", load: () => import("./pages/register.js") },
@@ -32,22 +33,49 @@ export const PAGES = [
     load: () => import("./pages/forgot-password.js") },
   { path: "/user/reset", title: () => t("page.resetPassword"), access: "anyone",
     load: () => import("./pages/reset-password.js") },
-  // the user and root pages of issue 24
-  { path: "/logs", title: () => t("page.logs"), access: "user", nav: true, load: () => import("./pages/logs.js") },
-  { path: "/topup", title: () => t("page.topup"), access: "user", nav: true, load: () => import("./pages/topup.js") },
-  { path: "/account", title: () => t("page.account"), access: "user", nav: true, load: () => import("./pages/account.js") },
-  { path: "/playground", title: () => t("page.playground"), access: "user", nav: true,
+  // the sidebar's entries, in its order
+  { path: "/", title: () => t("page.dashboard"), access: "user", group: "use", load: () => import("./pages/dashboard.js") },
+  { path: "/playground", title: () => t("page.playground"), access: "user", group: "use",
     load: () => import("./pages/playground.js") },
-  { path: "/models", title: () => t("page.models"), access: "user", nav: true, load: () => import("./pages/models.js") },
-  // admin pages
-  { path: "/users", title: () => t("page.users"), access: "admin", nav: true, load: () => import("./pages/users.js") },
-  { path: "/channels", title: () => t("page.channels"), access: "admin", nav: true, load: () => import("./pages/channels.js") },
-  { path: "/redemptions", title: () => t("page.redemptions"), access: "admin", nav: true,
+  { path: "/keys", title: () => t("page.keys"), access: "user", group: "use", load: () => import("./pages/keys.js") },
+  { path: "/logs", title: () => t("page.logs"), access: "user", group: "use", load: () => import("./pages/logs.js") },
+  { path: "/account", title: () => t("page.account"), access: "user", group: "use",
+    load: () => import("./pages/account.js") },
+  { path: "/topup", title: () => t("page.topup"), access: "user", group: "money", load: () => import("./pages/topup.js") },
+  { path: "/orders", title: () => t("page.orders"), access: "admin", group: "money", load: () => import("./pages/orders.js") },
+  { path: "/redemptions", title: () => t("page.redemptions"), access: "admin", group: "money",
     load: () => import("./pages/redemptions.js") },
-  { path: "/orders", title: () => t("page.orders"), access: "admin", nav: true, load: () => import("./pages/orders.js") },
-  // root's pages
-  { path: "/settings", title: () => t("page.settings"), access: "root", nav: true, load: () => import("./pages/settings.js") },
+  { path: "/users", title: () => t("page.users"), access: "admin", group: "manage", load: () => import("./pages/users.js") },
+  { path: "/channels", title: () => t("page.channels"), access: "admin", group: "manage",
+    load: () => import("./pages/channels.js") },
+  { path: "/models", title: () => t("page.models"), access: "user", group: "manage", load: () => import("./pages/models.js") },
+  { path: "/settings", title: () => t("page.settings"), access: "root", group: "system",
+    load: () => import("./pages/settings.js") },
 ];
+
+/** The sidebar's groups, in its order, each with its heading in the chosen language. */
+export const GROUPS = /** @type {{id: Group, title: () => string}[]} */ ([
+  { id: "use", title: () => t("shell.group.use") },
+  { id: "money", title: () => t("shell.group.money") },
+  { id: "manage", title: () => t("shell.group.manage") },
+  { id: "system", title: () => t("shell.group.system") },
+]);
+
+/**
+ * The sidebar of a role: its groups that have an entry the role may open, each with those pages. Below
+ * admin, the one "manage" page a user may open (Models and prices) reads as a page to use: it is listed
+ * under "use", not as a group of one.
+ * @param {number} role
+ * @returns {{id: Group, title: () => string, pages: Page[]}[]}
+ */
+export function navigation(role) {
+  /** @param {Page} page */
+  const groupOf = (page) => page.group === "manage" && role < LEAST_ROLE.admin ? "use" : page.group;
+  const open = PAGES.filter((page) => page.group && page.access in LEAST_ROLE
+    && role >= LEAST_ROLE[/** @type {"user" | "admin" | "root"} */ (page.access)]);
+  return GROUPS.map((group) => ({ ...group, pages: open.filter((page) => groupOf(page) === group.id) }))
+    .filter((group) => group.pages.length > 0);
+}
 
 /** The page shown for a path no page has. */
 export const NOT_FOUND = /** @type {Page} */ ({

@@ -8,7 +8,7 @@ import { ApiError } from "./api.js";
 
 const STORED_ID = "tollway.user";
 
-/** Roles (docs/API.md "Roles and hierarchy"). */
+/** Roles (docs/api/accounts.md#roles-and-hierarchy). */
 export const Role = Object.freeze({ USER: 1, ADMIN: 10, ROOT: 100 });
 
 export class Session {

@@ -29,7 +29,7 @@ import { t } from "../i18n.js";
 /** @typedef {{enabled: boolean, count: number, last_used_at: number, credentials: Passkey[]}} PasskeyStatus */
 
 /**
- * A section of the page with its heading.
+ * A section of the page with its heading: a card of the page's grid (two columns wide, one on a phone).
  * @param {string} id
  * @param {string} title
  * @param {...import("../dom.js").Child} children
@@ -212,15 +212,16 @@ export async function render(ctx) {
 
   replace(main,
     heading(t("page.account")),
-    section("profile-heading", t("account.profile"), profile),
-    section("password-heading", t("field.password"), password),
-    section("email-heading", t("field.emailAddress"), email),
-    token,
-    section("twofa-heading", t("login.twoFactor"), twoFactorArea),
-    section("passkeys-heading", t("account.passkeys"),
-      h("p", {}, t("account.passkeysIntro")),
-      passkeyArea),
-    section("settings-heading", t("account.notificationsPrivacy"), notify));
+    h("div", { class: "card-grid" },
+      section("profile-heading", t("account.profile"), profile),
+      section("password-heading", t("field.password"), password),
+      section("email-heading", t("field.emailAddress"), email),
+      token,
+      section("twofa-heading", t("login.twoFactor"), twoFactorArea),
+      section("passkeys-heading", t("account.passkeys"),
+        h("p", {}, t("account.passkeysIntro")),
+        passkeyArea),
+      section("settings-heading", t("account.notificationsPrivacy"), notify)));
 }
 
 /**

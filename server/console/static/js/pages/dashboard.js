@@ -2,8 +2,10 @@
  * Dashboard (`/`, every signed-in user): balance, quota used and request count (`GET /api/user/self`,
  * already read when the console loaded), and a chart of the user's own usage by model over the last 24
  * hours, 7 or 30 days (`GET /api/data/self`); an admin may choose everyone's usage instead, summed per
- * model (`GET /api/data/`). Calls at load: `GET /api/data/self` (and `/api/user/self` when the one read at
- * load is older than 5 s); one more each time the period or whose usage changes.
+ * model (`GET /api/data/`). Admins also get the operator's section below (dashboard-top.js: who and what
+ * spent most, each channel's calls and errors, over a range of days). Calls at load: `GET /api/data/self`
+ * (and `/api/user/self` when the one read at load is older than 5 s), and for admins `GET /api/data/top`; one
+ * more each time the period, whose usage or the operator's range changes.
  */
 
 import { h, replace, uid } from "../dom.js";
@@ -15,7 +17,8 @@ import { number, t } from "../i18n.js";
 const ADMIN = 10;
 
 /** @param {import("../types.js").PageContext} ctx */
-export async function render({ main, api, session, site }) {
+export async function render(ctx) {
+  const { main, api, session, site } = ctx;
   const user = await session.refresh(5000);
   /** @param {string} label @param {string} value */
   const figure = (label, value) => h("div", { class: "card" }, h("dt", {}, label), h("dd", {}, value));
@@ -31,6 +34,7 @@ export async function render({ main, api, session, site }) {
   // admins and root may see everyone's usage, summed per model and hour (`GET /api/data/`)
   const whose = user.role >= ADMIN ? h("select", { id: whoseId },
     h("option", { value: "self" }, t("dash.yours")), h("option", { value: "all" }, t("dash.everyone"))) : null;
+  const operator = user.role >= ADMIN ? h("section", { class: "operator" }) : null;
   replace(main,
     heading(t("page.dashboard")),
     h("dl", { class: "cards" },
@@ -43,7 +47,8 @@ export async function render({ main, api, session, site }) {
         h("div", { class: "control" }, h("label", { for: periodId }, t("dash.period")), period),
         h("div", { class: "control" }, h("label", { for: metricId }, t("dash.show")), metric),
         whose ? h("div", { class: "control" }, h("label", { for: whoseId }, t("dash.whose")), whose) : null),
-      area));
+      area),
+    operator);
 
   /** @type {{buckets: import("../types.js").UsageBucket[], slots: import("../widgets/usage-chart.js").Slot[]}} */
   let data = { buckets: [], slots: [] };
@@ -74,5 +79,6 @@ export async function render({ main, api, session, site }) {
   period.addEventListener("change", () => void load());
   whose?.addEventListener("change", () => void load());
   metric.addEventListener("change", draw);
-  await load();
+  await Promise.all([load(),
+    operator ? import("./dashboard-top.js").then(({ renderTop }) => renderTop(operator, ctx)) : null]);
 }

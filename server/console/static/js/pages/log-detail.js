@@ -5,8 +5,8 @@
  * cut stream, the conversion, the client IP when the viewer may see it, an error log's status and
  * message, and the row as the API sent it.
  *
- * The charge is recomputed here by the gateway's formula (server/components/pricing.py, docs/API.md
- * "Billing"): in ratio mode ceil((input + output × completion ratio + cache reads × cache ratio + cache
+ * The charge is recomputed here by the gateway's formula (server/components/pricing.py,
+ * docs/api/gateway.md#billing): in ratio mode ceil((input + output × completion ratio + cache reads × cache ratio + cache
  * writes × cache-write ratio (× 1.6 for a 1-hour write)) × model ratio × group ratio), in price mode
  * ceil(price × QuotaPerUnit × group ratio), a non-zero cost at least 1 point. A user's `other` lacks some
  * of the numbers (the server keeps only an allow-list); then the breakdown says it cannot be redone.

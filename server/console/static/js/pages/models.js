@@ -15,7 +15,7 @@ import { openDialog } from "../widgets/dialog.js";
 import { locale, number, t } from "../i18n.js";
 
 /**
- * A model's price as the gateway bills it (docs/API.md, "The price list").
+ * A model's price as the gateway bills it (docs/api/gateway.md#the-price-list).
  * @typedef {object} PriceRow
  * @property {string} model_name
  * @property {number} quota_type  0 per token, 1 per call

@@ -1,6 +1,10 @@
 /**
- * Settings (`/settings`, root): every option, in the sections `GET /api/option/schema` serves, each with
- * its own Save button. The page knows no option of its own: the server's schema (declared once, in
+ * Settings (`/settings`, root): every option, in the sections `GET /api/option/schema` serves, one section
+ * shown at a time: a list of the sections beside it (above it on a phone), the chosen one named in the
+ * address (`/settings?section=<id>`, so a reload or a link opens it). Each section has its own Save
+ * button in a save bar that stays in view at the bottom of the section, with the count of its unsaved
+ * changes (also shown beside its entry in the list); moving to another section keeps the edits, shown
+ * again on coming back. The page knows no option of its own: the server's schema (declared once, in
  * core/option_registry.py) gives each option's section, label, hint, kind, bounds and whether it is a
  * write-only secret, and the field is built from that — a checkbox for a switch, a list for a few allowed
  * values, a number, a line of text, a text area for several lines and for JSON, a password field for a
@@ -105,14 +109,37 @@ function current(element, key) {
   return "";
 }
 
+/**
+ * The options of a section that would be saved now: those changed since read (or saved), and each
+ * secret with something typed in it.
+ * @param {HTMLFormElement} element
+ * @param {OptionSection} section
+ * @param {Map<string, string>} saved
+ */
+function changedOptions(element, section, saved) {
+  return section.options.filter((option) => option.secret
+    ? current(element, option.key) !== "" : current(element, option.key) !== saved.get(option.key));
+}
+
+/**
+ * The section the address names (`?section=<id>`), else the first.
+ * @param {URL} url
+ * @param {OptionSection[]} schema
+ */
+function chosenSection(url, schema) {
+  const wanted = url.searchParams.get("section");
+  return schema.find((section) => section.id === wanted)?.id ?? schema[0]?.id ?? "";
+}
+
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
-  const { main, api, shell } = ctx;
+  const { main, api, shell, url } = ctx;
   /** @type {[OptionSection[], OptionValue[]]} */
   const [schema, listed] = await Promise.all([api.get("/api/option/schema"), api.get("/api/option/")]);
   const stored = new Map(listed.map((option) => [option.key, option.value]));
+  let shown = chosenSection(url, schema);
 
-  const sections = schema.map((section) => {
+  const panes = schema.map((section) => {
     /** @type {Map<string, string>} the text each control started from (after a save: what was saved) */
     const saved = new Map();
     const controls = section.options.map((option) => {
@@ -122,9 +149,16 @@ export async function render(ctx) {
     });
     const headingId = `section-${section.id}`;
     const title = tOr(`optsec.${section.id}.title`, section.title);
+    const unsaved = h("span", { class: "unsaved" });
+    const mark = h("span", { class: "unsaved-mark" });
+    /** Tell how many options would be saved, in the save bar and beside the section's entry. */
+    const count = () => {
+      const changed = changedOptions(sectionForm, section, saved).length;
+      unsaved.textContent = changed ? t("settings.unsaved", { count: changed }) : t("settings.allSaved");
+      mark.textContent = changed ? t("settings.unsavedShort", { count: changed }) : "";
+    };
     const sectionForm = form(title, async (element) => {
-      const changed = section.options.filter((option) => option.secret
-        ? current(element, option.key) !== "" : current(element, option.key) !== saved.get(option.key));
+      const changed = changedOptions(element, section, saved);
       if (!changed.length) {
         shell.say(t("settings.nothingChanged", { section: title }));
         return;
@@ -155,6 +189,7 @@ export async function render(ctx) {
           refusals.push(error);
         }
       }
+      count();
       clearErrors(element);
       for (const error of refusals.reverse()) showError(element, error);  // the first refused field ends focused
       const refused = refusals.length;
@@ -163,13 +198,44 @@ export async function render(ctx) {
     },
     h("p", {}, tOr(`optsec.${section.id}.intro`, section.intro)),
     controls,
-    h("div", { class: "actions inline" }, h("button", { type: "submit" }, t("settings.save", { section: title }))));
-    return h("section", { class: "panel", "aria-labelledby": headingId },
+    h("div", { class: "save-bar" }, unsaved,
+      h("button", { type: "submit" }, t("settings.save", { section: title }))));
+    sectionForm.addEventListener("input", count);
+    sectionForm.addEventListener("change", count);
+    count();
+    const pane = h("section", { class: "panel settings-section", "aria-labelledby": headingId, hidden: section.id !== shown },
       h("h2", { id: headingId }, title), sectionForm);
+    const link = h("a", { href: `/settings?section=${encodeURIComponent(section.id)}`,
+      "aria-current": section.id === shown ? "page" : false,
+      onclick: (/** @type {MouseEvent} */ event) => {
+        if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();  // in place: the edits of every section are kept (the router would redraw)
+        show(section.id);
+      } }, h("span", {}, title), mark);
+    return { id: section.id, pane, link };
   });
+
+  /**
+   * Show one section, named in the address (a reload or a link opens it).
+   * @param {string} id
+   */
+  const show = (id) => {
+    shown = id;
+    for (const { id: each, pane, link } of panes) {
+      pane.hidden = each !== id;
+      if (each === id) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+    const address = new URL(window.location.href);
+    address.searchParams.set("section", id);
+    window.history.replaceState(null, "", address);
+  };
 
   replace(main,
     heading(t("page.settings")),
     h("p", {}, t("settings.intro")),
-    sections);
+    h("div", { class: "settings" },
+      h("nav", { class: "section-list", "aria-label": t("settings.sections") },
+        h("ul", {}, panes.map(({ link }) => h("li", {}, link)))),
+      h("div", { class: "settings-panes" }, panes.map(({ pane }) => pane))));
 }

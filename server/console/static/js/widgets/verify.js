@@ -1,5 +1,5 @@
 /**
- * The secure-verification prompt (docs/API.md "Secure verification"): when an action answers 403
+ * The secure-verification prompt (docs/api/auth.md#secure-verification): when an action answers 403
  * `VERIFICATION_REQUIRED` (or `VERIFICATION_EXPIRED`), a dialog asks the person to prove it is them —
  * with the code of their authenticator app (`POST /api/verify`, method `2fa`), or with one of their
  * passkeys (`POST /api/user/passkey/verify/begin`, `navigator.credentials.get()`,

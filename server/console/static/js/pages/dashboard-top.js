@@ -1,0 +1,179 @@
+/**
+ * The operator's part of the dashboard (admins and root; loaded by dashboard.js only for them): over a
+ * chosen range of days, the users, API keys and models that spent most, and every channel's calls and
+ * errors (`GET /api/data/top`, summed by the server from the logs). The range is two dates in the browser's
+ * time zone (from the first one's midnight to the last one's end); it starts as the last 7 days. Each list
+ * is a table, with a bar of each row's share of the first row's spend (drawn, hidden from screen readers:
+ * the number is in the row). Calls: one `GET /api/data/top` at load and one per change of the range.
+ */
+
+import { h, replace, uid } from "../dom.js";
+import { field, form, refuse, valueOf } from "../forms.js";
+import { number, t } from "../i18n.js";
+import { typeName } from "./channel-form.js";
+
+/**
+ * @typedef {object} Spent
+ * @property {number} quota
+ * @property {number} calls
+ * @property {number} prompt_tokens
+ * @property {number} completion_tokens
+ */
+/** @typedef {Spent & {user_id: number, username: string}} TopUser */
+/** @typedef {Spent & {user_id: number, username: string, token_id: number, token_name: string}} TopKey */
+/** @typedef {Spent & {model_name: string}} TopModel */
+/**
+ * @typedef {object} ChannelUse
+ * @property {number} channel
+ * @property {string} channel_name
+ * @property {number} channel_type
+ * @property {number} calls
+ * @property {number} errors
+ * @property {number} quota
+ */
+/**
+ * @typedef {object} Dashboard  the reply of `GET /api/data/top`
+ * @property {number} start_timestamp
+ * @property {number} end_timestamp
+ * @property {TopUser[]} users
+ * @property {TopKey[]} keys
+ * @property {TopModel[]} models
+ * @property {ChannelUse[]} channels
+ */
+
+/** How many users, keys and models each list shows. */
+const LIMIT = 10;
+const DAY_MS = 86_400_000;
+
+/**
+ * A date as an `<input type=date>` value, in the browser's time zone.
+ * @param {Date} date
+ */
+function dateValue(date) {
+  const pad = (/** @type {number} */ n) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
+}
+
+/**
+ * The unix second a date input's day starts at in the browser's time zone, or NaN.
+ * @param {string} value  `YYYY-MM-DD`
+ */
+function dayStart(value) {
+  const [year, month, day] = value.split("-").map(Number);
+  if (!year || !month || !day) return Number.NaN;
+  return Math.floor(new Date(year, month - 1, day).getTime() / 1000);
+}
+
+/**
+ * A bar of `value`'s share of `most` (decoration: the number is in the row).
+ * @param {number} value
+ * @param {number} most
+ */
+function bar(value, most) {
+  const fill = h("span", { class: "share-fill" });
+  fill.style.width = `${most > 0 ? Math.max(1, Math.round((value / most) * 100)) : 0}%`;  // CSSOM: allowed by the CSP
+  return h("span", { class: "share", "aria-hidden": "true" }, fill);
+}
+
+/**
+ * One list as a table: a caption, the column headers, one row per item, or the empty state.
+ * @template T
+ * @param {string} caption
+ * @param {string[]} headers  the first one names the row; a name ending in "#" heads a column of numbers
+ *   (right-aligned; the "#" is not shown)
+ * @param {T[]} items
+ * @param {(item: T) => import("../dom.js").Child[]} cells  the first one is the row's header cell's text
+ * @param {string} empty
+ * @param {boolean} [wide]  across the whole width (a list with many columns)
+ */
+function table(caption, headers, items, cells, empty, wide = false) {
+  const names = headers.map((name) => name.replace(/#$/, ""));
+  const classes = headers.map((name, i) => i === headers.length - 1 ? "share-cell" : name.endsWith("#") ? "num" : false);
+  const body = items.length
+    ? items.map((item) => {
+      const [first, ...rest] = cells(item);
+      return h("tr", {}, h("th", { scope: "row", "data-label": names[0] }, first),
+        rest.map((cell, i) => h("td", { "data-label": names[i + 1], class: classes[i + 1] }, cell)));
+    })
+    : h("tr", { class: "state" }, h("td", { colspan: headers.length }, empty));
+  return h("div", { class: wide ? "table-wrap wide" : "table-wrap" },
+    h("table", { class: "stacking top-table" },
+      h("caption", {}, caption),
+      h("thead", {}, h("tr", {}, names.map((name, i) => h("th", { scope: "col", class: classes[i] }, name)))),
+      h("tbody", {}, body)));
+}
+
+/**
+ * Draw the operator's section into `area` and load it.
+ * @param {HTMLElement} area
+ * @param {import("../types.js").PageContext} ctx
+ */
+export async function renderTop(area, { api, site }) {
+  const headingId = uid("top");
+  const today = new Date();
+  const range = form(t("top.range"), async () => { await load(); },
+    h("div", { class: "controls" },
+      field(t("top.from"), "from", { type: "date", value: dateValue(new Date(today.getTime() - 6 * DAY_MS)) }),
+      field(t("top.to"), "to", { type: "date", value: dateValue(today) }),
+      h("div", { class: "control" }, h("button", { type: "submit", class: "secondary" }, t("top.show")))));
+  const results = h("div", { class: "top-grid" });
+  replace(area,
+    h("h2", { id: headingId }, t("top.title")),
+    h("p", { class: "hint" }, t("top.intro")),
+    range,
+    results);
+  area.setAttribute("aria-labelledby", headingId);
+
+  const spend = (/** @type {number} */ quota) => site.quota(quota);
+  const tokens = (/** @type {Spent} */ row) => number(row.prompt_tokens + row.completion_tokens);
+
+  /** @param {Dashboard} data */
+  const draw = (data) => {
+    const most = (/** @type {Spent[]} */ rows) => rows.reduce((m, row) => Math.max(m, row.quota), 0);
+    const users = most(data.users);
+    const keys = most(data.keys);
+    const models = most(data.models);
+    const busiest = data.channels.reduce((m, row) => Math.max(m, row.calls + row.errors), 0);
+    replace(results,
+      table(t("top.users"), [t("col.user"), t("top.spend") + "#", t("top.calls") + "#", t("top.tokens") + "#", t("top.share")],
+        data.users, (row) => [row.username || t("top.userId", { id: row.user_id }), spend(row.quota),
+          number(row.calls), tokens(row), bar(row.quota, users)], t("top.none")),
+      table(t("top.keys"), [t("top.key"), t("top.owner"), t("top.spend") + "#", t("top.calls") + "#", t("top.share")],
+        data.keys, (row) => [row.token_name || t("top.keyId", { id: row.token_id }), row.username,
+          spend(row.quota), number(row.calls), bar(row.quota, keys)], t("top.none")),
+      table(t("top.models"), [t("col.model"), t("top.spend") + "#", t("top.calls") + "#", t("top.tokens") + "#", t("top.share")],
+        data.models, (row) => [row.model_name, spend(row.quota), number(row.calls), tokens(row),
+          bar(row.quota, models)], t("top.none")),
+      table(t("top.channels"), [t("top.channel"), t("top.type"), t("top.calls") + "#", t("top.errors") + "#", t("top.errorRate") + "#",
+        t("top.spend") + "#", t("top.share")],
+      data.channels, (row) => [row.channel_name || t("top.channelGone", { id: row.channel }),
+        row.channel_type ? typeName(row.channel_type) : "—", number(row.calls), number(row.errors),
+        number(row.errors / Math.max(1, row.calls + row.errors), { style: "percent", maximumFractionDigits: 1 }),
+        spend(row.quota), bar(row.calls + row.errors, busiest)], t("top.noChannels"), true));
+  };
+
+  /** Load the range's lists; a date missing or out of order is refused at its field (thrown to `form`). */
+  const load = async () => {
+    const fromValue = valueOf(range, "from");
+    const toValue = valueOf(range, "to");
+    const start = dayStart(fromValue);
+    if (Number.isNaN(start)) throw refuse("from", t("top.badDate"));
+    if (Number.isNaN(dayStart(toValue))) throw refuse("to", t("top.badDate"));
+    // the last day's end: the next day's midnight less a second (a day of a clock change is 23 or 25 h)
+    const [year, month, day] = toValue.split("-").map(Number);
+    const last = Math.floor(new Date(year, month - 1, day + 1).getTime() / 1000) - 1;
+    if (start > last) throw refuse("to", t("top.toBeforeFrom"));
+    results.setAttribute("aria-busy", "true");
+    replace(results, h("p", { class: "loading" }, t("common.loading")));
+    try {
+      /** @type {Dashboard} */
+      const data = await api.get("/api/data/top", { start_timestamp: start, end_timestamp: last, limit: LIMIT });
+      draw(data);
+    } catch (error) {
+      replace(results, h("p", { class: "form-error", role: "alert" }, error instanceof Error ? error.message : String(error)));
+    } finally {
+      results.removeAttribute("aria-busy");
+    }
+  };
+  await load();  // the first load's dates are the page's own: nothing to refuse
+}
