@@ -139,7 +139,7 @@ def test_a_key_made_in_the_page_calls_a_model_until_disabled(page: Page, server:
             page.wait_for_timeout(100)
     assert {b["model_name"] for b in buckets} == {MODEL}
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboard").click()
-    page.get_by_label("Show").select_option(label="Requests")
+    page.get_by_label("Show", exact=True).select_option(label="Requests")
     chart = page.get_by_role("img", name=re.compile(r"^Requests by model, last 7 days"))
     expect(chart).to_be_visible()
     expect(chart.locator("rect title").first).to_contain_text(f"{MODEL}, ")
@@ -176,7 +176,7 @@ def test_an_admin_chooses_everyones_usage_on_the_dashboard(page: Page, server: S
     with page.expect_request(lambda r: "/api/data/?" in r.url) as asked:
         page.get_by_label("Whose usage").select_option(label="Everyone")
     assert "start_timestamp=" in asked.value.url
-    page.get_by_label("Show").select_option(label="Requests")
+    page.get_by_label("Show", exact=True).select_option(label="Requests")
     chart = page.get_by_role("img", name=re.compile(r"^Requests by model, last 7 days"))
     expect(chart.locator("rect title").first).to_contain_text(f"{MODEL}, ")
     check_accessibility(page, "dashboard, everyone's usage")
