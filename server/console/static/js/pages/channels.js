@@ -298,11 +298,11 @@ export async function render(ctx) {
     },
     columns: [
       { label: t("col.name"), cell: (c) => c.name },
-      { label: t("channels.select"), cell: selector },
+      { label: t("channels.select"), cell: selector, quietHeader: true },
       { label: t("col.id"), cell: (c) => String(c.id), numeric: true },
       { label: t("col.type"), cell: (c) => typeName(c.type) },
       { label: t("col.status"), cell: (c) => h("span", { class: `badge status-${c.status}` }, CHANNEL_STATUS[c.status]?.() ?? String(c.status)) },
-      { label: t("channels.groups"), cell: (c) => c.group },
+      { label: t("channels.groups"), cell: (c) => c.group.split(",").join(", ") },
       { label: t("channels.models"), cell: (c) => chipList(c.models.split(","), { label: t("channels.modelsOf", { name: c.name }),
         showAll: (count) => t("channels.showAllModels", { count, name: c.name }), showFewer: t("channels.showFewerModels", { name: c.name }) }) },
       { label: t("channels.tag"), cell: (c) => c.tag || "—" },

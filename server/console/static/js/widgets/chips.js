@@ -25,7 +25,7 @@ export function chipList(names, { label, showAll, showFewer, empty = "—" }) {
   const items = names.map((n) => n.trim()).filter(Boolean);
   if (items.length === 0) return empty;
   const id = uid("chips");
-  const chips = items.map((name, i) => h("li", { class: "chip", hidden: i >= SHOWN }, name));
+  const chips = items.map((name, i) => h("li", { class: "chip", title: name, hidden: i >= SHOWN }, name));
   const list = h("ul", { id, class: "chips", "aria-label": label }, chips);
   if (items.length <= SHOWN) return list;
   const rest = items.length - SHOWN;

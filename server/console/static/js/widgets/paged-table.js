@@ -34,6 +34,8 @@ const CONTROLS = "button, a[href], input, select";
  * @property {string} label
  * @property {(row: T) => import("../dom.js").Child} cell
  * @property {boolean} [numeric]  a number or an amount: right-aligned, in tabular figures
+ * @property {boolean} [quietHeader]  the header said to screen readers only (a column of checkboxes, each
+ *   named): the column stays as narrow as its cells
  */
 
 /**
@@ -108,7 +110,7 @@ export class PagedTable extends HTMLElement {
     this.options = options;
     this.caption.textContent = options.caption;
     replace(this.head, h("tr", {}, options.columns.map((c) => h("th", { scope: "col", class: c.numeric ? "num" : false },
-      c.label))));
+      c.quietHeader ? h("span", { class: "visually-hidden" }, c.label) : c.label))));
     if (options.searchLabel) {
       const id = uid("search");
       const input = h("input", { id, type: "search", name: "keyword", autocomplete: "off" });
