@@ -85,6 +85,7 @@ export function rowMenu(name, items) {
     entries = [];
     if (closeOpen === closeThis) closeOpen = null;
     button.setAttribute("aria-expanded", "false");
+    button.removeAttribute("aria-controls");  // the menu is gone
     document.removeEventListener("pointerdown", onOutside, true);
     window.removeEventListener("scroll", place, true);
     window.removeEventListener("resize", place);
