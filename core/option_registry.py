@@ -130,11 +130,18 @@ SECTIONS: tuple[Section, ...] = (
     Section("site", "Site", "What every visitor sees, and where the site lives.", (
         Spec("SystemName", "str", "Tollway", Length(1, 64), attr="system_name", label="Site name",
              hint="Shown in the console's header and title."),
-        Spec("Logo", "str", "", attr="logo", label="Logo address"),
-        Spec("Footer", "str", "", attr="footer", label="Footer"),
+        Spec("Logo", "str", "", attr="logo", label="Logo address",
+             hint=("An image shown before the site's name in the console's header: an http(s) address or "
+                   "a path on this site.")),
+        Spec("Footer", "str", "", attr="footer", label="Footer",
+             hint=("Markdown or HTML, shown at the bottom of every console page, before the link to the "
+                   "About page.")),
         Spec("Notice", "str", "", attr="notice", label="Notice",
-             hint="Markdown, shown to every signed-in user."),
-        Spec("About", "str", "", attr="about", label="About page", hint="Markdown, HTML or an address."),
+             hint=("Markdown (or HTML), shown above every page to signed-in users; each may dismiss it "
+                   "until it changes.")),
+        Spec("About", "str", "", attr="about", label="About page",
+             hint=("Markdown, HTML or an address, shown on the console's About page (/about), which "
+                   "every footer links to.")),
         Spec("HomePageContent", "text", "", attr="home_page_content", label="Home page content"),
         Spec("DocsLink", "str", "", attr="docs_link", label="Documentation link"),
         Spec("ServerAddress", "str", "", http_url_or_empty, attr="server_address", label="Server address",

@@ -16,7 +16,12 @@ from server.accounts.routes import bp as accounts_bp
 from server.auth.factor_routes import bp as two_factor_bp
 from server.auth.passkey_routes import bp as passkeys_bp
 from server.auth.routes import bp as auth_bp
+from server.channels.balance_routes import bp as channel_balances_bp
+from server.channels.key_routes import bp as channel_keys_bp
+from server.channels.probe_routes import bp as channel_probes_bp
 from server.channels.routes import bp as channels_bp
+from server.channels.tag_routes import bp as channel_tags_bp
+from server.channels.tool_routes import bp as channel_tools_bp
 from server.clock import Clock
 from server.config import Config
 from server.console.routes import bp as console_bp
@@ -38,9 +43,10 @@ from server.web.connections import END_MARGIN, ConnectionLimits, ended_at_deadli
 from server.web.page_headers import protect_html
 from server.web.state import services_of
 
-BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp, logs_bp,
-              keys_bp, pricing_bp, redemptions_bp, topups_bp, payments_bp, relay_bp, observability_bp,
-              console_bp)
+BLUEPRINTS = (system_bp, auth_bp, two_factor_bp, passkeys_bp, accounts_bp, email_bp, channels_bp,
+              channel_tags_bp, channel_keys_bp, channel_probes_bp, channel_balances_bp, channel_tools_bp,
+              logs_bp, keys_bp, pricing_bp, redemptions_bp, topups_bp, payments_bp, relay_bp,
+              observability_bp, console_bp)
 APP_NAME = "tollway"
 READINESS_TASK = "readiness"
 

@@ -24,8 +24,13 @@ from server.auth.second_factor import TotpFactor
 from server.auth.service import AuthService
 from server.auth.two_factor import TwoFactorService
 from server.auth.verify import VerificationService
+from server.channels.balances import ChannelBalances
+from server.channels.crud import ChannelCrud
 from server.channels.destination import KeyDestinations
-from server.channels.service import ChannelService
+from server.channels.keyring import ChannelKeys
+from server.channels.probe import ChannelProbes
+from server.channels.tags import ChannelTags
+from server.channels.tools import ChannelTools
 from server.components.email_codes import EmailCodes, ResetTokens
 from server.components.verification import SessionVerifier
 from server.context import State
@@ -47,6 +52,19 @@ from server.upstream.providers import PROVIDERS
 
 
 @dataclass(frozen=True, slots=True)
+class Channels:
+    """The channel services (server/channels/), each built with only the parts it uses; a channel route
+    calls exactly one of them (`services_of(request).channels.tags.edit_tag(…)`)."""
+
+    crud: ChannelCrud
+    tags: ChannelTags
+    keys: ChannelKeys
+    probes: ChannelProbes
+    balances: ChannelBalances
+    tools: ChannelTools
+
+
+@dataclass(frozen=True, slots=True)
 class Services:
     """Everything the management routes and the request pipeline call, one instance per worker."""
 
@@ -61,7 +79,7 @@ class Services:
     groups: GroupService
     invitations: InvitationService
     keys: KeyService
-    channels: ChannelService
+    channels: Channels
     logs: LogService
     usage_data: UsageDataService
     system: SystemService
@@ -71,6 +89,25 @@ class Services:
     topups: TopUpService
     payments: PaymentService
     observability: ObservabilityService
+
+
+def build_channels(state: State, verifier: SessionVerifier) -> Channels:
+    """The six channel services; the upstream calls made for an admin (tests, balances, model lists) go
+    through one `UpstreamAdmin`, and a `base_url` is checked against one destination policy."""
+    db, table, clock = state.db, state.channels, state.clock
+    destinations = KeyDestinations(DestinationPolicy(state.config.upstream_allow_private))
+    admin = UpstreamAdmin(state.upstream, PROVIDERS, timeout=state.config.admin_upstream_timeout)
+    return Channels(
+        crud=ChannelCrud(db=db, channels=table, box=state.box, destinations=destinations, clock=clock),
+        tags=ChannelTags(db=db, channels=table, clock=clock),
+        keys=ChannelKeys(db=db, channels=table, box=state.box, verifier=verifier, clock=clock),
+        probes=ChannelProbes(db=db, channels=table, box=state.box, options=state.options,
+                             destinations=destinations, backend=state.backend, admin=admin,
+                             tasks=state.tasks, clock=clock),
+        balances=ChannelBalances(db=db, channels=table, options=state.options, backend=state.backend,
+                                 admin=admin, clock=clock),
+        tools=ChannelTools(db=db, channels=table, backend=state.backend, clock=clock),
+    )
 
 
 def build_services(state: State) -> Services:
@@ -106,12 +143,7 @@ def build_services(state: State) -> Services:
                                     clock=state.clock)
     keys = KeyService(db=state.db, keys=state.keys, quota=state.quota, box=state.box, options=state.options,
                       clock=state.clock)
-    destinations = KeyDestinations(DestinationPolicy(config.upstream_allow_private))
-    admin = UpstreamAdmin(state.upstream, PROVIDERS, timeout=config.admin_upstream_timeout)
-    channels = ChannelService(db=state.db, channels=state.channels, box=state.box, options=state.options,
-                              destinations=destinations, backend=state.backend,
-                              verifier=verifier, admin=admin, tasks=state.tasks,
-                              clock=state.clock)
+    channels = build_channels(state, verifier)
     logs = LogService(db=state.log_db, backend=state.backend, keys=state.keys, users=state.users,
                       channel_name=state.channels.name, clock=state.clock)
     usage_data = UsageDataService(db=state.db, log_db=state.log_db, channel=state.channels.get,

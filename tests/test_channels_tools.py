@@ -26,7 +26,7 @@ from core.identity import Principal, UserState
 from models.abilities import Ability
 from models.channels import Channel
 from models.logs import Log
-from server.channels.service import ChannelService
+from server.channels.keyring import ChannelKeys
 from server.channels.tools import FIX_LOCK
 from server.components.verification import VERIFICATION_EXPIRED
 from server.errors import Forbidden, NotFound
@@ -60,11 +60,10 @@ class Expired:
         raise Forbidden("secure verification required", code=VERIFICATION_EXPIRED)
 
 
-def service_with(app: Running, verifier: Any) -> ChannelService:
-    current: ChannelService = app.app.ctx.services.channels
-    return ChannelService(db=current.db, channels=current.channels, box=current.box, options=current.options,
-                          destinations=current.destinations, backend=current.backend, verifier=verifier,
-                          admin=current.admin, tasks=current.tasks, clock=current.clock)
+def service_with(app: Running, verifier: Any) -> ChannelKeys:
+    current: ChannelKeys = app.app.ctx.services.channels.keys
+    return ChannelKeys(db=current.db, channels=current.channels, box=current.box, verifier=verifier,
+                       clock=current.clock)
 
 
 async def logs(app: Running) -> list[Log]:

@@ -1,5 +1,6 @@
-"""Channel balances (docs/api/channels.md#channel-tests-balances-and-model-lists): ask a channel's upstream
-for its account balance and store it.
+"""`ChannelBalances` (docs/api/channels.md#channel-tests-balances-and-model-lists): ask a channel's upstream
+for its account balance and store it. A service of its own: it writes a column nothing else writes and
+runs its own cluster-wide run.
 
 - One channel (`GET /api/channel/update_balance/:id`): a single-key channel of a type that publishes a
   balance (OpenAI, Custom, OpenRouter, Moonshot, SiliconFlow, DeepSeek: the wire of each is in
@@ -22,14 +23,18 @@ import logging
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
+from models.db import Database
+from quota.backends.base import Backend
 from quota.locks import Busy, exclusive
-from server.channels.base import UNREADABLE_KEYS, ChannelBase
-from server.channels.probe import lock_ttl
-from server.channels.runs import Progress, each
+from server.channels.key_rules import UNREADABLE_KEYS
+from server.channels.runs import Progress, each, lock_ttl
+from server.clock import Clock
 from server.components.catalog import type_name
-from server.components.channel_table import RoutedChannel
+from server.components.channel_table import ChannelTable, RoutedChannel
+from server.components.options import Options
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
 from server.metrics import DisableReason
+from server.upstream.admin import UpstreamAdmin
 
 log = logging.getLogger("tollway.channels")
 
@@ -39,7 +44,18 @@ BALANCE_SECONDS = 10.0  # each channel of a run, both requests included
 USED_UP = "balance update: the balance is used up ({balance:.2f} USD)"
 
 
-class ChannelBalances(ChannelBase):
+class ChannelBalances:
+    """One channel's balance, or every channel's in one run."""
+
+    def __init__(self, *, db: Database, channels: ChannelTable, options: Options, backend: Backend,
+                 admin: UpstreamAdmin, clock: Clock) -> None:
+        self.db = db
+        self.channels = channels
+        self.options = options  # the exchange rate and the automatic-disable switch
+        self.backend = backend  # the cluster-wide lock of a run and its progress
+        self.admin = admin  # the upstream's balance query
+        self.clock = clock
+
     async def update_balance(self, channel_id: int) -> float:
         """`GET /api/channel/update_balance/:id` → the balance in USD, stored with its time."""
         async with self.db.transaction() as tx:

@@ -1,7 +1,7 @@
-"""The channel routes that ask a channel's upstream something
+"""`ChannelProbes`, the channel routes that ask a channel's upstream something
 (docs/api/channels.md#channel-tests-balances-and-model-lists): test one channel, test every channel in the
-background, list an upstream's models (a saved channel's, or unsaved settings'). Balances are in
-balances.py.
+background (and tell how far a run has come), list an upstream's models (a saved channel's, or unsaved
+settings'). Balances are the service of balances.py.
 
 - **A test** is one small real request through the channel's provider (`UpstreamAdmin.test`), made the
   way a model call would make it: the same key choice (a multi-key channel's random or polling pick among
@@ -28,23 +28,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
+from models.db import Database
+from quota.backends.base import Backend
 from quota.locks import Busy, exclusive
 from server import metrics
-from server.channels.base import UNREADABLE_KEYS, ChannelBase
-from server.channels.rules import clean_fields, key_lines
-from server.channels.runs import Progress, each, read_progress, until_stopped
-from server.channels.tool_schemas import RunProgress
+from server.channels.destination import KeyDestinations
+from server.channels.key_rules import UNREADABLE_KEYS, key_lines, keys_of, set_status
+from server.channels.probe_schemas import RunProgress
+from server.channels.rules import clean_fields
+from server.channels.runs import Progress, each, lock_ttl, read_progress, until_stopped
+from server.clock import Clock
 from server.components.catalog import capabilities, type_name
-from server.components.channel_table import RoutedChannel, choose_key, map_model
+from server.components.channel_table import ChannelTable, RoutedChannel, choose_key, map_model
+from server.components.options import Options
+from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, NotFound, UpstreamFailed
 from server.metrics import DisableReason
-from server.upstream.admin import Tested
+from server.upstream.admin import Tested, UpstreamAdmin
 
 log = logging.getLogger("tollway.channels")
 
@@ -55,10 +61,14 @@ TEST_PASSED = "a channel test passed"
 RUNNING = "a test of every channel is already running"
 
 
-def lock_ttl(count: int, concurrency: int, seconds_each: float) -> float:
-    """How long a run over `count` channels can take at worst, plus a margin: its lock's time to live
-    (a holder that dies blocks the next run this long at most)."""
-    return math.ceil(count / concurrency) * (seconds_each + 5.0) + 60.0
+class TaskOwner(Protocol):
+    """The worker's owner of background tasks (`server/context.py` `Tasks`): named, drained on shutdown."""
+
+    def start(self, name: str, coro: Coroutine[Any, Any, Any], *, stop: Callable[[], None] | None = None
+              ) -> None: ...
+
+    @property
+    def names(self) -> list[str]: ...
 
 
 def first_key(channel: RoutedChannel) -> int:
@@ -67,7 +77,22 @@ def first_key(channel: RoutedChannel) -> int:
     return enabled[0] if enabled else 0
 
 
-class ChannelProbe(ChannelBase):
+class ChannelProbes:
+    """Channel tests (one, or every channel in the background), run progress, upstream model lists."""
+
+    def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, options: Options,
+                 destinations: KeyDestinations, backend: Backend, admin: UpstreamAdmin, tasks: TaskOwner,
+                 clock: Clock) -> None:
+        self.db = db
+        self.channels = channels
+        self.box = box  # reads a multi-key channel's keys when a test enables it again
+        self.options = options
+        self.destinations = destinations
+        self.backend = backend  # the cluster-wide lock of a run, its progress, the polling key choice
+        self.admin = admin  # the upstream calls made for an admin: tests and model lists
+        self.tasks = tasks  # owns the background run of "test every channel"
+        self.clock = clock
+
     # ---- one channel ------------------------------------------------------------------------------------
 
     async def _routed(self, channel_id: int) -> tuple[Channel, RoutedChannel]:
@@ -204,13 +229,13 @@ class ChannelProbe(ChannelBase):
                 return
             info = MultiKeyState.parse(channel.channel_info)
             if info.is_multi_key:
-                info.size = len(self.keys_of(channel))
+                info.size = len(keys_of(self.box, channel))
                 if info.status(key_index) == ChannelStatus.AUTO_DISABLED:
                     info.set_status(key_index, ChannelStatus.ENABLED, "", now)
                     channel.channel_info = info.dump()
                 if not info.has_enabled_key():
                     return
-            self.set_status(channel, ChannelStatus.ENABLED, TEST_PASSED, now)
+            set_status(channel, ChannelStatus.ENABLED, TEST_PASSED, now)
             await repo.save(channel)
         metrics.auto_enabled()
         log.warning("channel %d enabled again: %s", channel_id, TEST_PASSED)

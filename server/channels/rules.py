@@ -3,8 +3,8 @@ stored. Every refusal is a `BadRequest` whose message starts with the field's na
 
 `clean_fields` turns the fields a request carried (absent = not in the dict, `None` = JSON null) into
 column values. On update `""` or `null` clears an optional field (to its default); `name`, `type`,
-`group` and `status` cannot be emptied. Keys are handled by `key_lines` (one per line, trimmed, empties
-dropped) and never pass through here.
+`group` and `status` cannot be emptied. Keys never pass through here: their rules are in
+`server/channels/key_rules.py`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ SHORT_TEXT_MAX = 255  # base_url, test_model, openai_organization, remark, each 
 TAG_MAX = 64  # the `tag` columns of channels and abilities
 GROUP_ITEM_MAX = 64  # the `group` column of abilities
 TEXT_MAX_BYTES = 65535  # a TEXT column on MySQL/MariaDB
-KEY_MAX_BYTES = 48000  # encrypted and base64-encoded, it still fits a TEXT column
 WEIGHT_MAX = 2**31 - 1
 JSON_FIELDS = ("model_mapping", "status_code_mapping", "setting", "param_override", "header_override",
                "settings")
@@ -43,6 +42,9 @@ REQUIRED = ("name", "type")  # on create
 KEY_ACTIONS = ("get_key_status", "disable_key", "enable_key", "disable_all_keys", "enable_all_keys",
                "delete_key", "delete_disabled_keys")  # of the multi-key management
 NOT_EMPTY = ("name", "type", "group", "status")  # on update
+# MariaDB compares the abilities' primary key without case or accents: `GPT-4o` and `gpt-4o` are one row.
+COLLIDING = ("models: two entries (or two groups) are equal for the database (they differ only in case or "
+             "accents); keep one")
 
 
 def _has_control(text: str) -> bool:
@@ -259,19 +261,3 @@ def require_address(channel_type: int, base_url: str) -> None:
     if channel_type == ChannelType.CUSTOM and not base_url:
         raise BadRequest("base_url: is required for a Custom channel (type 8), which has no default address")
 
-
-def key_lines(text: str | None) -> list[str]:
-    """The keys of a key text: one per line, each trimmed, empty lines dropped (order kept)."""
-    return [line.strip() for line in (text or "").split("\n") if line.strip()]
-
-
-def unique(keys: list[str]) -> list[str]:
-    return list(dict.fromkeys(keys))
-
-
-def key_text(keys: list[str]) -> str:
-    """How keys are stored (encrypted) and digested: joined by newlines; refused when too long."""
-    text = "\n".join(keys)
-    if len(text.encode()) > KEY_MAX_BYTES:
-        raise BadRequest(f"key: must be at most {KEY_MAX_BYTES} bytes in all")
-    return text

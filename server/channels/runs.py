@@ -6,7 +6,7 @@ once `stop` is set no new item starts. A step's own error is logged and the run 
 item (one channel's failure never ends the run). `until_stopped(coro, stop)` awaits an upstream call
 unless `stop` comes first, in which case the call is cancelled: a run asked to stop (the worker is
 shutting down) gives up its calls in flight at once and never starts a database write it could not
-finish (CONVENTIONS.md, rule 14).
+finish (CONVENTIONS.md, rule 14). `lock_ttl` is how long a run's cluster-wide lock lives.
 
 `Progress` is how far a run has come — channels in the run, done, passed, failed, the last failures with
 the upstream's (redacted) message — written to the shared backend at its start, after each channel and
@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -70,6 +71,12 @@ async def until_stopped(coro: Coroutine[Any, Any, R], stop: asyncio.Event) -> R 
     if call.cancelled():
         return None
     return call.result()
+
+
+def lock_ttl(count: int, concurrency: int, seconds_each: float) -> float:
+    """How long a run over `count` channels can take at worst, plus a margin: its lock's time to live
+    (a holder that dies blocks the next run this long at most)."""
+    return math.ceil(count / concurrency) * (seconds_each + 5.0) + 60.0
 
 
 PROGRESS_KEY = "channel-run:{run}"

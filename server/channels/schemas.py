@@ -1,6 +1,7 @@
 """Request, query and reply schemas of the admin channel routes (`/api/channel/…`): create, update, read,
-list, search and the model catalog (the tools, tags, multi-key management and the routes that call an
-upstream are in `server.channels.tool_schemas`).
+list, search and the model catalog (server/channels/crud.py, `ChannelCrud`), and the pieces the other
+channel schemas share (`ChannelPath`, `JsonText`, `TagText`, `OneOf`). Each other channel service has its
+own: tag_schemas.py, key_schemas.py, probe_schemas.py, balance_schemas.py, tool_schemas.py.
 
 How a channel is shown (docs/api/channels.md#channel-fields): every column but the key (`key` is always `""`;
 the keys are read back only through the root "get key" route), `channel_info` as an object of its read-only
@@ -37,6 +38,7 @@ from server.web.schema import (
     Schema,
     Str,
     StrictFlag,
+    TextRule,
     Trimmed,
     problem,
 )
@@ -53,6 +55,24 @@ def _json_text(value: Any) -> Any:
 
 
 JsonText = Annotated[str | dict[str, Any], BeforeValidator(_json_text)]
+TagText = Annotated[str, TextRule(trim=True, max_len=TAG_MAX)]
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf(Rule):
+    """A required string among `choices`."""
+
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> Any:
+        if value is None:
+            raise problem("is required")
+        if value not in self.choices:
+            raise problem(f"must be one of {', '.join(self.choices)}")
+        return value
+
+    def json_schema(self, generated: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.choices)}
 
 
 class ChannelFields(Schema):

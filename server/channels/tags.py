@@ -1,5 +1,6 @@
-"""The tag routes (docs/api/channels.md#tags): enable or disable every channel of a tag, edit them together,
-and the union of their models.
+"""`ChannelTags`, the tag routes (docs/api/channels.md#tags): enable or disable every channel of a tag, edit
+them together, and the union of their models. A service of its own because a tag acts on many channels
+at once and needs nothing but the database, the routing table and the clock.
 
 A tag names a set of channels (the `tag` field; `""` is no tag). Each route acts on every channel whose
 tag is exactly the one given; a tag no channel has is a 404, an empty one a 400. The edit changes only
@@ -17,9 +18,12 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import ChannelStatus
 from models.channels import ChannelRepository, split_list
-from server.channels.base import COLLIDING, STATUS_REASONS, ChannelBase
+from models.db import Database
 from server.channels.destination import require_key_holder
-from server.channels.rules import clean_fields
+from server.channels.key_rules import STATUS_REASONS, set_status
+from server.channels.rules import COLLIDING, clean_fields
+from server.clock import Clock
+from server.components.channel_table import ChannelTable
 from server.errors import BadRequest, NotFound
 
 # the edit's fields → the channel's (a 400 names the field as the request did)
@@ -47,7 +51,14 @@ def _cleaned(changes: dict[str, Any]) -> dict[str, Any]:
         raise
 
 
-class ChannelTags(ChannelBase):
+class ChannelTags:
+    """The routes that act on every channel of a tag."""
+
+    def __init__(self, *, db: Database, channels: ChannelTable, clock: Clock) -> None:
+        self.db = db
+        self.channels = channels
+        self.clock = clock
+
     async def set_tag_status(self, tag: str, *, enabled: bool) -> int:
         """`POST /api/channel/tag/enabled` (→ 1) and `/tag/disabled` (→ 2) → how many channels changed."""
         status = ChannelStatus.ENABLED if enabled else ChannelStatus.MANUALLY_DISABLED
@@ -60,7 +71,7 @@ class ChannelTags(ChannelBase):
             if not channels:
                 raise NotFound(TAG_NOT_FOUND)
             for channel in channels:
-                if self.set_status(channel, status, STATUS_REASONS[status], now):
+                if set_status(channel, status, STATUS_REASONS[status], now):
                     await repo.save(channel)
                     changed += 1
         if changed:

@@ -1,11 +1,8 @@
-"""The channel tools that call no upstream (docs/api/channels.md#channel-tools,
-docs/api/channels.md#revealing-a-channels-key):
-reveal a channel's key, delete every disabled channel, delete or tag many channels at once, copy a
-channel, and rebuild every ability.
+"""`ChannelTools`, the channel tools that call no upstream (docs/api/channels.md#channel-tools): delete
+every disabled channel, delete or tag many channels at once, copy a channel, and rebuild every ability.
+A service of its own because these act on many channels (or copy one whole) and need only the database,
+the routing table, the cluster-wide locks and the clock.
 
-- The key reveal checks the caller's secure verification first (`SecureVerifier`, a 403 with a `code`),
-  then the channel (404); it answers the keys one per line and writes a system log naming the admin and
-  the channel — never the key — in the same transaction that read it.
 - Batch deletes and tags run in one transaction and answer how many channels they really changed.
 - A copy keeps the keys and every setting (so it needs no destination check: the key goes nowhere new),
   takes a new name (`name` + `suffix`) and creation time, and starts with no test result; with
@@ -23,13 +20,14 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from core.enums import ChannelStatus, LogType
-from core.identity import Principal
+from core.enums import ChannelStatus
 from models.channels import Channel, ChannelRepository
-from models.logs import LogRepository
+from models.db import Database
+from quota.backends.base import Backend
 from quota.locks import Busy, exclusive
-from server.channels.base import COLLIDING, ChannelBase
-from server.channels.rules import NAME_MAX, clean_fields
+from server.channels.rules import COLLIDING, NAME_MAX, clean_fields
+from server.clock import Clock
+from server.components.channel_table import ChannelTable
 from server.errors import BadRequest, Conflict, NotFound
 
 log = logging.getLogger("tollway.channels")
@@ -40,24 +38,14 @@ NOT_COPIED = ("id", "created_time", "test_time", "response_time")
 BALANCE_FIELDS = ("balance", "balance_updated_time", "used_quota")
 
 
-class ChannelTools(ChannelBase):
-    async def reveal_key(self, principal: Principal, channel_id: int) -> dict[str, str]:
-        """`POST /api/channel/:id/key` → `{key}`: the keys one per line, for a root with a fresh secure
-        verification (checked before the channel is looked up); recorded as a system log."""
-        await self.verifier.require(principal)
-        admin = principal.user
-        async with self.db.transaction() as tx:
-            channel = await ChannelRepository(tx).get(channel_id)
-            if channel is None:
-                raise NotFound("channel not found")
-            key = "\n".join(self.keys_of(channel))
-            await LogRepository(tx).add(
-                type=LogType.SYSTEM, user_id=admin.id, username=admin.username, channel=channel.id,
-                content=f"admin {admin.username} viewed the key of channel #{channel.id} {channel.name}",
-                other={"admin_info": {"admin_id": admin.id, "admin_username": admin.username},
-                       "channel_id": channel.id},
-                created_at=self.clock.now_s())
-        return {"key": key}
+class ChannelTools:
+    """Batch deletes and tags, copies and the abilities rebuild."""
+
+    def __init__(self, *, db: Database, channels: ChannelTable, backend: Backend, clock: Clock) -> None:
+        self.db = db
+        self.channels = channels
+        self.backend = backend  # the cluster-wide lock of the abilities rebuild
+        self.clock = clock
 
     async def delete_disabled(self) -> int:
         """`DELETE /api/channel/disabled`: every channel with status 2 or 3, and its abilities → how many."""

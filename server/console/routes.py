@@ -13,15 +13,19 @@ Every answer is conditional (`ETag`, a 304 on `If-None-Match`). A page is revali
 (`no-cache`) and carries a strict `Content-Security-Policy` (only this origin's scripts, styles and
 connections; no inline script or style; no framing; images and sound also from `blob:` addresses, which
 the page makes of what it fetched with `New-Api-User` — the 2FA QR code — or made itself — the
-playground's WAV). A file under `/console/<version>/` of the running
-release never changes, so it is cached for a year as immutable; under another version (a page loaded
-before an upgrade) the current file is sent, to be revalidated.
+playground's WAV; images also from the origin of the site's `Logo` when it is on another site). A file
+under `/console/<version>/` of the running release never changes, so it is cached for a year as
+immutable; under another version (a page loaded before an upgrade) the current file is sent, to be
+revalidated.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field
 from sanic import Blueprint, Request, Sanic
@@ -32,6 +36,7 @@ from server.console.assets import Asset, Bundle
 from server.web.access import Access, Wire, route
 from server.web.errors import ErrorShape, envelope_error
 from server.web.schema import QueryTextRule, Schema
+from server.web.state import services_of
 
 bp = Blueprint("console")
 
@@ -43,6 +48,7 @@ PAGES: dict[str, str] = {
     "/register": "The console's page to create an account.",
     "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
     "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
+    "/about": "The console's About page: the site's `About` option (Markdown, HTML or an address).",
     "/keys": "The console's API keys page.",
     # the user and root pages of issue 24
     "/logs": "The console's logs page: your own logs, or every user's for an admin.",
@@ -60,14 +66,32 @@ PAGES: dict[str, str] = {
     "/settings": "The console's Settings page (root): every option, by section; secrets are write-only.",
 }
 
+IMG_SRC = "img-src 'self' blob:"
 CSP = "; ".join((
-    "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' blob:",
+    "default-src 'self'", "script-src 'self'", "style-src 'self'", IMG_SRC,
     "media-src 'self' blob:", "connect-src 'self'",
     "font-src 'self'", "object-src 'none'", "base-uri 'none'", "form-action 'self'",
     "frame-ancestors 'none'",
 ))
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
+ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
+
+
+@lru_cache(maxsize=8)
+def page_headers(logo: str) -> dict[str, str]:
+    """A page's headers: `PAGE_HEADERS`, with images also allowed from the origin of the site's `Logo` when
+    it is an address on another site (only that origin, and only for images; anything that is not a plain
+    http(s) origin adds nothing)."""
+    parts = urlsplit(logo.strip())
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else ""
+    if not ORIGIN.fullmatch(origin):
+        return PAGE_HEADERS
+    return {**PAGE_HEADERS, "Content-Security-Policy": CSP.replace(IMG_SRC, f"{IMG_SRC} {origin}")}
+
+
+def headers_of(request: Request) -> dict[str, str]:
+    return page_headers(services_of(request).system.logo())
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 NAME_MAX = 200
@@ -98,7 +122,7 @@ def send(request: Request, asset: Asset, headers: dict[str, str]) -> HTTPRespons
 
 def _page(path: str, summary: str) -> None:
     async def page(request: Request) -> HTTPResponse:
-        return send(request, bundle_of(request).index, PAGE_HEADERS)
+        return send(request, bundle_of(request).index, headers_of(request))
 
     slug = path.strip("/").replace("/", "_").replace("-", "_") or "home"
     page.__name__ = page.__qualname__ = f"console_{slug}"
@@ -127,8 +151,9 @@ def page_not_found(fallback: ShapeFor) -> ShapeFor:
             bundle: Bundle | None = getattr(request.app.ctx, "console", None)
             if bundle is not None:
                 index = bundle.index
+                headers = headers_of(request)
                 return lambda err, request_id: (
-                    HTTPResponse(index.body, status=404, headers=PAGE_HEADERS, content_type=index.media_type)
+                    HTTPResponse(index.body, status=404, headers=headers, content_type=index.media_type)
                     if err.status == 404 else envelope_error(err, request_id))
         return fallback(request)
 

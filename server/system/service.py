@@ -55,6 +55,9 @@ class SystemService:
     def notice(self) -> str:
         return self.options.settings.notice
 
+    def logo(self) -> str:
+        return self.options.settings.logo
+
     def about(self) -> str:
         return self.options.settings.about
 

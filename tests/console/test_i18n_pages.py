@@ -51,7 +51,7 @@ DATA_WORDS = set(re.findall(r"[A-Za-z]+", " ".join((USER, KEY_NAME, CHANNEL, COD
 PAGES = [("/", "数据看板"), ("/keys", "API 密钥"), ("/logs", "日志"), ("/topup", "充值"),
          ("/account", "账户"), ("/playground", "操练场"), ("/models", "模型与价格"), ("/users", "用户"),
          ("/channels", "渠道"),
-         ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置")]
+         ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置"), ("/about", "关于")]
 DIALOGS = {  # per page: the button (or a row and its action) that opens a main dialog, and the dialog's title
     "/keys": [("创建 API 密钥", "创建 API 密钥"), ((KEY_NAME, "删除"), "删除此 API 密钥？")],
     "/users": [("创建用户", "创建用户"), ((USER, "调整余额"), f"“{USER}”的余额")],

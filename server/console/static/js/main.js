@@ -4,7 +4,9 @@
  * a page that needs it).
  *
  * At load this costs two `/api` calls (`GET /api/status`, and `GET /api/user/self` when a user id is
- * remembered); each page then makes its own (docs/CONSOLE.md counts them). Nothing polls.
+ * remembered), and `GET /api/notice` once per signed-in user (the site's notice, widgets/site-texts.js);
+ * each page then makes its own (docs/CONSOLE.md counts them). Nothing polls. The site's logo and footer
+ * come with the status.
  */
 
 import { Api } from "./api.js";
@@ -15,6 +17,8 @@ import { Router } from "./router.js";
 import { Session } from "./session.js";
 import { Shell } from "./shell.js";
 import { Site } from "./site.js";
+import { safeHref } from "./markdown.js";
+import { noticeBanner, siteFooter } from "./widgets/site-texts.js";
 import { setLanguage, t } from "./i18n.js";
 
 /** @param {URL} url */
@@ -40,6 +44,33 @@ async function boot() {
     return;
   }
   shell.setSiteName(site.name);
+  const logo = safeHref(site.status.logo);
+  shell.setLogo(logo && !logo.startsWith("mailto:") ? logo : null);
+  shell.setFooter(siteFooter(site));
+
+  /** The notice: of which user it was read for (0: none), and its text ("" once dismissed or unset). */
+  const notice = { user: 0, text: "" };
+  const drawNotice = () => shell.setBanner(noticeBanner(notice.text, () => {
+    notice.text = "";
+    shell.setBanner(null);
+  }));
+  /** Read the notice once per signed-in user (none when signed out), and show it above every page. */
+  const readNotice = async () => {
+    const user = session.user?.id ?? 0;
+    if (user === notice.user) return;
+    Object.assign(notice, { user, text: "" });
+    shell.setBanner(null);
+    if (!user) return;
+    try {
+      /** @type {string} */
+      const text = await api.get("/api/notice");
+      if (notice.user !== user) return;  // signed out (or in as another) meanwhile
+      notice.text = text;
+      drawNotice();
+    } catch {
+      // no notice shown: every page works without it
+    }
+  };
   let shown = 0;
   let first = true;
 
@@ -57,6 +88,7 @@ async function boot() {
       return;
     }
     shell.setNav(session.user, page.path);
+    void readNotice();
     document.title = `${page.title()} · ${site.name}`;
     shell.startPage();
     for (const open of document.querySelectorAll("dialog[open]")) {
@@ -94,6 +126,8 @@ async function boot() {
   shell.onLanguage = (tag) => {
     setLanguage(tag);
     shell.relabel();
+    shell.setFooter(siteFooter(site));  // their own words are the site's, their labels the catalogue's
+    if (notice.text) drawNotice();
     void router.show(new URL(window.location.href));  // the page drawn again, in the new language
   };
   shell.onSignOut = async () => {

@@ -33,6 +33,7 @@ export const PAGES = [
     load: () => import("./pages/forgot-password.js") },
   { path: "/user/reset", title: () => t("page.resetPassword"), access: "anyone",
     load: () => import("./pages/reset-password.js") },
+  { path: "/about", title: () => t("page.about"), access: "anyone", load: () => import("./pages/about.js") },
   // the sidebar's entries, in its order
   { path: "/", title: () => t("page.dashboard"), access: "user", group: "use", load: () => import("./pages/dashboard.js") },
   { path: "/playground", title: () => t("page.playground"), access: "user", group: "use",

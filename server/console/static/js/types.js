@@ -17,6 +17,8 @@
  * @property {number} custom_currency_exchange_rate
  * @property {boolean} email_verification
  * @property {boolean} passkey_login  passkeys are on: sign-in with one, and adding one
+ * @property {string} logo  the site's logo image address ("" for none)
+ * @property {string} footer_html  root's footer text: Markdown or HTML ("" for none)
  */
 
 /**

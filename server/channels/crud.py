@@ -1,12 +1,11 @@
-"""The rules of the channel routes (docs/api/channels.md#channel-routes): create (single, batch, multi-key),
-partial update, read, list, search, delete, and the model catalog; with the parts in tools.py (key reveal,
-batch delete and tag, copy, abilities rebuild), tags.py (tag routes), keyring.py (multi-key management),
-probe.py (tests and upstream model lists) and balances.py (balances), `ChannelService` is the one service the
-channel routes call (see server/channels/base.py).
+"""`ChannelCrud`, the channel routes proper (docs/api/channels.md#channel-routes): create (single, batch,
+multi-key), partial update, read, list, search, delete, and the model catalog. One of the six channel
+services, each a class of its own taking only the parts it uses (tags.py, keyring.py, probe.py,
+balances.py, tools.py are the others); the rules they share are functions in key_rules.py and rules.py.
 
 Keys are encrypted with the `SecretBox` and digested for the exact-key search; no reply ever carries them
-(except the root's key reveal). Each change writes the channel and rebuilds its abilities in one
-transaction, then — committed — `ChannelTable.changed()` reloads this worker's routing table and tells
+(except the root's key reveal, keyring.py). Each change writes the channel and rebuilds its abilities in
+one transaction, then — committed — `ChannelTable.changed()` reloads this worker's routing table and tells
 every other worker and node, so the change routes before the reply leaves (there is no periodic sync).
 """
 
@@ -14,30 +13,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
 from sqlalchemy.exc import IntegrityError
 
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyMode, MultiKeyState
 from models.channels import Channel, ChannelFilter, ChannelRepository
+from models.db import Database
 from models.routing import load_json
-from server.channels.balances import ChannelBalances
-from server.channels.base import ALL_KEYS_DISABLED, COLLIDING, KEYS_BACK, STATUS_REASONS, status_info
-from server.channels.destination import require_key_holder
-from server.channels.keyring import ChannelKeyring
-from server.channels.probe import ChannelProbe
-from server.channels.rules import (
-    NAME_MAX,
-    clean_fields,
+from server.channels.destination import KeyDestinations, require_key_holder
+from server.channels.key_rules import (
+    ALL_KEYS_DISABLED,
+    KEYS_BACK,
+    STATUS_REASONS,
     key_lines,
-    key_text,
-    require_address,
+    keys_of,
+    sealed,
+    status_info,
     unique,
 )
+from server.channels.rules import COLLIDING, NAME_MAX, clean_fields, require_address
 from server.channels.schemas import CatalogModel, ChannelView
-from server.channels.tags import ChannelTags
-from server.channels.tools import ChannelTools
-from server.components.catalog import CATALOG, capabilities
+from server.clock import Clock
+from server.components.catalog import CATALOG
+from server.components.channel_table import ChannelTable
+from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, NotFound
 from server.web.pagination import Page
 
@@ -69,8 +68,16 @@ def models_catalog() -> list[CatalogModel]:
     return [CatalogModel.of(m) for m in CATALOG]
 
 
-class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, ChannelBalances):
-    """The channel rules, with exactly the components they use (`ChannelBase.__init__`)."""
+class ChannelCrud:
+    """Create, update, read, list, search and delete channels."""
+
+    def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, destinations: KeyDestinations,
+                 clock: Clock) -> None:
+        self.db = db
+        self.channels = channels
+        self.box = box
+        self.destinations = destinations
+        self.clock = clock
 
     async def create_channels(self, *, mode: str, multi_key_mode: str | None, name_from_key: bool,
                               fields: dict[str, Any]) -> list[int]:
@@ -106,9 +113,8 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
         else:
             keys = unique(keys)
             drafts.append((values, keys, MultiKeyState.multi(len(keys), key_mode)))
-        rows = [Channel(**draft, key_encrypted=self.box.encrypt(text), key_digest=self.box.digest(text),
-                        channel_info=info.dump())
-                for draft, keys_of, info in drafts for text in (key_text(keys_of),)]
+        rows = [Channel(**draft, **sealed(self.box, draft_keys), channel_info=info.dump())
+                for draft, draft_keys, info in drafts]
         try:
             async with self.db.transaction() as tx:
                 repo = ChannelRepository(tx)
@@ -147,8 +153,7 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
                         raise BadRequest("key: this channel takes one key (it is not a multi-key channel)")
                     else:
                         keys = new_keys
-                    text = key_text(keys)
-                    values.update(key_encrypted=self.box.encrypt(text), key_digest=self.box.digest(text))
+                    values.update(sealed(self.box, keys))
                 if multi and new_mode is not None:
                     info.mode = new_mode
                 if multi and (keys_changed or new_mode is not None):
@@ -179,8 +184,8 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
             info.replace_keys(len(keys))
             return keys
         try:
-            current = key_lines(self.box.decrypt(channel.key_encrypted)) if channel.key_encrypted else []
-        except (ValueError, InvalidTag):
+            current = keys_of(self.box, channel)
+        except Conflict:
             raise Conflict("key: the stored keys cannot be decrypted with this SECRET_KEY; replace them "
                            "instead (key_mode replace)") from None
         keys = current + [k for k in unique(new_keys) if k not in current]
@@ -227,7 +232,3 @@ class ChannelService(ChannelTools, ChannelTags, ChannelKeyring, ChannelProbe, Ch
 
     def enabled_models(self) -> list[str]:
         return self.channels.enabled_models()
-
-    def model_capabilities(self, model: str) -> dict[str, bool]:
-        """The capabilities of `model` with the option `ModelCapabilities` applied."""
-        return capabilities(model, self.options.settings.model_capabilities)
