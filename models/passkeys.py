@@ -11,7 +11,7 @@ two assertions racing with one counter value cannot both pass.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import BigInteger, Boolean, String, Text, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -49,6 +49,16 @@ class PasskeyRepository:
         return int(await self.s.scalar(
             select(func.count()).select_from(PasskeyCredential).where(PasskeyCredential.user_id == user_id))
             or 0)
+
+    async def counts(self, user_ids: Iterable[int]) -> dict[int, int]:
+        """User id → how many passkeys, for those of `user_ids` that have any (one query, for a page)."""
+        ids = sorted(set(user_ids))
+        if not ids:
+            return {}
+        rows = await self.s.execute(select(PasskeyCredential.user_id, func.count())
+                                    .where(PasskeyCredential.user_id.in_(ids))
+                                    .group_by(PasskeyCredential.user_id))
+        return {int(i): int(n) for i, n in rows.all()}
 
     async def of_user(self, user_id: int) -> Sequence[PasskeyCredential]:
         """The user's passkeys, oldest first."""

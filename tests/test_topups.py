@@ -3,7 +3,8 @@ PostgreSQL + Redis), over HTTP against the real app.
 
 Proved here:
 - the admin list covers every user's orders, the self list only the caller's, both newest first, paged
-  within bounds, and `keyword` is a literal part of the trade number (`%`, `_` match themselves);
+  within bounds, each order naming its owner by `username`, and `keyword` is a literal part of the trade
+  number (`%`, `_` match themselves);
 - completing an order: pending or review → success with `complete_time`, the order's quota
   (units × QuotaPerUnit) on the owner's live balance at once and in SQL after the sync, with exactly one
   topup log naming the admin; a second completion answers 200 and adds nothing; 400 empty, 404 unknown,
@@ -28,8 +29,8 @@ from quota.types import BALANCE_MAX
 from server.context import State
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
-VIEW_FIELDS = {"id", "user_id", "amount", "money", "trade_no", "payment_method", "payment_provider",
-               "create_time", "complete_time", "status"}
+VIEW_FIELDS = {"id", "user_id", "username", "amount", "money", "trade_no", "payment_method",
+               "payment_provider", "create_time", "complete_time", "status"}
 
 
 async def order(state: State, user_id: int, trade_no: str, *, amount: int = 10,
@@ -75,8 +76,10 @@ async def test_lists_page_filter_and_keep_users_apart(app: Running) -> None:
     assert everyone["total"] == 14 and all(set(v) == VIEW_FIELDS for v in everyone["items"])
     assert [v["trade_no"] for v in everyone["items"]][:3] == ["ref_bobAx", "ref_bob%x", "ref_alice_11"]
     first = everyone["items"][0]
-    assert (first["user_id"], first["amount"], first["money"], first["status"], first["complete_time"],
-            first["payment_provider"]) == (bob, 10, 80.0, "pending", 0, "stripe")
+    assert (first["user_id"], first["username"], first["amount"], first["money"], first["status"],
+            first["complete_time"], first["payment_provider"]) == (
+        bob, "bob", 10, 80.0, "pending", 0, "stripe")
+    assert {(v["user_id"], v["username"]) for v in everyone["items"]} == {(alice, "alice"), (bob, "bob")}
     page = data_of(await admin.get("/api/user/topup", params={"p": 2, "page_size": 5}))
     beyond = data_of(await admin.get("/api/user/topup", params={"p": 4, "page_size": 5}))
     assert (page["page"], page["page_size"], len(page["items"]), beyond["items"]) == (2, 5, 5, [])
@@ -95,7 +98,7 @@ async def test_lists_page_filter_and_keep_users_apart(app: Running) -> None:
 
     alice_api = await logged_in(app, "alice")
     own = data_of(await alice_api.get("/api/user/topup/self", params={"page_size": 5}))
-    assert own["total"] == 12 and {v["user_id"] for v in own["items"]} == {alice}
+    assert own["total"] == 12 and {(v["user_id"], v["username"]) for v in own["items"]} == {(alice, "alice")}
     assert await matching(alice_api, "/api/user/topup/self", "bob") == []
     assert await matching(alice_api, "/api/user/topup/self", "_03") == ["ref_alice_03"]
 

@@ -4,7 +4,8 @@ Proved here, over HTTP against the real app on SQLite, MariaDB+Redis and Postgre
 - `GET /api/user/` and `GET /api/user/search` page as docs/API.md#paging says (shape, defaults, clamping, id
   desc), hide soft-deleted users unless `include_deleted=1`, and search by exact id, by a case-insensitive
   literal substring (`%`, `_`, `\\` match themselves) and by exact group, ANDed;
-- no reply ever carries a password (always `""`) or an `access_token`;
+- no reply ever carries a password (always `""`) or an `access_token`; each view says whether the user's
+  2FA is on and how many passkeys they have (for a whole page in two queries);
 - `GET/PUT/DELETE /api/user/:id`, `POST /api/user/` and `POST /api/user/manage` answer the documented
   statuses, enforce the role hierarchy (admins cannot touch admins or root; root can act on admins), and
   leave the documented durable effect in SQL: soft deletes, reserved usernames, re-hashed passwords,
@@ -21,14 +22,17 @@ from typing import Any
 
 import httpx
 
+from models.passkeys import PasskeyCredential
 from models.tables import User
+from models.two_factor import TwoFactor
 from models.users import UserRepository
 from tests.harness import Api, Running, add_user, data_of, fails, logged_in
 
 USER_FIELDS = {
     "id", "username", "password", "display_name", "email", "role", "status", "group", "quota", "used_quota",
     "request_count", "aff_code", "aff_count", "aff_quota", "aff_history_quota", "inviter_id", "setting",
-    "remark", "stripe_customer", "created_at", "last_login_at", "DeletedAt",
+    "remark", "stripe_customer", "created_at", "last_login_at", "DeletedAt", "two_factor_enabled",
+    "passkey_count",
 }
 MANAGE_REPLY = {"role", "status", "quota"}
 
@@ -348,8 +352,25 @@ async def test_get_user_returns_the_user_resource(app: Running) -> None:
         "role": 1, "status": 1, "group": "vip", "quota": 42, "used_quota": 0, "request_count": 0,
         "aff_code": row.aff_code, "aff_count": 0, "aff_quota": 0, "aff_history_quota": 0, "inviter_id": 0,
         "setting": "", "remark": "note", "stripe_customer": "", "created_at": row.created_at,
-        "last_login_at": 0, "DeletedAt": None,
+        "last_login_at": 0, "DeletedAt": None, "two_factor_enabled": False, "passkey_count": 0,
     }
+
+
+async def test_each_view_says_whether_2fa_is_on_and_how_many_passkeys_the_user_has(app: Running) -> None:
+    admin = await admin_api(app)
+    plain, guarded, pending = [await add_user(app.state, name) for name in ("plain", "guarded", "pending")]
+    async with app.state.db.transaction() as tx:
+        tx.add_all([TwoFactor(user_id=guarded, secret="s", enabled=True),
+                    TwoFactor(user_id=pending, secret="s", enabled=False),  # set up, never turned on
+                    *(PasskeyCredential(user_id=guarded, credential_id=f"cred-{i}", public_key="k")
+                      for i in range(2))])
+    listed = data_of(await admin.get("/api/user/", params={"page_size": 100}))["items"]
+    found = data_of(await admin.get("/api/user/search", params={"keyword": "guarded"}))["items"]
+    one = data_of(await admin.get(f"/api/user/{guarded}"))
+    edited = data_of(await admin.put("/api/user/", json={"id": guarded, "remark": "x"}))
+    flags = {u["id"]: (u["two_factor_enabled"], u["passkey_count"]) for u in listed}
+    assert (flags[plain], flags[guarded], flags[pending]) == ((False, 0), (True, 2), (False, 0))
+    assert [(v["two_factor_enabled"], v["passkey_count"]) for v in (*found, one, edited)] == [(True, 2)] * 3
 
 
 async def test_get_user_refuses_missing_deleted_and_malformed_ids(app: Running) -> None:

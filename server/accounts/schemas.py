@@ -160,10 +160,13 @@ class UserView(Reply):
     created_at: int
     last_login_at: int
     DeletedAt: int | None
+    two_factor_enabled: bool = Field(False, description="whether 2FA is on (an admin may turn it off)")
+    passkey_count: int = Field(0, description="how many passkeys the user has (an admin may remove them)")
 
     @classmethod
-    def of(cls, user: User) -> UserView:
-        """`quota` is the SQL column: `AccountService.with_live_quota` puts the live balance in."""
+    def of(cls, user: User, *, two_factor: bool = False, passkeys: int = 0) -> UserView:
+        """`quota` is the SQL column: `AccountService.with_live_quota` puts the live balance in;
+        `two_factor` and `passkeys` come from `AccountService.factors` (one query each for a page)."""
         return cls(
             id=user.id, username=user.username, password="", display_name=user.display_name,
             email=user.email, role=user.role, status=user.status, group=user.group, quota=user.quota,
@@ -171,7 +174,8 @@ class UserView(Reply):
             aff_count=user.aff_count, aff_quota=user.aff_quota, aff_history_quota=user.aff_history_quota,
             inviter_id=user.inviter_id, setting=user.setting, remark=user.remark,
             stripe_customer=user.stripe_customer, created_at=user.created_at,
-            last_login_at=user.last_login_at, DeletedAt=user.deleted_at,
+            last_login_at=user.last_login_at, DeletedAt=user.deleted_at, two_factor_enabled=two_factor,
+            passkey_count=passkeys,
         )
 
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.enums import LogType, UserStatus
 from core.identity import Principal, Role
 from models.credits import PendingCreditRepository
 from models.db import Database
 from models.logs import LogRepository
+from models.passkeys import PasskeyRepository
 from models.tables import User
+from models.two_factor import TwoFactorRepository
 from models.users import UserRepository
 from quota.engine import QuotaEngine
 from quota.store import NeedsLoad
@@ -56,6 +60,15 @@ async def _target(users: UserRepository, actor: Principal, user_id: int, *, lock
 
 
 View = TypeVar("View", UserView, SelfView)
+
+
+async def _views(tx: AsyncSession, users: Sequence[User]) -> list[UserView]:
+    """The admin's views of `users`, each saying whether its 2FA is on and how many passkeys it has (what
+    the console needs to offer their resets only when there is something to reset): one query each."""
+    ids = [u.id for u in users]
+    factors = await TwoFactorRepository(tx).enabled_among(ids)
+    passkeys = await PasskeyRepository(tx).counts(ids)
+    return [UserView.of(u, two_factor=u.id in factors, passkeys=passkeys.get(u.id, 0)) for u in users]
 
 
 def _admin_info(actor: Principal) -> dict[str, Any]:
@@ -193,11 +206,12 @@ class AccountService:
                 offset=page.offset, limit=page.size, include_deleted=include_deleted, keyword=keyword,
                 group=group,
             )
-        return page.payload(await self.with_live_quota([UserView.of(u) for u in rows]), total)
+            views = await _views(tx, rows)
+        return page.payload(await self.with_live_quota(views), total)
 
     async def get_user(self, actor: Principal, user_id: int) -> UserView:
         async with self.db.transaction() as tx:
-            view = UserView.of(await _target(UserRepository(tx), actor, user_id))
+            view = (await _views(tx, [await _target(UserRepository(tx), actor, user_id)]))[0]
         return (await self.with_live_quota([view]))[0]
 
     async def create_user(self, actor: Principal, username: str, password: str, display_name: str,
@@ -260,7 +274,7 @@ class AccountService:
                     raise Conflict("username is already taken") from None
                 for name, value in values.items():
                     setattr(user, name, value)
-            view = UserView.of(user)
+            view = (await _views(tx, [user]))[0]
         view = (await self.with_live_quota([view]))[0]
         if new_password:
             await self._revoke(user_id, token_digest=old_token)

@@ -25,6 +25,7 @@ class TopUpView(Reply):
 
     id: int
     user_id: int
+    username: str = Field(description="the owner's username")
     amount: int = Field(description="units ordered; one unit buys QuotaPerUnit quota")
     money: float = Field(description="what was paid")
     trade_no: str
@@ -35,8 +36,8 @@ class TopUpView(Reply):
     status: str = Field(description="pending, success, failed, expired or review")
 
     @classmethod
-    def of(cls, order: TopUp) -> TopUpView:
-        return cls(id=order.id, user_id=order.user_id, amount=order.amount, money=order.money,
-                   trade_no=order.trade_no, payment_method=order.payment_method,
+    def of(cls, order: TopUp, username: str = "") -> TopUpView:
+        return cls(id=order.id, user_id=order.user_id, username=username, amount=order.amount,
+                   money=order.money, trade_no=order.trade_no, payment_method=order.payment_method,
                    payment_provider=order.payment_provider, create_time=order.create_time,
                    complete_time=order.complete_time, status=order.status)

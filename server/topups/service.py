@@ -41,7 +41,8 @@ class TopUpService:
         async with self.db.transaction() as tx:
             rows, total = await TopUpRepository(tx).page(offset=page.offset, limit=page.size, user_id=user_id,
                                                          keyword=keyword)
-        return page.payload([TopUpView.of(r) for r in rows], total)
+            names = await UserRepository(tx).usernames(r.user_id for r in rows)
+        return page.payload([TopUpView.of(r, names.get(r.user_id, "")) for r in rows], total)
 
     async def complete(self, actor: Principal, trade_no: str) -> None:
         """Mark a pending (or held for review) order paid and credit its quota once; an order already

@@ -9,6 +9,7 @@ cannot be reached here. Without it the tests skip, or fail with CI=true.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Browser, Page, Playwright
+from playwright.sync_api import Browser, Locator, Page, Playwright
 
 from tests.fakes.base import FakeServer
 from tests.services import unavailable
@@ -174,6 +175,65 @@ def as_root(page: Page, server: Server, path: str, title: str) -> None:
     page.get_by_role("navigation", name="Main").get_by_role("link", name=title).click()
     expect(page.get_by_role("heading", level=1, name=title)).to_be_visible()
     assert page.url.endswith(path)
+
+
+@dataclass(frozen=True)
+class Words:
+    """How a row's action buttons are named in a language: the menu button's word and `common.rowAction`."""
+
+    more: str = "More"
+    row_action: str = "{action} {name}"
+
+    def label(self, action: str, name: str) -> str:
+        return self.row_action.format(action=action, name=name)
+
+
+ENGLISH = Words()
+CHINESE = Words("更多", "{action}：{name}")
+
+
+def row_menu(page: Page, row_name: str, words: Words = ENGLISH) -> Locator:
+    """Open the "More" menu of the row named `row_name` (by its button, as a person does) → the menu."""
+    from playwright.sync_api import expect
+
+    more = page.get_by_role("button", name=words.label(words.more, row_name), exact=True)
+    more.click()
+    expect(more).to_have_attribute("aria-expanded", "true")
+    menu = page.get_by_role("menu", name=words.label(words.more, row_name), exact=True)
+    expect(menu).to_be_visible()
+    return menu
+
+
+def row_action(page: Page, row_name: str, action: str, words: Words = ENGLISH) -> None:
+    """Do `action` on the row named `row_name` as a person would: press its button ("Edit alice") when the
+    row shows one, else choose it from the row's "More" menu."""
+    from playwright.sync_api import expect
+
+    direct = page.get_by_role("button", name=words.label(action, row_name), exact=True)
+    more = page.get_by_role("button", name=words.label(words.more, row_name), exact=True)
+    expect(direct.or_(more).first).to_be_visible()
+    if direct.count():
+        direct.click()
+        return
+    row_menu(page, row_name, words).get_by_role("menuitem", name=action, exact=True).click()
+
+
+def row_offers(page: Page, row_name: str, words: Words = ENGLISH) -> list[str]:
+    """The actions the row named `row_name` offers: its primary button's, then its menu's (opened and
+    closed again with Escape); [] for a row without actions."""
+    from playwright.sync_api import expect
+
+    named = page.locator("th", has_text=re.compile(f"^{re.escape(row_name)}$"))
+    row = page.locator("tbody tr").filter(has=named)
+    expect(row).to_have_count(1)
+    offered = [text.strip() for text in row.locator(".row-actions > button").all_text_contents()]
+    if row.get_by_role("button", name=words.label(words.more, row_name), exact=True).count() == 0:
+        return offered
+    menu = row_menu(page, row_name, words)
+    offered += [text.strip() for text in menu.get_by_role("menuitem").all_text_contents()]
+    page.keyboard.press("Escape")
+    expect(menu).to_be_hidden()
+    return offered
 
 
 def data(response: httpx.Response) -> Any:

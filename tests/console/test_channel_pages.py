@@ -32,6 +32,7 @@ from tests.console.browser import (
     check_accessibility,
     data,
     on_thread,
+    row_action,
     set_option,
     tollway,
     user_client,
@@ -136,7 +137,7 @@ def test_the_status_type_group_and_tag_filters_narrow_the_list_as_the_api_does(
         search.get_by_role("button", name="Search").click()
         mine = {"keyword": f"flt-{suffix}"}
         shown_ids(page).to_have_text(search_ids(server, **mine))
-        page.locator("tbody tr", has_text=names[1]).get_by_role("button", name=f"Disable {names[1]}").click()
+        row_action(page, names[1], "Disable")
         expect(page.locator(".notice")).to_have_text(f"Channel “{names[1]}” disabled.")
         assert channel(server, ids[1])["status"] == ChannelStatus.MANUALLY_DISABLED
 
@@ -278,8 +279,7 @@ def test_a_multi_key_channels_keys_are_disabled_and_enabled_one_by_one(page: Pag
 
     try:
         assert used_keys(3) == set(keys)  # in turn: every key once
-        row = page.locator("tbody tr", has_text="three keys")
-        row.get_by_role("button", name="Keys three keys").click()
+        row_action(page, "three keys", "Keys")
         dialog = page.get_by_role("dialog", name="Keys of channel “three keys”")
         expect(dialog).to_contain_text("3 of 3 keys enabled.")
         check_accessibility(page, "multi-key keys dialog")
@@ -323,7 +323,7 @@ def test_a_tags_channels_change_at_once_and_the_selected_are_tagged_or_deleted(p
         assert [channel(server, i)["tag"] for i in ids] == [f"team-{suffix}", f"team-{suffix}", ""]
 
         row = page.locator("tbody tr", has_text=names[0])
-        row.get_by_role("button", name=f"Tag {names[0]}").click()
+        row_action(page, names[0], "Tag")
         tag = page.get_by_role("dialog", name=f"Channels tagged “team-{suffix}”")
         check_accessibility(page, "tag dialog")
         tag.get_by_role("button", name="Disable all").click()
@@ -332,12 +332,12 @@ def test_a_tags_channels_change_at_once_and_the_selected_are_tagged_or_deleted(p
             ChannelStatus.ENABLED]
         expect(row).to_contain_text("Disabled")
 
-        row.get_by_role("button", name=f"Tag {names[0]}").click()
+        row_action(page, names[0], "Tag")
         tag.get_by_role("button", name="Enable all").click()
         expect(page.locator(".notice")).to_have_text(f"2 channels tagged “team-{suffix}” enabled.")
         assert [channel(server, i)["status"] for i in ids] == [ChannelStatus.ENABLED] * 3
 
-        row.get_by_role("button", name=f"Tag {names[0]}").click()
+        row_action(page, names[0], "Tag")
         tag.get_by_label("New tag").fill(f"crew-{suffix}")
         tag.get_by_role("button", name="Rename tag").click()
         expect(page.locator(".notice")).to_have_text(f"Tag “team-{suffix}” renamed on 2 channels.")
@@ -367,10 +367,10 @@ def test_balances_and_the_test_of_every_channel_show_their_progress_and_results(
     try:
         as_root(page, server, "/channels", "Channels")
         upstream.balance, upstream.used = 42.5, 7.5
-        page.locator("tbody tr", has_text=quick).get_by_role("button", name=f"Balance {quick}").click()
-        expect(page.locator(".notice")).to_have_text(f"Channel “{quick}” balance: 42.5.")
+        row_action(page, quick, "Update balance")
+        expect(page.locator(".notice")).to_have_text(f"Channel “{quick}” balance: $42.50.")  # USD, as stored
         assert channel(server, ids[0])["balance"] == 42.5
-        expect(page.locator("tbody tr", has_text=quick)).to_contain_text("42.5")
+        expect(page.locator("tbody tr", has_text=quick)).to_contain_text("$42.50")
 
         upstream.balance = 12.25
         upstream.hold(lambda r: r.headers.get("authorization") == f"Bearer sk-{held}")
@@ -431,8 +431,7 @@ def test_root_reveals_a_channels_keys_after_verifying_with_the_authenticator_cod
     totp = pyotp.TOTP(setup["secret"])
     data(server.admin().post("/api/user/2fa/enable", json={"code": totp.now()}))
     try:
-        row = page.locator("tbody tr", has_text="revealed")
-        row.get_by_role("button", name="Reveal key revealed").click()
+        row_action(page, "revealed", "Reveal key")
         prompt = page.get_by_role("dialog", name="Confirm it is you")
         expect(prompt).to_contain_text("secure verification required")
         wrong = "000000" if totp.now() != "000000" else "111111"
@@ -505,7 +504,7 @@ def test_an_anthropic_channel_fetches_its_models_and_passes_its_test(page: Page,
 
             row = page.locator("tbody tr", has_text="claude-page")
             expect(row).to_contain_text("Anthropic")
-            row.get_by_role("button", name="Test claude-page").click()
+            row_action(page, "claude-page", "Test")
             expect(page.locator(".notice")).to_have_text(
                 re.compile(r"^Channel “claude-page” answered in \d+\.\d\d s\.$"))
             assert fake.last.path == "/v1/messages" and fake.last.json["model"] == "claude-fake-sonnet"

@@ -8,15 +8,27 @@ reload; axe-core finds no serious or critical violation on a few pages in Chines
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from core.option_registry import SECTIONS
-from tests.console.browser import Server, check_accessibility, data, set_option, sign_in, tollway, user_client
+from tests.console.browser import (
+    CHINESE,
+    Server,
+    check_accessibility,
+    data,
+    row_action,
+    row_menu,
+    set_option,
+    sign_in,
+    tollway,
+    user_client,
+)
 from tests.console.conftest import TIMEZONE
 from tests.test_e2e_serve import ROOT_PASSWORD
 
@@ -40,10 +52,10 @@ PAGES = [("/", "数据看板"), ("/keys", "API 密钥"), ("/logs", "日志"), ("
          ("/account", "账户"), ("/playground", "操练场"), ("/models", "模型与价格"), ("/users", "用户"),
          ("/channels", "渠道"),
          ("/redemptions", "兑换码"), ("/orders", "订单"), ("/settings", "设置"), ("/about", "关于")]
-DIALOGS = {  # per page: the button that opens a main dialog, and the dialog's title
-    "/keys": [("创建 API 密钥", "创建 API 密钥"), (f"删除：{KEY_NAME}", "删除此 API 密钥？")],
-    "/users": [("创建用户", "创建用户"), (f"额度：{USER}", f"“{USER}”的余额")],
-    "/channels": [("创建渠道", "创建渠道"), (f"编辑：{CHANNEL}", f"编辑渠道“{CHANNEL}”")],
+DIALOGS = {  # per page: the button (or a row and its action) that opens a main dialog, and the dialog's title
+    "/keys": [("创建 API 密钥", "创建 API 密钥"), ((KEY_NAME, "删除"), "删除此 API 密钥？")],
+    "/users": [("创建用户", "创建用户"), ((USER, "调整余额"), f"“{USER}”的余额")],
+    "/channels": [("创建渠道", "创建渠道"), ((CHANNEL, "编辑"), f"编辑渠道“{CHANNEL}”")],
     "/redemptions": [("创建兑换码", "创建兑换码")],
     "/account": [("设置两步验证", "设置两步验证")],
     "/models": [("编辑价格：gpt-4o-mini", "“gpt-4o-mini”的价格")],
@@ -137,8 +149,8 @@ def open_page(page: Page, server: Server, path: str, title: str) -> None:
     expect(page.locator("[aria-busy=true]")).to_have_count(0)  # tables and charts drawn
 
 
-def dialog_in_chinese(page: Page, opener: Locator, title: str, allowed: set[str]) -> None:
-    opener.click()
+def dialog_in_chinese(page: Page, open_it: Callable[[], None], title: str, allowed: set[str]) -> None:
+    open_it()
     dialog = page.get_by_role("dialog", name=title)
     expect(dialog).to_be_visible()
     expect(dialog.locator(".loading")).to_have_count(0)
@@ -168,8 +180,19 @@ def test_every_page_and_main_dialog_is_in_chinese_for_root(zh_page: Page, server
     for path, title in PAGES:
         open_page(page, server, path, title)
         assert_chinese(page, path, allowed)
-        for button, dialog in DIALOGS.get(path, ()):
-            dialog_in_chinese(page, page.get_by_role("button", name=button, exact=True), dialog, allowed)
+        for opener, dialog in DIALOGS.get(path, ()):
+            if isinstance(opener, str):
+                button = page.get_by_role("button", name=opener, exact=True)
+                dialog_in_chinese(page, button.click, dialog, allowed)
+                continue
+            row, action = opener
+            if action != "编辑":  # in the row's "More" menu: the menu too is in Chinese
+                menu = row_menu(page, row, CHINESE)
+                assert_chinese(page, f"{path}: the menu of {row}", allowed)
+                page.keyboard.press("Escape")
+                expect(menu).to_be_hidden()
+            in_row = functools.partial(row_action, page, row, action, CHINESE)
+            dialog_in_chinese(page, in_row, dialog, allowed)
         if path == "/settings":  # one section shown at a time: each in turn
             sections = page.get_by_role("navigation", name="设置分区").get_by_role("link")
             expect(sections).to_have_count(len(SECTIONS))
@@ -179,7 +202,8 @@ def test_every_page_and_main_dialog_is_in_chinese_for_root(zh_page: Page, server
                 assert_chinese(page, f"{path} section {index + 1}", allowed)
     open_page(page, server, "/logs", "日志")  # a log opened (its time in the button's and dialog's names)
     opener = page.locator("tbody tr").first.get_by_role("button", name="查看")
-    dialog_in_chinese(page, opener, str(opener.get_attribute("aria-label")).removeprefix("查看 "), allowed)
+    title = str(opener.get_attribute("aria-label")).removeprefix("查看 ")
+    dialog_in_chinese(page, opener.click, title, allowed)
 
 
 def test_the_language_switch_changes_the_page_and_is_remembered(page: Page, server: Server) -> None:

@@ -20,6 +20,7 @@ from tests.console.browser import (
     Server,
     check_accessibility,
     on_thread,
+    row_action,
     set_option,
     sign_in,
     sign_out,
@@ -112,7 +113,7 @@ def test_a_key_made_in_the_page_calls_a_model_until_disabled(page: Page, server:
     assert upstream.received[-1].headers["authorization"] == "Bearer o-key"
 
     page.evaluate("navigator.clipboard.writeText('')")
-    row.get_by_role("button", name="Reveal").click()
+    row_action(page, "sdk", "Reveal")
     revealed = page.get_by_role("dialog", name="API key “sdk”")
     expect(revealed.get_by_label("The whole key")).to_have_value(copied)
     revealed.get_by_role("button", name="Copy").click()
@@ -121,12 +122,12 @@ def test_a_key_made_in_the_page_calls_a_model_until_disabled(page: Page, server:
     revealed.get_by_role("button", name="Close").click()
     check_accessibility(page, "API keys")
 
-    row.get_by_role("button", name="Disable").click()
+    row_action(page, "sdk", "Disable")
     expect(row).to_contain_text("Disabled")
     with pytest.raises(openai.AuthenticationError) as refused:
         moderate(server, copied)
     assert refused.value.code == "token_disabled"
-    row.get_by_role("button", name="Enable").click()
+    row_action(page, "sdk", "Enable")
     expect(row).to_contain_text("Enabled")
     assert moderate(server, copied) is True
 
@@ -138,7 +139,7 @@ def test_a_key_made_in_the_page_calls_a_model_until_disabled(page: Page, server:
             page.wait_for_timeout(100)
     assert {b["model_name"] for b in buckets} == {MODEL}
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboard").click()
-    page.get_by_label("Show").select_option(label="Requests")
+    page.get_by_label("Show", exact=True).select_option(label="Requests")
     chart = page.get_by_role("img", name=re.compile(r"^Requests by model, last 7 days"))
     expect(chart).to_be_visible()
     expect(chart.locator("rect title").first).to_contain_text(f"{MODEL}, ")
@@ -175,7 +176,7 @@ def test_an_admin_chooses_everyones_usage_on_the_dashboard(page: Page, server: S
     with page.expect_request(lambda r: "/api/data/?" in r.url) as asked:
         page.get_by_label("Whose usage").select_option(label="Everyone")
     assert "start_timestamp=" in asked.value.url
-    page.get_by_label("Show").select_option(label="Requests")
+    page.get_by_label("Show", exact=True).select_option(label="Requests")
     chart = page.get_by_role("img", name=re.compile(r"^Requests by model, last 7 days"))
     expect(chart.locator("rect title").first).to_contain_text(f"{MODEL}, ")
     check_accessibility(page, "dashboard, everyone's usage")
@@ -255,13 +256,14 @@ def test_a_key_with_every_limit_then_deleted(page: Page, server: Server, upstrea
     assert {k: v for k, v in edited.items() if k != "name"} == unchanged
 
     row = page.locator("tbody tr", has_text="limited renamed")
-    row.get_by_role("button", name="Delete").click()
+    row_action(page, "limited renamed", "Delete")
     confirm = page.get_by_role("dialog", name="Delete this API key?")
     expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
     check_accessibility(page, "delete confirmation")
     confirm.get_by_role("button", name="Cancel").click()
     expect(row).to_be_visible()
-    row.get_by_role("button", name="Delete").click()
+    expect(page.get_by_role("button", name="More limited renamed")).to_be_focused()  # the dialog gave it back
+    row_action(page, "limited renamed", "Delete")
     page.get_by_role("dialog", name="Delete this API key?").get_by_role("button", name="Delete").click()
     expect(page.get_by_text("No API keys yet. Create one to call models.")).to_be_visible()
     with user_client(server, name) as user:

@@ -29,6 +29,7 @@ from tests.console.browser import (
     PASSWORD,
     Server,
     check_accessibility,
+    row_action,
     set_option,
     sign_in,
     sign_out,
@@ -172,8 +173,7 @@ def test_an_admin_resets_a_users_passkeys_on_the_users_page(page: Page, server: 
     search = page.get_by_role("search", name=re.compile("^Search by id"))
     search.get_by_role("searchbox").fill(name)
     search.get_by_role("button", name="Search").click()
-    row = page.locator("tbody tr", has_text=name)
-    row.get_by_role("button", name=f"Reset passkeys {name}").click()
+    row_action(page, name, "Reset passkeys")
     confirm = page.get_by_role("dialog", name="Remove this user's passkeys?")
     expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
     check_accessibility(page, "reset passkeys confirmation")

@@ -24,6 +24,7 @@ from tests.console.browser import (
     check_accessibility,
     data,
     on_thread,
+    row_menu,
     set_option,
     sign_in,
     tollway,
@@ -243,16 +244,17 @@ def test_a_row_action_keeps_the_scroll_and_the_focus_and_says_its_result_by_the_
     page.set_viewport_size({"width": 360, "height": 700})  # rows as cards: the last one far down the page
     sign_in(page, server, name)
     page.goto(f"{server.url}/keys")
-    disable = page.get_by_role("button", name="Disable key-0")  # the oldest: the last row
-    disable.scroll_into_view_if_needed()
+    more = page.get_by_role("button", name="More key-0")  # the oldest: the last row
+    more.scroll_into_view_if_needed()
     assert page.evaluate("window.scrollY") > 0
-    before = disable.bounding_box()
-    disable.click()
-    enable = page.get_by_role("button", name="Enable key-0")
-    expect(enable).to_be_focused()  # the same control of the redrawn row, not the page's body
-    row = page.locator("tbody tr", has=enable)
+    before = more.bounding_box()
+    row_menu(page, "key-0").get_by_role("menuitem", name="Disable").click()
+    row = page.locator("tbody tr", has=page.get_by_role("button", name="More key-0", exact=True))
+    expect(row).to_contain_text("Disabled")
+    more = page.get_by_role("button", name="More key-0")
+    expect(more).to_be_focused()  # the row's More button of the redrawn row, not the page's body
     expect(row.locator(".row-note")).to_have_text("API key “key-0” disabled.")
-    after = enable.bounding_box()  # the row stays where it was on the screen: the page did not jump
+    after = more.bounding_box()  # the row stays where it was on the screen: the page did not jump
     assert before is not None and after is not None and abs(after["y"] - before["y"]) < 2
     with user_client(server, name) as user:
         keys = data(user.get("/api/token/", params={"p": 1, "page_size": 20}))["items"]

@@ -122,6 +122,7 @@
  * @typedef {object} TopUp
  * @property {number} id
  * @property {number} user_id
+ * @property {string} username  the owner's
  * @property {number} amount
  * @property {number} money
  * @property {string} trade_no
@@ -147,6 +148,8 @@
  * @property {number} request_count
  * @property {string} remark
  * @property {number} last_login_at
+ * @property {boolean} two_factor_enabled
+ * @property {number} passkey_count
  */
 
 /**

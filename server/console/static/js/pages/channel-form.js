@@ -19,6 +19,14 @@ export const CHANNEL_TYPES = /** @type {Record<number, string>} */ ({
   43: "DeepSeek",
 });
 
+/** The types Tollway serves, so can test (`server/upstream/providers` `SERVED_TYPES`): every type it knows
+ * by name. */
+export const TESTABLE_TYPES = new Set(Object.keys(CHANNEL_TYPES).map(Number));
+
+/** The types whose upstream publishes a balance (`server/upstream/providers/balances.py` `BALANCE_TYPES`;
+ * the server stores and answers it in USD). */
+export const BALANCE_TYPES = new Set([1, 8, 20, 25, 40, 43]);
+
 /** The address a channel of a type calls when its base URL is empty (`server/upstream/providers`); a
  * Custom channel (8) has none: the server refuses one without a base URL. */
 export const DEFAULT_BASES = /** @type {Record<number, string>} */ ({

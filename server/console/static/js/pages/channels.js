@@ -12,26 +12,48 @@
  * deleted (`DELETE /api/channel/disabled`); abilities rebuilt (`POST /api/channel/fix`). Root reveals a
  * key (`POST /api/channel/{id}/key`) after a secure verification: the 403 `VERIFICATION_REQUIRED` opens a
  * prompt for the authenticator code (`widgets/verify.js`, `POST /api/verify`), then the key is asked again. Destructive actions
- * ask first. Calls at load: `GET /api/channel/`.
+ * ask first. Each row shows Edit and a More menu with the rest, only those the server takes for that row and
+ * viewer (`channelOffers`); its models as three chips and "+N"; its balance in US dollars (as stored).
+ * Calls at load: `GET /api/channel/`.
  */
 
 import { ApiError } from "../api.js";
 import { h, replace, uid } from "../dom.js";
-import { field, form, heading, rowLabel, showError, valueOf } from "../forms.js";
+import { heading, rowLabel } from "../forms.js";
 import { Role } from "../session.js";
 import { dateTime } from "../site.js";
+import { chipList } from "../widgets/chips.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { rowActions } from "../widgets/row-menu.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyOrSetUp } from "../widgets/verify.js";
-import { CHANNEL_TYPES, openChannelForm, typeName } from "./channel-form.js";
-import { number, t } from "../i18n.js";
+import { CHANNEL_STATUS, openBatchTag, openKeys, openTag } from "./channel-dialogs.js";
+import { BALANCE_TYPES, CHANNEL_TYPES, TESTABLE_TYPES, openChannelForm, typeName } from "./channel-form.js";
+import { number, t, usd } from "../i18n.js";
 
 /** @typedef {import("../types.js").Channel} Channel */
 
-/** A channel's (and a multi-key channel's key's) status. */
-const CHANNEL_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"),
-  2: () => t("status.disabled"), 3: () => t("status.autoDisabled") });
+/**
+ * The row actions the server takes for a channel, offered to a viewer of `role` (each rule once, as the
+ * server states it): a test only for a type Tollway serves (`UpstreamAdmin.testable`); Disable for an
+ * enabled channel, Enable for one disabled by hand or automatically; a balance update only for a
+ * single-key channel of a type that publishes a balance (`server/upstream/providers/balances.py`
+ * `BALANCE_TYPES`); the keys of a multi-key channel; the tag's dialog for a tagged one; the key revealed
+ * only by root (`POST /api/channel/{id}/key` is a root route). Edit, Copy and Delete always.
+ * @param {Channel} c
+ * @param {number} role  the viewer's
+ */
+export function channelOffers(c, role) {
+  return {
+    test: TESTABLE_TYPES.has(c.type),
+    enable: c.status !== 1,
+    balance: BALANCE_TYPES.has(c.type) && !c.channel_info.is_multi_key,
+    keys: c.channel_info.is_multi_key,
+    tag: Boolean(c.tag),
+    reveal: role >= Role.ROOT,
+  };
+}
 /** How often a run's progress is read while it lasts (docs/CONSOLE.md counts these calls). */
 const PROGRESS_EVERY_MS = 2000;
 
@@ -151,38 +173,37 @@ export async function render(ctx) {
   };
   /** @param {Channel} c */
   const actions = (c) => {
-    /** @param {string} text @param {() => void} onclick @param {string} [kind] */
-    const button = (text, onclick, kind = "secondary") => h("button", { type: "button", class: kind,
-      "aria-label": rowLabel(text, c.name), onclick }, text);
-    return h("div", { class: "row-actions" },
-      button(t("channels.test"), () => void test(c)),
-      button(t("common.edit"), () => openChannelForm(ctx, c, () => void table.reload())),
-      c.status === 1
-        ? button(t("common.disable"), () => void acted(null, async () => {
-          await api.put("/api/channel/", { id: c.id, status: 2 });
-          return t("channels.disabled", { name: c.name });
-        }))
-        : button(t("common.enable"), () => void acted(null, async () => {
-          await api.put("/api/channel/", { id: c.id, status: 1 });
-          return t("channels.enabled", { name: c.name });
-        })),
-      button(t("dash.balance"), () => void acted(null, async () => {
+    const offers = channelOffers(c, session.role);
+    /** @param {number} status @param {string} done  what is said after it */
+    const setStatus = (status, done) => () => void acted(null, async () => {
+      await api.put("/api/channel/", { id: c.id, status });
+      return done;
+    });
+    /** @type {import("../widgets/row-menu.js").RowAction[]} */
+    const more = [
+      offers.test ? { label: t("channels.test"), run: () => void test(c) } : null,
+      offers.enable ? { label: t("common.enable"), run: setStatus(1, t("channels.enabled", { name: c.name })) }
+        : { label: t("common.disable"), run: setStatus(2, t("channels.disabled", { name: c.name })) },
+      offers.balance ? { label: t("channels.updateBalance"), run: () => void acted(null, async () => {
         /** @type {{balance: number}} */
         const result = await api.get(`/api/channel/update_balance/${c.id}`);
-        return t("channels.balanceIs", { name: c.name, balance: number(result.balance) });
-      })),
-      button(t("secret.copy"), () => void acted(null, async () => {
+        return t("channels.balanceIs", { name: c.name, balance: usd(result.balance) });
+      }) } : null,
+      { label: t("secret.copy"), run: () => void acted(null, async () => {
         await api.post(`/api/channel/copy/${c.id}`);
         return t("channels.copied", { name: c.name, copy: `${c.name}_copy` });
-      })),
-      c.channel_info.is_multi_key ? button(t("channels.keys"), () => openKeys(ctx, c, () => void table.reload())) : null,
-      c.tag ? button(t("channels.tag"), () => openTag(ctx, c.tag, () => void table.reload())) : null,
-      session.role >= Role.ROOT ? button(t("channels.revealKey"), () => void reveal(c)) : null,
-      button(t("common.delete"), () => void acted({ title: t("channels.deleteTitle"),
+      }) },
+      offers.keys ? { label: t("channels.keys"), run: () => openKeys(ctx, c, () => void table.reload()) } : null,
+      offers.tag ? { label: t("channels.tag"), run: () => openTag(ctx, c.tag, () => void table.reload()) } : null,
+      offers.reveal ? { label: t("channels.revealKey"), run: () => void reveal(c) } : null,
+      { label: t("common.delete"), danger: true, run: () => void acted({ title: t("channels.deleteTitle"),
         message: t("channels.deleteMessage", { name: c.name }), confirm: t("common.delete") }, async () => {
         await api.delete(`/api/channel/${c.id}`);
         return t("channels.deleted", { name: c.name });
-      }), "danger"));
+      }) },
+    ].filter((a) => a !== null);
+    return rowActions(c.name, { label: t("common.edit"), run: () => openChannelForm(ctx, c, () => void table.reload()) },
+      more);
   };
 
   /** @param {Channel} c */
@@ -277,120 +298,18 @@ export async function render(ctx) {
     },
     columns: [
       { label: t("col.name"), cell: (c) => c.name },
-      { label: t("channels.select"), cell: selector },
-      { label: t("col.id"), cell: (c) => String(c.id) },
+      { label: t("channels.select"), cell: selector, quietHeader: true },
+      { label: t("col.id"), cell: (c) => String(c.id), numeric: true },
       { label: t("col.type"), cell: (c) => typeName(c.type) },
       { label: t("col.status"), cell: (c) => h("span", { class: `badge status-${c.status}` }, CHANNEL_STATUS[c.status]?.() ?? String(c.status)) },
-      { label: t("channels.groups"), cell: (c) => c.group },
-      { label: t("channels.models"), cell: (c) => h("span", { class: "mono" }, c.models.split(",").join(", ")) },
+      { label: t("channels.groups"), cell: (c) => c.group.split(",").join(", ") },
+      { label: t("channels.models"), cell: (c) => chipList(c.models.split(","), { label: t("channels.modelsOf", { name: c.name }),
+        showAll: (count) => t("channels.showAllModels", { count, name: c.name }), showFewer: t("channels.showFewerModels", { name: c.name }) }) },
       { label: t("channels.tag"), cell: (c) => c.tag || "—" },
-      { label: t("channels.priority"), cell: (c) => String(c.priority) },
+      { label: t("channels.priority"), cell: (c) => number(c.priority), numeric: true },
       { label: t("channels.lastTest"), cell: (c) => (c.test_time ? t("channels.lastTestAt", { time: dateTime(c.test_time), ms: number(c.response_time) }) : t("common.never")) },
-      { label: t("dash.balance"), cell: (c) => (c.balance_updated_time ? String(c.balance) : "—") },
+      { label: t("dash.balance"), cell: (c) => (c.balance_updated_time ? usd(c.balance) : "—"), numeric: true },
       { label: t("col.actions"), cell: actions },
     ],
   });
-}
-
-/**
- * Set the tag of the selected channels (`POST /api/channel/batch/tag`; empty clears it).
- * @param {import("../types.js").PageContext} ctx
- * @param {() => number[]} chosen
- * @param {() => void} onSaved
- * @param {(work: () => Promise<void>) => Promise<void>} act
- */
-function openBatchTag({ api, shell }, chosen, onSaved, act) {
-  void act(async () => {
-    const ids = chosen();
-    const dialog = openDialog(t("channels.tagSelectedDialog"));
-    dialog.body.append(form(t("channels.tagSelectedDialog"), async (f) => {
-      /** @type {number} */
-      const count = await api.post("/api/channel/batch/tag", { ids, tag: valueOf(f, "tag").trim() });
-      shell.say(t("channels.tagged", { count }));
-      onSaved();
-      dialog.close();
-    },
-    field(t("channels.tag"), "tag", { autocomplete: "off", hint: t("channels.tagHint", { count: ids.length }) }),
-    h("div", { class: "actions" },
-      h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
-      h("button", { type: "submit" }, t("channels.setTag")))));
-    dialog.body.querySelector("input")?.focus();
-  });
-}
-
-/**
- * Every channel of a tag at once: enable, disable, or rename the tag (`/api/channel/tag/…`).
- * @param {import("../types.js").PageContext} ctx
- * @param {string} tag
- * @param {() => void} onSaved
- */
-function openTag({ api, shell }, tag, onSaved) {
-  const dialog = openDialog(t("channels.taggedDialog", { tag }));
-  /** @param {string} path @param {boolean} enabled */
-  const bulk = (path, enabled) => async () => {
-    const editor = /** @type {HTMLFormElement} */ (dialog.body.querySelector("form"));
-    try {
-      /** @type {number} */
-      const count = await api.post(path, { tag });
-      shell.say(t(enabled ? "channels.tagEnabled" : "channels.tagDisabled", { count, tag }));
-      onSaved();
-      dialog.close();
-    } catch (error) {
-      showError(editor, error);
-    }
-  };
-  dialog.body.append(form(t("channels.renameForm"), async (f) => {
-    /** @type {number} */
-    const count = await api.put("/api/channel/tag", { tag, new_tag: valueOf(f, "new_tag").trim() });
-    shell.say(t("channels.renamed", { count, tag }));
-    onSaved();
-    dialog.close();
-  },
-  h("div", { class: "actions inline" },
-    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/enabled", true)() },
-      t("channels.enableAll")),
-    h("button", { type: "button", class: "secondary", onclick: () => void bulk("/api/channel/tag/disabled", false)() },
-      t("channels.disableAll"))),
-  field(t("channels.newTag"), "new_tag", { value: tag, autocomplete: "off" }),
-  h("div", { class: "actions" },
-    h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.close")),
-    h("button", { type: "submit" }, t("channels.renameTag")))));
-}
-
-/**
- * A multi-key channel's keys, each enabled or disabled by hand (`POST /api/channel/multi_key/manage`).
- * @param {import("../types.js").PageContext} ctx
- * @param {Channel} c
- * @param {() => void} onSaved
- */
-function openKeys({ api }, c, onSaved) {
-  const dialog = openDialog(t("channels.keysDialog", { name: c.name }), onSaved);
-  const list = h("div", {}, h("p", { class: "loading" }, t("channels.loadingKeys")));
-  dialog.body.append(list, h("div", { class: "actions" },
-    h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
-  const load = async () => {
-    try {
-      /** @type {{keys: {index: number, status: number, key_preview: string, reason: string}[], enabled_count: number, total: number}} */
-      const page = await api.post("/api/channel/multi_key/manage", { channel_id: c.id, action: "get_key_status", page_size: 100 });
-      replace(list, h("p", {}, t("channels.keysEnabled", { enabled: number(page.enabled_count), total: number(page.total) })),
-        h("ul", { class: "checks" }, page.keys.map((k) => h("li", {},
-          h("span", { class: "mono" }, k.key_preview), ` — ${CHANNEL_STATUS[k.status]?.() ?? k.status}${k.reason ? ` (${k.reason})` : ""} `,
-          h("button", { type: "button", class: "secondary", "aria-label": rowLabel(k.status === 1 ? t("common.disable") : t("common.enable"), t("channels.keyN", { n: String(k.index + 1) })),
-            onclick: () => void change(k.status === 1 ? "disable_key" : "enable_key", k.index) },
-          k.status === 1 ? t("common.disable") : t("common.enable"))))));
-    } catch (error) {
-      replace(list, h("p", { role: "alert" }, error instanceof Error ? error.message : String(error)));
-    }
-  };
-  /** @param {string} action @param {number} index */
-  const change = async (action, index) => {
-    try {
-      await api.post("/api/channel/multi_key/manage", { channel_id: c.id, action, key_index: index });
-    } catch (error) {
-      replace(list, h("p", { role: "alert" }, error instanceof Error ? error.message : String(error)));
-      return;
-    }
-    await load();
-  };
-  void load();
 }

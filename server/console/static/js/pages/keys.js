@@ -2,14 +2,18 @@
  * API keys (`/keys`, every signed-in user; everyone sees only their own keys): the list, searched and
  * paged on the server (`GET /api/token/`, `GET /api/token/search`); create and edit (`key-form.js`);
  * reveal and copy (`POST /api/token/{id}/key`); enable and disable (`PUT /api/token/?status_only=1`);
- * delete, after a confirmation (`DELETE /api/token/{id}`). Calls at load: `GET /api/token/`.
+ * delete, after a confirmation (`DELETE /api/token/{id}`). Each row shows Edit and a More menu with the rest
+ * (Enable only when the server would take it: `keyOffers`), and its model limits as three chips and "+N".
+ * Calls at load: `GET /api/token/`.
  */
 
 import { h, replace } from "../dom.js";
-import { heading, rowLabel, withCodes } from "../forms.js";
+import { heading, withCodes } from "../forms.js";
 import { dateTime } from "../site.js";
+import { chipList } from "../widgets/chips.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { rowActions } from "../widgets/row-menu.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { openKeyForm } from "./key-form.js";
 import { t } from "../i18n.js";
@@ -23,6 +27,20 @@ const KEY_PREFIX = "sk-";
 const KEY_STATUS = { 1: () => t("status.enabled"), 2: () => t("status.disabled"), 3: () => t("keys.status.expired"),
   4: () => t("keys.status.exhausted") };
 const WHOLE_KEY = /^(sk-)?[A-Za-z0-9]{48}$/;
+
+/**
+ * The row actions the server takes on a key (server/keys/service.py `_check_enable`): Disable for an
+ * enabled key; Enable for any other, unless it would at once be expired (`expired_time` past) or used up
+ * (no remaining quota and not unlimited) — its expiry or quota is edited first. Edit, Reveal and Delete
+ * always.
+ * @param {ApiKey} key
+ * @param {number} now  unix seconds
+ */
+export function keyOffers(key, now) {
+  const expired = key.expired_time !== -1 && key.expired_time <= now;
+  const usedUp = !key.unlimited_quota && key.remain_quota <= 0;
+  return { disable: key.status === 1, enable: key.status !== 1 && !expired && !usedUp };
+}
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -67,13 +85,21 @@ export async function render(ctx) {
     await table.reload();
   });
   /** @param {ApiKey} key */
-  const actions = (key) => h("div", { class: "row-actions" },
-    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(t("keys.reveal"), label(key)), onclick: () => void reveal(key) }, t("keys.reveal")),
-    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(t("common.edit"), label(key)),
-      onclick: () => openKeyForm(ctx, key, () => void table.reload()) }, t("common.edit")),
-    h("button", { type: "button", class: "secondary", "aria-label": rowLabel(key.status === 1 ? t("common.disable") : t("common.enable"), label(key)),
-      onclick: () => void toggle(key) }, key.status === 1 ? t("common.disable") : t("common.enable")),
-    h("button", { type: "button", class: "danger", "aria-label": rowLabel(t("common.delete"), label(key)), onclick: () => void remove(key) }, t("common.delete")));
+  const actions = (key) => {
+    const offers = keyOffers(key, Math.floor(Date.now() / 1000));
+    return rowActions(label(key), { label: t("common.edit"), run: () => openKeyForm(ctx, key, () => void table.reload()) }, [
+      { label: t("keys.reveal"), run: () => void reveal(key) },
+      ...(offers.disable ? [{ label: t("common.disable"), run: () => void toggle(key) }] : []),
+      ...(offers.enable ? [{ label: t("common.enable"), run: () => void toggle(key) }] : []),
+      { label: t("common.delete"), danger: true, run: () => void remove(key) },
+    ]);
+  };
+  /** @param {ApiKey} key */
+  const models = (key) => (key.model_limits_enabled
+    ? chipList(key.model_limits.split(","), { label: t("keys.modelsOf", { name: label(key) }),
+      showAll: (count) => t("keys.showAllModels", { count, name: label(key) }),
+      showFewer: t("keys.showFewerModels", { name: label(key) }), empty: t("keys.noModelAllowed") })
+    : t("keys.everyModel"));
 
   replace(main,
     heading(t("page.keys")),
@@ -93,10 +119,12 @@ export async function render(ctx) {
     columns: [
       { label: t("col.name"), cell: (key) => label(key) },
       { label: t("col.status"), cell: (key) => h("span", { class: `badge status-${key.status}` }, KEY_STATUS[key.status]?.() ?? String(key.status)) },
-      { label: t("keys.remaining"), cell: (key) => (key.unlimited_quota ? t("keys.unlimited") : site.quota(key.remain_quota)) },
-      { label: t("col.used"), cell: (key) => site.quota(key.used_quota) },
+      { label: t("keys.remaining"), cell: (key) => (key.unlimited_quota ? t("keys.unlimited") : site.quota(key.remain_quota)),
+        numeric: true },
+      { label: t("col.used"), cell: (key) => site.quota(key.used_quota), numeric: true },
       { label: t("keys.expires"), cell: (key) => dateTime(key.expired_time) },
       { label: t("col.group"), cell: (key) => key.group || t("keys.yourGroup") },
+      { label: t("channels.models"), cell: models },
       { label: t("col.actions"), cell: actions },
     ],
   });

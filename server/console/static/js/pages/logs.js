@@ -117,9 +117,10 @@ export async function render(ctx) {
     { label: t("col.apiKey"), cell: (row) => row.token_name },
     { label: t("col.model"), cell: (row) => row.model_name },
     { label: t("logs.tokensInOut"), cell: (row) => (row.type === 2
-      ? `${number(row.prompt_tokens)} / ${number(row.completion_tokens)}` : "") },
-    { label: t("col.quota"), cell: (row) => (row.quota ? site.quota(row.quota) : "") },
-    { label: t("logs.timeTaken"), cell: (row) => (row.type === 2 ? t(row.is_stream ? "logs.secondsStreamed" : "logs.seconds", { seconds: number(row.use_time) }) : "") },
+      ? `${number(row.prompt_tokens)} / ${number(row.completion_tokens)}` : ""), numeric: true },
+    { label: t("col.quota"), cell: (row) => (row.quota ? site.quota(row.quota) : ""), numeric: true },
+    { label: t("logs.timeTaken"), cell: (row) => (row.type === 2 ? t(row.is_stream ? "logs.secondsStreamed" : "logs.seconds", { seconds: number(row.use_time) }) : ""),
+      numeric: true },
     { label: t("logs.details"), cell: (row) => h("span", { class: "server-text" }, row.content) },
     { label: t("col.actions"), cell: (row) => h("button", { type: "button", class: "secondary",
       "aria-label": t("logs.openLabel", { time: dateTime(row.created_at) }),

@@ -2,7 +2,8 @@
  * Orders (`/orders`, admins): every user's top-up orders, newest first, paged and searched by a part of
  * the trade number on the server (`GET /api/user/topup`); a pending (or in review) order completed by
  * hand after a confirmation (`POST /api/user/topup/complete`), which credits its quota to the owner once.
- * Calls at load: `GET /api/user/topup`.
+ * Each order names its owner by username (the reply's `username`) and its payment in US dollars. Calls at
+ * load: `GET /api/user/topup`.
  */
 
 import { h, replace } from "../dom.js";
@@ -10,7 +11,7 @@ import { heading, rowLabel } from "../forms.js";
 import { dateTime } from "../site.js";
 import { confirmAction } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { t } from "../i18n.js";
+import { number, t, usd } from "../i18n.js";
 
 /** @typedef {import("../types.js").TopUp} TopUp */
 
@@ -29,7 +30,7 @@ export async function render(ctx) {
   const complete = async (order) => {
     try {
       const sure = await confirmAction({ title: t("orders.completeTitle"),
-        message: t("orders.completeMessage", { order: order.trade_no, user: order.user_id, amount: site.quota(order.amount * site.status.quota_per_unit) }),
+        message: t("orders.completeMessage", { order: order.trade_no, user: order.username || `#${order.user_id}`, amount: site.quota(order.amount * site.status.quota_per_unit) }),
         confirm: t("orders.completeOrder") });
       if (!sure) return;
       await api.post("/api/user/topup/complete", { trade_no: order.trade_no });
@@ -51,9 +52,9 @@ export async function render(ctx) {
     fetch: ({ p, page_size, keyword }) => api.get("/api/user/topup", { p, page_size, keyword }),
     columns: [
       { label: t("orders.tradeNo"), cell: (order) => h("span", { class: "mono" }, order.trade_no) },
-      { label: t("col.user"), cell: (order) => `#${order.user_id}` },
-      { label: t("col.amount"), cell: (order) => String(order.amount) },
-      { label: t("topup.paid"), cell: (order) => String(order.money) },
+      { label: t("col.user"), cell: (order) => order.username || `#${order.user_id}` },
+      { label: t("col.amount"), cell: (order) => number(order.amount), numeric: true },
+      { label: t("topup.paid"), cell: (order) => usd(order.money), numeric: true },
       { label: t("orders.method"), cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
       { label: t("col.status"), cell: (order) => h("span", { class: `badge status-${order.status}` },
         ORDER_STATUS[order.status]?.() ?? order.status) },

@@ -5,15 +5,17 @@
  * Copy and a Download of a text file made in the browser (a `blob:` address on `<a download>`, which the
  * Content-Security-Policy does not govern); enable and disable (`PUT /api/redemption/?status_only=1`);
  * delete one (`DELETE /api/redemption/{id}`) or every invalid one (`DELETE /api/redemption/invalid`),
- * each after a confirmation. A used code names who redeemed it (the reply's `used_username`). Calls at
+ * each after a confirmation. Each row shows Copy (while the code can be redeemed) and a More menu with the
+ * rest (`codeOffers`). A used code names who redeemed it (the reply's `used_username`). Calls at
  * load: `GET /api/redemption/`.
  */
 
 import { h, replace, uid } from "../dom.js";
-import { checkbox, checked, field, form, heading, refuse, rowLabel, valueOf } from "../forms.js";
+import { checkbox, checked, field, form, heading, refuse, valueOf } from "../forms.js";
 import { dateTime, fromLocalInput, toLocalInput } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { rowActions } from "../widgets/row-menu.js";
 import { t } from "../i18n.js";
 
 /** @typedef {import("../types.js").Redemption} Redemption */
@@ -21,6 +23,16 @@ import { t } from "../i18n.js";
 const CODE_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled"),
   3: () => t("redeem.used") });
 const DAY = 86400;
+
+/**
+ * The row actions the server takes on a code (server/redemptions/service.py): a used code is never
+ * enabled or disabled again, only deleted; an unused one is disabled when enabled, enabled when disabled.
+ * Copying (in the browser) is offered for a code that can still be redeemed.
+ * @param {Redemption} code
+ */
+export function codeOffers(code) {
+  return { copy: code.status === 1, disable: code.status === 1, enable: code.status === 2 };
+}
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -64,12 +76,23 @@ export async function render(ctx) {
     await table.reload();
   });
   /** @param {Redemption} code */
-  const actions = (code) => h("div", { class: "row-actions" },
-    code.status === 3 ? null : h("button", { type: "button", class: "secondary",
-      "aria-label": rowLabel(code.status === 1 ? t("common.disable") : t("common.enable"), label(code)), onclick: () => void toggle(code) },
-    code.status === 1 ? t("common.disable") : t("common.enable")),
-    h("button", { type: "button", class: "danger", "aria-label": rowLabel(t("common.delete"), label(code)), onclick: () => void remove(code) },
-      t("common.delete")));
+  const copy = (code) => act(async () => {
+    try {
+      await navigator.clipboard.writeText(code.key);
+      shell.say(t("redeem.codeCopied", { name: label(code) }));
+    } catch {
+      shell.say(t("redeem.codeCopyRefused", { name: label(code) }));
+    }
+  });
+  /** @param {Redemption} code */
+  const actions = (code) => {
+    const offers = codeOffers(code);
+    return rowActions(label(code), offers.copy ? { label: t("secret.copy"), run: () => void copy(code) } : null, [
+      ...(offers.disable ? [{ label: t("common.disable"), run: () => void toggle(code) }] : []),
+      ...(offers.enable ? [{ label: t("common.enable"), run: () => void toggle(code) }] : []),
+      { label: t("common.delete"), danger: true, run: () => void remove(code) },
+    ]);
+  };
 
   replace(main,
     heading(t("page.redemptions")),
@@ -93,7 +116,7 @@ export async function render(ctx) {
       { label: t("redeem.code"), cell: (code) => h("code", { class: "code-text" }, code.key) },
       { label: t("col.status"), cell: (code) => h("span", { class: `badge status-${code.status}` },
         CODE_STATUS[code.status]?.() ?? String(code.status)) },
-      { label: t("col.quota"), cell: (code) => site.quota(code.quota) },
+      { label: t("col.quota"), cell: (code) => site.quota(code.quota), numeric: true },
       { label: t("col.created"), cell: (code) => dateTime(code.created_time) },
       { label: t("keys.expires"), cell: (code) => dateTime(code.expired_time) },
       { label: t("redeem.redeemedBy"), cell: (code) => (code.used_user_id ? t("redeem.byUser", { user: code.used_username || `#${code.used_user_id}`, time: dateTime(code.redeemed_time) }) : t("redeem.nobody")) },

@@ -5,15 +5,18 @@
  * the balance added to, subtracted from or overridden (`POST /api/user/manage`); 2FA turned off
  * (`DELETE /api/user/{id}/2fa`) and passkeys removed (`DELETE /api/user/{id}/reset_passkey`). Each
  * destructive action asks first; each refusal (an admin acting on an equal or higher role: 403) shows the
- * server's message. Calls at load: `GET /api/user/` and the group filter's names (`GET /api/group/`).
+ * server's message. Each row shows Edit and a More menu with the rest, only those the server takes for
+ * that user and viewer (`userOffers`): an admin sees nothing on root or another admin. Calls at load:
+ * `GET /api/user/` and the group filter's names (`GET /api/group/`).
  */
 
 import { h, replace } from "../dom.js";
-import { field, form, heading, refuse, rowLabel, valueOf } from "../forms.js";
+import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { Role } from "../session.js";
 import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
+import { rowActions } from "../widgets/row-menu.js";
 import { t } from "../i18n.js";
 
 /** @typedef {import("../types.js").AdminUser} AdminUser */
@@ -21,6 +24,31 @@ import { t } from "../i18n.js";
 const ROLE_NAME = /** @type {Record<number, () => string>} */ ({ 1: () => t("role.user"), 10: () => t("role.admin"),
   100: () => t("role.root") });
 const USER_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled") });
+
+/**
+ * The row actions the server takes on `user` from a viewer of `role` (server/accounts/service.py and
+ * server/components/user_rules.py), each rule once: nothing at all on a user whose role is equal to or
+ * above yours unless you are root (`may_act_on`); root is never disabled, deleted or demoted; Disable for
+ * an enabled user, Enable for a disabled one; only root promotes, and only a common user; an admin (not
+ * root) is demoted; 2FA turned off only when it is on, passkeys removed only when there are some (the
+ * server answers 404 otherwise). Edit and the balance: whenever you may act on the user at all.
+ * @param {AdminUser} user
+ * @param {number} role  the viewer's
+ */
+export function userOffers(user, role) {
+  const may = role === Role.ROOT || role > user.role;
+  const below = user.role < Role.ROOT;
+  return {
+    manage: may,
+    enable: may && user.status !== 1,
+    disable: may && below && user.status === 1,
+    promote: may && role === Role.ROOT && user.role < Role.ADMIN,
+    demote: may && below && user.role >= Role.ADMIN,
+    reset2fa: may && user.two_factor_enabled,
+    resetPasskeys: may && user.passkey_count > 0,
+    delete: may && below,
+  };
+}
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -61,36 +89,33 @@ export async function render(ctx) {
     if (!(await confirmAction(ask))) return;
     await api.delete(path);
     shell.say(done);
+    await table.reload();  // the row no longer offers what was reset
   });
 
   /** @param {AdminUser} user */
   const actions = (user) => {
     const name = label(user);
-    /** @param {string} text @param {() => void} onclick @param {string} [kind] */
-    const button = (text, onclick, kind = "secondary") => h("button", { type: "button", class: kind,
-      "aria-label": rowLabel(text, name), onclick }, text);
-    return h("div", { class: "row-actions" },
-      button(t("common.edit"), () => openUserForm(ctx, user, () => void table.reload())),
-      button(t("col.quota"), () => openQuotaForm(ctx, user, () => void table.reload())),
-      user.status === 1
-        ? button(t("common.disable"), () => void manage(user, "disable", t("users.disabled", { name }), { title: t("users.disableTitle"),
-          message: t("users.disableMessage", { name }),
-          confirm: t("common.disable") }))
-        : button(t("common.enable"), () => void manage(user, "enable", t("users.enabled", { name }))),
-      user.role < Role.ADMIN && session.role >= Role.ROOT
-        ? button(t("users.promote"), () => void manage(user, "promote", t("users.promoted", { name }))) : null,
-      user.role >= Role.ADMIN && user.role < Role.ROOT
-        ? button(t("users.demote"), () => void manage(user, "demote", t("users.demoted", { name }), { title: t("users.demoteTitle"),
-          message: t("users.demoteMessage", { name }), confirm: t("users.demote") })) : null,
-      button(t("users.reset2fa"), () => void reset(user, `/api/user/${user.id}/2fa`, t("users.twoFactorOff", { name }), {
-        title: t("users.reset2faTitle"),
-        message: t("users.reset2faMessage", { name }), confirm: t("users.turnOff2fa") })),
-      button(t("users.resetPasskeys"), () => void reset(user, `/api/user/${user.id}/reset_passkey`, t("users.passkeysRemoved", { name }), {
-        title: t("users.resetPasskeysTitle"),
-        message: t("users.resetPasskeysMessage", { name }), confirm: t("users.removePasskeys") })),
-      button(t("common.delete"), () => void manage(user, "delete", t("users.deleted", { name }), { title: t("users.deleteTitle"),
-        message: t("users.deleteMessage", { name }),
-        confirm: t("common.delete") }), "danger"));
+    const offers = userOffers(user, session.role);
+    if (!offers.manage) return "—";
+    /** @type {(import("../widgets/row-menu.js").RowAction | null)[]} */
+    const more = [
+      { label: t("users.balanceAction"), run: () => openQuotaForm(ctx, user, () => void table.reload()) },
+      offers.enable ? { label: t("common.enable"), run: () => void manage(user, "enable", t("users.enabled", { name })) } : null,
+      offers.disable ? { label: t("common.disable"), run: () => void manage(user, "disable", t("users.disabled", { name }), {
+        title: t("users.disableTitle"), message: t("users.disableMessage", { name }), confirm: t("common.disable") }) } : null,
+      offers.promote ? { label: t("users.promote"), run: () => void manage(user, "promote", t("users.promoted", { name })) } : null,
+      offers.demote ? { label: t("users.demote"), run: () => void manage(user, "demote", t("users.demoted", { name }), {
+        title: t("users.demoteTitle"), message: t("users.demoteMessage", { name }), confirm: t("users.demote") }) } : null,
+      offers.reset2fa ? { label: t("users.reset2fa"), run: () => void reset(user, `/api/user/${user.id}/2fa`, t("users.twoFactorOff", { name }), {
+        title: t("users.reset2faTitle"), message: t("users.reset2faMessage", { name }), confirm: t("users.turnOff2fa") }) } : null,
+      offers.resetPasskeys ? { label: t("users.resetPasskeys"), run: () => void reset(user, `/api/user/${user.id}/reset_passkey`,
+        t("users.passkeysRemoved", { name }), { title: t("users.resetPasskeysTitle"),
+          message: t("users.resetPasskeysMessage", { name }), confirm: t("users.removePasskeys") }) } : null,
+      offers.delete ? { label: t("common.delete"), danger: true, run: () => void manage(user, "delete", t("users.deleted", { name }), {
+        title: t("users.deleteTitle"), message: t("users.deleteMessage", { name }), confirm: t("common.delete") }) } : null,
+    ];
+    return rowActions(name, { label: t("common.edit"), run: () => openUserForm(ctx, user, () => void table.reload()) },
+      more.filter((a) => a !== null));
   };
 
   const groupSelect = h("select", { id: "users-group", name: "group" }, h("option", { value: "" }, t("users.everyGroup")));
@@ -121,14 +146,14 @@ export async function render(ctx) {
       : api.get("/api/user/", { p, page_size })),
     columns: [
       { label: t("field.username"), cell: (user) => label(user) },
-      { label: t("col.id"), cell: (user) => String(user.id) },
+      { label: t("col.id"), cell: (user) => String(user.id), numeric: true },
       { label: t("field.displayName"), cell: (user) => user.display_name || "—" },
       { label: t("users.role"), cell: (user) => ROLE_NAME[user.role]?.() ?? String(user.role) },
       { label: t("col.status"), cell: (user) => h("span", { class: `badge status-${user.status}` },
         USER_STATUS[user.status]?.() ?? String(user.status)) },
       { label: t("col.group"), cell: (user) => user.group },
-      { label: t("dash.balance"), cell: (user) => site.quota(user.quota) },
-      { label: t("col.used"), cell: (user) => site.quota(user.used_quota) },
+      { label: t("dash.balance"), cell: (user) => site.quota(user.quota), numeric: true },
+      { label: t("col.used"), cell: (user) => site.quota(user.used_quota), numeric: true },
       { label: t("users.lastSignIn"), cell: (user) => dateTime(user.last_login_at) },
       { label: t("col.actions"), cell: actions },
     ],

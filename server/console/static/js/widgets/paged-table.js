@@ -2,7 +2,8 @@
  * `<tw-paged-table>`: a list the server pages and searches (`p`, `page_size`, `keyword`), with a search
  * box, a pager, and the loading, empty and refused states. The page asks for rows with `fetch`; the
  * table only draws them. On a narrow screen each row is drawn as a small card of "label value" lines
- * (each cell carries its column's label in `data-label`).
+ * (each cell carries its column's label in `data-label`). The table is compact (`table.compact` in
+ * console.css); a column marked `numeric` is right-aligned in tabular figures.
  *
  * After a row action the rows are read again (`reload()`) without leaving the page: the old rows stay
  * until the new ones are drawn (the page keeps its height, so its scroll), the focus goes back to the
@@ -32,6 +33,9 @@ const CONTROLS = "button, a[href], input, select";
  * @typedef {object} Column
  * @property {string} label
  * @property {(row: T) => import("../dom.js").Child} cell
+ * @property {boolean} [numeric]  a number or an amount: right-aligned, in tabular figures
+ * @property {boolean} [quietHeader]  the header said to screen readers only (a column of checkboxes, each
+ *   named): the column stays as narrow as its cells
  */
 
 /**
@@ -59,7 +63,7 @@ export class PagedTable extends HTMLElement {
     this.caption = h("caption", { id: captionId });
     this.head = h("thead");
     this.body = h("tbody");
-    this.table = h("table", { class: "stacking" }, this.caption, this.head, this.body);
+    this.table = h("table", { class: "stacking compact" }, this.caption, this.head, this.body);
     this.wrap = h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": captionId },
       this.table);
     this.summary = h("p", { class: "table-summary", role: "status" });
@@ -105,7 +109,8 @@ export class PagedTable extends HTMLElement {
   configure(options) {
     this.options = options;
     this.caption.textContent = options.caption;
-    replace(this.head, h("tr", {}, options.columns.map((c) => h("th", { scope: "col" }, c.label))));
+    replace(this.head, h("tr", {}, options.columns.map((c) => h("th", { scope: "col", class: c.numeric ? "num" : false },
+      c.quietHeader ? h("span", { class: "visually-hidden" }, c.label) : c.label))));
     if (options.searchLabel) {
       const id = uid("search");
       const input = h("input", { id, type: "search", name: "keyword", autocomplete: "off" });
@@ -174,7 +179,7 @@ export class PagedTable extends HTMLElement {
       } else {
         replace(this.body, page.items.map((row) => h("tr", {}, options.columns.map((c, i) => (i === 0
           ? h("th", { scope: "row", "data-label": c.label }, c.cell(row))
-          : h("td", { "data-label": c.label }, c.cell(row)))))));
+          : h("td", { "data-label": c.label, class: c.numeric ? "num" : false }, c.cell(row)))))));
       }
       const first = (this.query.p - 1) * this.query.page_size + 1;
       this.summary.textContent = page.total === 0 ? ""
