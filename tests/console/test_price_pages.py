@@ -31,6 +31,7 @@ from tests.console.browser import (
     user_client,
 )
 from tests.fakes.openai import FakeOpenAI
+from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -271,3 +272,28 @@ def test_a_dialog_open_when_the_session_ends_closes_with_the_page(page: Page, se
     expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
     expect(dialog).to_be_hidden()
     expect(page.get_by_role("dialog")).to_have_count(0)
+
+
+def test_a_models_channels_show_three_then_a_button_for_the_rest(page: Page, server: Server,
+                                                                 upstream: FakeOpenAI) -> None:
+    """Runs last: it adds channels. Four channels of one model (one disabled): three named, then `+1`, a
+    button that shows the fourth (marked off) by keyboard and hides it again."""
+    model = "many-channels-model"
+    for i in range(4):
+        channel = {"name": f"many {i}", "type": 1, "key": "o-key", "base_url": upstream.url, "models": model,
+                   "group": "default", "status": 2 if i == 3 else 1}
+        data(server.admin().post("/api/channel/", json={"mode": "single", "channel": channel}))
+    sign_in(page, server, "root", ROOT_PASSWORD)
+    page.goto(f"{server.url}/models")
+    row = page.locator("tbody tr", has=page.get_by_role("rowheader", name=model))
+    channels = row.get_by_role("list", name=f"Channels of {model}")
+    expect(channels.get_by_role("listitem").locator("visible=true")).to_have_count(3)
+    more = row.get_by_role("button", name=f"Show all 4 channels of {model}")
+    expect(more).to_have_text("+1")
+    more.focus()
+    page.keyboard.press("Enter")
+    expect(channels.get_by_role("listitem").locator("visible=true")).to_have_count(4)
+    expect(channels.get_by_role("listitem").nth(3)).to_have_text("many 3 (disabled)")
+    expect(row.get_by_role("button", name=f"Show fewer channels of {model}")).to_have_attribute(
+        "aria-expanded", "true")
+    check_accessibility(page, "Models and prices with a model's channels expanded")

@@ -11,6 +11,7 @@
 import { h, replace, uid } from "../dom.js";
 import { checkbox, field, form, heading, refuse, rowLabel, valueOf, withCodes } from "../forms.js";
 import { LEAST_ROLE } from "../pages.js";
+import { chipList } from "../widgets/chips.js";
 import { openDialog } from "../widgets/dialog.js";
 import { locale, number, t } from "../i18n.js";
 
@@ -35,8 +36,6 @@ import { locale, number, t } from "../i18n.js";
  * @property {{id: number, name: string, type: number, status: number, groups: string[], enabled: boolean}[]} [channels]
  */
 
-/** How many channels a row names before "+N". */
-export const SHOWN_CHANNELS = 3;
 
 const SOURCES = /** @type {Record<string, () => string>} */ ({
   model_price: () => t("prices.source.modelPrice"), model_ratio: () => t("prices.source.modelRatio"),
@@ -79,16 +78,15 @@ function modelCell(row) {
 }
 
 /**
- * A model's channels as a compact list: the first few by name (a disabled one marked), then "+N".
+ * A model's channels as a compact list (widgets/chips.js): the first three by name (a disabled one
+ * marked), then a "+N" button showing the rest.
  * @param {PriceRow} row
  */
 export function channelsCell(row) {
-  const channels = row.channels ?? [];
-  const named = (/** @type {(typeof channels)[number]} */ c) => (c.enabled ? c.name : t("prices.channelOff", { name: c.name }));
-  const shown = channels.slice(0, SHOWN_CHANNELS).map(named).join(t("common.listSeparator"));
-  const rest = channels.slice(SHOWN_CHANNELS);
-  return [shown || "—", rest.length ? h("span", { class: "badge more", title: rest.map(named).join(t("common.listSeparator")) },
-    t("prices.more", { count: rest.length })) : null];
+  const named = (row.channels ?? []).map((c) => (c.enabled ? c.name : t("prices.channelOff", { name: c.name })));
+  return chipList(named, { label: t("prices.channelsOf", { model: row.model_name }),
+    showAll: (count) => t("prices.showAllChannels", { count, model: row.model_name }),
+    showFewer: t("prices.showFewerChannels", { model: row.model_name }) });
 }
 
 /** @param {import("../types.js").PageContext} ctx */
