@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from playwright.sync_api import Page, expect
 
 from server.console.routes import CSP
@@ -139,3 +141,65 @@ def test_the_logo_is_drawn_and_its_origin_alone_may_serve_images(page: Page, ser
     page.reload()
     expect(page.get_by_role("banner").locator("img.brand-logo")).to_be_hidden()
     assert page.get_by_role("banner").locator("img.brand-logo").get_attribute("src") is None
+
+
+TAGS = ("a", "p", "b", "script", "img", "iframe", "svg", "style", "div", "form", "math", "object", "h1", "ul",
+        "li", "table", "td", "template", "noscript", "textarea", "base", "meta", "link", "video")
+ATTRIBUTES = ("href", "src", "onclick", "onerror", "style", "title", "id", "class", "srcdoc", "formaction",
+              "xlink:href", "data-x", "rel", "target")
+ADDRESSES = ("javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)", "data:text/html,<b>",
+             "vbscript:x", "https://ok.example/", "/about", "//evil.example/", "mailto:a@b.example", "#top",
+             "java\tscript:alert(1)", "&#106;avascript:alert(1)")
+
+
+def fragments() -> st.SearchStrategy[str]:
+    """Text shaped like hostile HTML and Markdown: tags, attributes, addresses, Markdown links, noise."""
+    attribute = st.builds(lambda sep, n, v: f'{sep}{n}="{v}"', st.sampled_from((" ", "/", "\n")),
+                          st.sampled_from(ATTRIBUTES), st.sampled_from(ADDRESSES))
+    tag = st.builds(lambda t, attrs, inner, close: f"<{t}{''.join(attrs)}>{inner}" + ("</" + t + ">") * close,
+                    st.sampled_from(TAGS), st.lists(attribute, max_size=3), st.text(max_size=8),
+                    st.booleans())
+    link = st.builds(lambda text, to: f"[{text}]({to})", st.text(max_size=6), st.sampled_from(ADDRESSES))
+    markdown = st.sampled_from(("# ", "- ", "> ", "```\n", "**", "*", "`", "\n\n", "---\n"))
+    piece = st.one_of(tag, link, markdown, st.text(max_size=10))
+    return st.lists(piece, max_size=12).map("".join)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(fragments(), min_size=40, max_size=40))
+def test_any_site_text_yields_only_allowed_elements_and_safe_links(page: Page, server: Server,
+                                                                   texts: list[str]) -> None:
+    """Whatever root writes, in either form, what reaches the page is elements of the allow-list with no
+    attribute but a safe `href` (http, https, mailto, this site) and its `rel`/`target`, and `title` —
+    checked in the browser, on the console's own renderer."""
+    if page.url == "about:blank":
+        page.goto(f"{server.url}/login")
+        expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+    bad = page.evaluate("""async (texts) => {
+      const src = document.querySelector("script[type=module]").src.replace(/main\\.js$/, "markdown.js");
+      const { markdown, html } = await import(src);
+      const allowed = new Set(["A", "P", "BR", "STRONG", "B", "EM", "I", "U", "S", "SMALL", "CODE",
+        "PRE", "UL", "OL", "LI", "BLOCKQUOTE", "HR", "SPAN", "DIV", "H3", "H4", "H5", "H6", "TABLE",
+        "THEAD", "TBODY", "TR", "TH", "TD", "SUB", "SUP"]);
+      const found = [];
+      for (const text of texts) {
+        for (const render of [markdown, html]) {
+          const box = document.createElement("div");
+          box.append(render(text));
+          for (const el of box.querySelectorAll("*")) {
+            if (!allowed.has(el.tagName)) found.push([text, el.tagName]);
+            for (const attr of el.getAttributeNames()) {
+              const value = el.getAttribute(attr) ?? "";
+              const ok = attr === "title" || (el.tagName === "A" && (
+                (attr === "href" && /^(https?:\\/\\/|mailto:|\\/(?!\\/)|#)/i.test(value))
+                || (attr === "rel" && value === "noopener noreferrer")
+                || (attr === "target" && value === "_blank")));
+              if (!ok) found.push([text, `${el.tagName} ${attr}=${value}`]);
+            }
+          }
+        }
+      }
+      return found.slice(0, 5);
+    }""", texts)
+    assert bad == []
+    assert page.evaluate("window.pwned") is None

@@ -166,14 +166,15 @@ function copy(node) {
   return [made];
 }
 
-/** Handler and style attributes, taken out before parsing (see `html`). */
-const INLINE_CODE = /\s(?:on[a-z]+|style)\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)/gi;
+/** Handler and style attributes, and style elements, taken out before parsing (see `html`). */
+const INLINE_CODE = /[\s/](?:on[a-z]+|style)\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)|<style\b[\s\S]*?(?:<\/style\s*>|$)/gi;
 
 /**
  * HTML as a fragment of allowed nodes: parsed in a document of its own (where nothing runs or loads),
  * then copied through the allow-list, which keeps no attribute but a safe `href` and `title`. Handler and
- * style attributes are cut from the text first: the browser would block them anyway (the console's
- * policy allows no inline script or style), but would report each to the console while parsing.
+ * style attributes and style elements are cut from the text first: the browser would block them anyway
+ * (the console's policy allows no inline script or style), but would report each to the console while
+ * parsing. The cut only spares those reports: what is safe is decided by the allow-list.
  * @param {string} text
  * @returns {DocumentFragment}
  */
