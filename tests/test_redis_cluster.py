@@ -23,12 +23,12 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import select
 
+from backend.base import Limit
+from backend.redis import RedisBackend
 from core.enums import LogType
 from models.db import Database
 from models.logs import Log
 from models.tables import User
-from quota.backends.base import Limit
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from server.components.sessions import RedisSessionStore, new_session_id
 from tests.fakes.openai import FakeOpenAI

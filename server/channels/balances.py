@@ -19,10 +19,10 @@ from __future__ import annotations
 import datetime
 import logging
 
+from backend.locks import Busy, exclusive
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
-from quota.locks import Busy, exclusive
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
 from server.channels.probe import lock_ttl
 from server.channels.runs import Progress, each

@@ -24,12 +24,12 @@ from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 
+from backend.base import KeyValue
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel
 from models.db import Database
 from models.routing import dump_json, load_json
-from quota.backends.base import Backend
 from server.channels.destination import KeyDestinations
 from server.channels.rules import key_lines, key_text
 from server.clock import Clock
@@ -71,7 +71,7 @@ class ChannelBase:
     """The components of the channel service, and the rules its parts share."""
 
     def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, options: Options,
-                 destinations: KeyDestinations, backend: Backend, verifier: SecureVerifier,
+                 destinations: KeyDestinations, backend: KeyValue, verifier: SecureVerifier,
                  admin: UpstreamAdmin, tasks: TaskOwner, clock: Clock) -> None:
         self.db = db
         self.channels = channels

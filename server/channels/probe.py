@@ -31,10 +31,10 @@ import logging
 import math
 from typing import Any
 
+from backend.locks import Busy, exclusive
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
-from quota.locks import Busy, exclusive
 from server import metrics
 from server.channels.base import UNREADABLE_KEYS, ChannelBase
 from server.channels.rules import clean_fields, key_lines

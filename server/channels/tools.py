@@ -10,7 +10,7 @@ channel, and rebuild every ability.
 - A copy keeps the keys and every setting (so it needs no destination check: the key goes nowhere new),
   takes a new name (`name` + `suffix`) and creation time, and starts with no test result; with
   `reset_balance` its balance and used quota start at zero.
-- The rebuild holds a lock shared by every worker and node (`quota.locks.exclusive`): a second rebuild
+- The rebuild holds a lock shared by every worker and node (`backend.locks.exclusive`): a second rebuild
   anywhere while one runs is a 409. Each channel is rebuilt in its own short transaction on its locked
   row, so a channel whose abilities cannot be written (a collision on MariaDB) is counted in `fails`
   and the others go on.
@@ -23,11 +23,11 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.locks import Busy, exclusive
 from core.enums import ChannelStatus, LogType
 from core.identity import Principal
 from models.channels import Channel, ChannelRepository
 from models.logs import LogRepository
-from quota.locks import Busy, exclusive
 from server.channels.base import COLLIDING, ChannelBase
 from server.channels.rules import NAME_MAX, clean_fields
 from server.errors import BadRequest, Conflict, NotFound

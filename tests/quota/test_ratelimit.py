@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from quota.backends.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
+from backend.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit
+from backend.memory import MemoryBackend
+from backend.redis import RedisBackend
 from quota.partitions import partition_of
 from quota.ratelimit import NO_USER_LIMIT, ModelRateLimiter, UserPolicy, user_policy
 from tests.quota.test_backends import FakeClock, Subject
@@ -436,10 +436,13 @@ def test_the_gcra_arithmetic_is_written_once_in_lua() -> None:
     of it (a copy drifted from the others is how two scripts would come to disagree on a limit)."""
     from importlib.resources import files
 
+    from backend import lua as shared
     from quota import lua
 
-    folder = files(lua.__name__)
-    scripts = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name.endswith(".lua")}
+    folders = (files(shared.__name__), files(lua.__name__))
+    scripts = {p.name: p.read_text(encoding="utf-8") for folder in folders
+               for p in folder.iterdir() if p.name.endswith(".lua")}
+    assert {"gcra.lua", "gcra_multi.lua", "reserve.lua", "settle.lua"} <= scripts.keys()
     copies = [name for name, text in scripts.items()
               if name != "gcra.lua" and ("%d%09d" in text or "math.floor((burst" in text)]
     assert copies == []
