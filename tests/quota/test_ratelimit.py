@@ -1,7 +1,7 @@
 """The rate-limit strategy: GCRA over several limits at once (`gcra_many`), forced charges
 (`gcra_charge`), the per-user policy from the options (`user_policy`) and `ModelRateLimiter`.
 
-One suite, run against both backends like tests/quota/test_backends.py: `MemoryBackend` on an injected
+One suite, run against both backends like tests/backend/test_backends.py: `MemoryBackend` on an injected
 clock the tests move, `RedisBackend` on the real Redis under the test's key prefix, where time passes for
 real (short periods and `asyncio.sleep`). Nothing asserts on elapsed wall time: a test only waits long
 enough for the behaviour it names to become due, and bounds on Redis allow for the time that passed.
@@ -19,7 +19,7 @@ from backend.memory import MemoryBackend
 from backend.redis import RedisBackend
 from quota.partitions import partition_of
 from quota.ratelimit import NO_USER_LIMIT, ModelRateLimiter, UserPolicy, user_policy
-from tests.quota.test_backends import FakeClock, Subject
+from tests.backend.test_backends import FakeClock, Subject
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 
