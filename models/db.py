@@ -28,8 +28,8 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, Inter
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from backend.observer import ErrorKind, ErrorObserver, ignore_error
 from models.logs import LOGS_ELSEWHERE
-from quota.observer import ErrorKind, ErrorObserver, ignore_error
 
 # the oldest server of each family the data layer's statements run on (JSON_TABLE: models/sync_sql.py)
 OLDEST = {"mariadb": ((10, 6), "MariaDB 10.6"), "mysql": ((8, 0), "MySQL 8.0")}
@@ -163,7 +163,7 @@ class Database:
 
     `logs_elsewhere`: the main database of a deployment whose logs live in a database of their own
     (`LOG_DATABASE_URL`); its sessions say so to `models.logs.LogRepository` (session info).
-    `on_error` (quota/observer.py) is told the kind of every transaction the database failed
+    `on_error` (backend/observer.py) is told the kind of every transaction the database failed
     (`error_kind`)."""
 
     def __init__(self, url: str, *, pool_size: int = 10, logs_elsewhere: bool = False,

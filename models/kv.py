@@ -2,7 +2,7 @@
 two requests — passkey login challenges, e-mail codes and their try counters, password reset tokens,
 login-failure counters, the 2FA failure count and lock — so that a restart forgets none of them.
 
-`SqlKeyValue` is the `KeyValue` of `quota/backends/base.py` (the subset of the backend those services
+`SqlKeyValue` is the `KeyValue` of `backend/base.py` (the subset of the backend those services
 use) with Redis's semantics: a key is gone once its time to live has passed (every read checks
 `expires_at`), a single-use value is taken by one caller only (the row locked in one transaction: one of
 any number of concurrent takers gets it), a counter counts every increment. Times to live run on wall

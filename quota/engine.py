@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from time import perf_counter
 from typing import Any, Protocol
 
-from quota.backends.base import Limit, active_limits
+from backend.base import Limit, active_limits
 from quota.observer import NO_OBSERVER, QuotaObserver, ReserveResult, SettleResult
 from quota.partitions import owner_of
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, QuotaStore

@@ -22,8 +22,8 @@ import secrets
 import socket
 from typing import cast
 
+from backend.redis import RedisBackend, guarded, idempotent
 from quota import lua
-from quota.backends.redis import RedisBackend, guarded, idempotent
 from quota.partitions import tag
 
 DEFAULT_LEASE_SECONDS = 10.0

@@ -1,9 +1,10 @@
-"""What the quota engine, its sweeper, the Redis backend and the version tracker tell an observer.
+"""What the quota engine and its sweeper tell an observer.
 
-`quota/` imports neither server/ nor prometheus: whoever builds these parts (server/context.py,
-server/quota_sync.py) passes them an observer explicitly; server/metrics/ implements it with
-Prometheus counters. The default, `NO_OBSERVER` / `ignore_error`, does nothing, so the parts work as
-before for a caller that does not measure (scripts, tests of the engine itself).
+`quota/` imports neither server/ nor prometheus: whoever builds the engine (server/context.py,
+server/quota_sync.py) passes it an observer explicitly; server/metrics/ implements it with Prometheus
+counters. The default, `NO_OBSERVER`, does nothing, so the engine works as before for a caller that does
+not measure (scripts, tests of the engine itself). (The store's failures and the reloads of cached state
+are told to the observers of backend/observer.py.)
 
 The calls sit on the model call's hot path (a reservation and a settlement per call): an observer's
 method must be cheap and must never raise.
@@ -11,7 +12,6 @@ method must be cheap and must never raise.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import StrEnum
 from typing import Protocol
 
@@ -32,22 +32,6 @@ class SettleResult(StrEnum):
     DUPLICATE = "duplicate"  # already settled, released or swept: nothing changed
     RELEASED = "released"  # the hold was given back
     ERROR = "error"
-
-
-class ErrorKind(StrEnum):
-    """Why a call to Redis or the database failed."""
-
-    TIMEOUT = "timeout"
-    CONNECTION = "connection"  # refused, reset, closed by the server
-    OTHER = "other"
-
-
-ErrorObserver = Callable[[ErrorKind], None]
-"""Told once per failed call to a store (Redis) or per failed transaction (the database)."""
-
-
-def ignore_error(kind: ErrorKind) -> None:
-    """The default `ErrorObserver`: nothing is counted."""
 
 
 class QuotaObserver(Protocol):
@@ -78,12 +62,3 @@ class NoObserver:
 
 
 NO_OBSERVER: QuotaObserver = NoObserver()
-
-
-ReloadObserver = Callable[[str], None]
-"""Told when a worker reloaded a cached kind of shared state (`channels`, `options`, `records`:
-quota/versions.py) because its version moved."""
-
-
-def ignore_reload(kind: str) -> None:
-    """The default `ReloadObserver`: nothing is counted."""

@@ -8,15 +8,20 @@ stream, sync cursor, epoch, holds index and copy of the version counters carry t
 tag `{p<n>}`. So every quota script touches one hash slot (one node of a Redis Cluster), and each
 partition's stream is synced on its own (several sync processes share the partitions).
 
-The partition of a user is its id modulo the count: stable, and even over sequential ids.
+The partition of a user is its id modulo the count: stable, and even over sequential ids. The hash tag and
+the default count are the shared store's (backend/slots.py: the version counters keep a copy per partition
+too); this module says which account lives where.
 """
 
 from __future__ import annotations
 
+from backend.slots import DEFAULT_PARTITIONS, tag
 from quota.store import SetupRefused
 from quota.types import Account
 
-DEFAULT_PARTITIONS = 16
+__all__ = ["DEFAULT_PARTITIONS", "LEGACY", "MAX_PARTITIONS", "PartitionCountChanged", "owner_of",
+           "partition_of", "tag"]
+
 MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to this many
 
 
@@ -40,11 +45,6 @@ def owner_of(account: Account, account_id: int, owner: int) -> int:
     if owner <= 0:
         raise ValueError("a key account needs its owner's user id (owner=…: the partition it lives in)")
     return owner
-
-
-def tag(partition: int) -> str:
-    """The Redis hash tag of a partition: every key with it hashes to the same slot."""
-    return f"{{p{partition}}}"
 
 
 class PartitionCountChanged(SetupRefused):

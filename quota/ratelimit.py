@@ -1,8 +1,8 @@
 """The rate-limit strategy of the quota engine for model calls: per-key requests and tokens per minute,
 and the per-user model request limit of new-api (docs/api/gateway.md#gateway-admission-order, step 6), over
-any `Backend`.
+any store with `RateLimits` (backend/base.py).
 
-Before a call, `admit` checks every limit in ONE atomic GCRA step (`Backend.gcra_many`): all are checked,
+Before a call, `admit` checks every limit in ONE atomic GCRA step (`RateLimits.gcra_many`): all are checked,
 and only when all admit is anything charged. After the call, `record` charges what the call really used.
 
     key                     limit                                  admit             record
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quota.backends.base import Backend, Limit, RateResult
+from backend.base import Limit, RateLimits, RateResult
 from quota.partitions import tag
 
 MINUTE = 60.0
@@ -129,7 +129,7 @@ class ModelRateLimiter:
     """Admits model calls against the key's and the user's limits; 0 (or less) disables a limit.
     `partition_of`: the partition of a user id (`QuotaEngine.partition`)."""
 
-    def __init__(self, backend: Backend, partition_of: Callable[[int], int]) -> None:
+    def __init__(self, backend: RateLimits, partition_of: Callable[[int], int]) -> None:
         self.backend = backend
         self.partition_of = partition_of
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from backend.versions import Versions
 from quota.types import Account, AdjustMode, Entry, Reservation
-from quota.versions import Versions
 
 if TYPE_CHECKING:
-    from quota.backends.base import Limit
+    from backend.base import Limit
 
 
 class NeedsLoad(Exception):
@@ -85,7 +85,7 @@ class QuotaStore(Protocol):
                       lease_ms: int, limits: Sequence[Limit] = ()
                       ) -> tuple[bool, str, int, int, Versions, str]:
         """(ok, refused_account, user_balance, key_balance, versions, incarnation); raises NeedsLoad.
-        `versions` are the counters of the cached shared state (quota/versions.py) as of the hold, UNKNOWN
+        `versions` are the counters of the cached shared state (backend/versions.py) as of the hold, UNKNOWN
         when refused; `incarnation` names the store's state the hold is made in (`Reservation`).
         With `limits` (active ones), the call is first admitted through them in the same step: a refusal
         raises RateLimited and changes nothing; once admitted they stay charged even if the balance then

@@ -7,7 +7,7 @@
      ├── BalanceUnknown         the account does not exist in the durable store (cannot be loaded)
      └── RateLimited            a rate limit given to `reserve` refused the call (nothing changed)
 
-`BackendUnavailable` (quota.backends.base) is raised when the store cannot be reached.
+`BackendUnavailable` (backend.base) is raised when the store cannot be reached.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Reservation:
     amount: int
     user_balance: int  # live balances right after the hold
     key_balance: int  # -1 when not limited
-    # the version counters of the cached shared state as of the hold (quota/versions.py)
+    # the version counters of the cached shared state as of the hold (backend/versions.py)
     versions: tuple[int, int, int] = (0, 0, 0)
     # the store's incarnation the hold was made in (Redis: the partition's epoch, so that a settle can tell
     # a hold it already settled from one Redis lost with its data); '' where nothing is ever lost

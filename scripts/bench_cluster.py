@@ -18,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from quota.backends.redis import LuaScript, RedisBackend
+from backend.redis import LuaScript, RedisBackend
 from scripts.bench_quota import drop
 
 

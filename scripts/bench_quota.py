@@ -21,7 +21,7 @@ from typing import Any
 
 import uvloop
 
-from quota.backends.redis import RedisBackend
+from backend.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
 from quota.ratelimit import ModelRateLimiter, UserPolicy

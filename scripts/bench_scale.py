@@ -12,8 +12,8 @@ upstream of `scripts/bench.py` (nginx, or its Python stand-in):
    (`INFO cpu` used_cpu_sys + used_cpu_user, `INFO commandstats` per command and `INFO stats`' reads
    from clients — round trips — before and after). Then a second run of the same load with Redis's
    `SLOWLOG` on (threshold 0 on the private server) gives each EVALSHA's time, grouped by the SHA of the
-   script in `quota/lua/`; the slow log costs Redis CPU of its own, so the headline figure is the
-   first run's;
+   script in `backend/lua/` or `quota/lua/`; the slow log costs Redis CPU of its own, so the headline
+   figure is the first run's;
 2. the sync: a backlog of `--entries` settled calls spread over 64 accounts (so over the partitions),
    queued through the real engine as `scripts/bench_sync.py` does, then drained by 1 and then by 2
    `tollway quota-sync` processes: sustained entries/s, the syncs' CPU per entry and Redis's CPU per entry
@@ -53,10 +53,11 @@ from typing import cast
 import redis
 import uvloop
 
+from backend import lua as shared_lua
+from backend.redis import RedisBackend
 from models.db import Database
 from models.quota import SqlBalanceSource
 from quota import lua
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
 from quota.partitions import DEFAULT_PARTITIONS, tag
@@ -88,9 +89,11 @@ SYNC_ENV = {
 
 
 def script_names() -> dict[str, str]:
-    """SHA → name of every script in quota/lua/, alone and after the gcra prelude (as the store loads it)."""
+    """SHA → name of every script in backend/lua/ and quota/lua/, alone and after the gcra prelude (as the
+    store loads it)."""
     names: dict[str, str] = {}
-    for path in sorted(Path(lua.__file__).parent.glob("*.lua")):
+    folders = (Path(shared_lua.__file__).parent, Path(lua.__file__).parent)
+    for path in sorted(path for folder in folders for path in folder.glob("*.lua")):
         for preludes in ((), ("gcra",)):
             source = lua.load(path.stem, *preludes)
             names[hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()] = path.stem

@@ -30,13 +30,13 @@ from typing import Any
 
 import uvloop
 
+from backend.redis import RedisBackend
 from models.db import Database
 from models.keys import ApiKey
 from models.migrate import upgrade
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.tables import User
 from quota.backends.memory_quota import MemoryQuotaStore
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
 from quota.store import QuotaStore

@@ -59,7 +59,7 @@ RULES = (
     Rule("log record (consume log)", _funcs("Relay._settle")),
     Rule("admission (price, group, versions)",
          lambda n, p: n in ("admit", "open_ticket", "Relay.admit", "Relay.decide", "Relay.reserve")
-         or "quota/versions.py" in p),
+         or "backend/versions.py" in p),
     Rule("HTTP out", lambda n, p: n in ("http1_response_header", "send", "raw")
          or "sanic/response/" in p),
     Rule("HTTP in (server, routing, middleware)", _files("/sanic/", "server/app.py", "server/web/",

@@ -203,7 +203,8 @@ def summarize(path: Path, offset: int = 0) -> dict[str, Any]:
 
 def _culprit(frames: list[str]) -> str:
     """The innermost frame of our own code, and the innermost frame overall."""
-    ours = next((f for f in frames if f.split("/", 1)[0] in ("server", "quota", "models", "core")), "?")
+    packages = ("server", "backend", "quota", "models", "core")
+    ours = next((f for f in frames if f.split("/", 1)[0] in packages), "?")
     return f"{ours} | {frames[0] if frames else '?'}"
 
 

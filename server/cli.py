@@ -24,11 +24,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.base import BackendUnavailable
 from core import numerals
 from models.db import Database, DatabaseUnavailable
 from models.deployment import deployment_id
 from models.migrate import upgrade
-from quota.backends.base import BackendUnavailable
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.store import SetupRefused
 from server.clock import Clock

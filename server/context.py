@@ -15,21 +15,21 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.base import Backend, KeyValue
+from backend.broadcasts import Broadcasts
+from backend.memory import MemoryBackend
+from backend.versions import RECORDS, VersionTracker
 from models.db import Database
 from models.deployment import deployment_id
 from models.kv import SqlKeyValue
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.sessions import SessionRepository
-from quota.backends.base import Backend, KeyValue
-from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
 from quota.backends.redis_quota import RedisQuotaStore
-from quota.broadcasts import Broadcasts
 from quota.engine import QuotaEngine
 from quota.leases import PartitionLeases
 from quota.store import QuotaStore, SetupRefused
 from quota.sync import QuotaSync, sweep_forever
-from quota.versions import RECORDS, VersionTracker
 from server import metrics
 from server.clock import Clock
 from server.components.channel_table import ChannelTable
@@ -153,7 +153,7 @@ class State:
         versions = VersionTracker(backend, on_reload=metrics.cache_reload)
         quota = QuotaEngine(store, SqlBalanceSource(db), lease_seconds=config.quota_hold_timeout,
                             observer=metrics.QUOTA)
-        options = Options(db, backend, box, versions)
+        options = Options(db, box, versions)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, kv=kv, box=box,
             passwords=Passwords(), options=options,
@@ -166,7 +166,7 @@ class State:
                                                      on_logs_committed=config.faults.after_log_commit()),
                                  interval=config.quota_sync_interval, batch=config.quota_sync_batch,
                                  progress=metrics.sync_progress, leases=leases),
-            channels=ChannelTable(db, backend, box, clock.now_s, versions),
+            channels=ChannelTable(db, box, clock.now_s, versions),
             upstream=Upstream(config.upstream_timeout, transport=config.upstream_transport,
                               allow_private=config.upstream_allow_private),
             versions=versions, started_at=clock.now_s(),

@@ -49,10 +49,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from backend.base import BackendUnavailable
 from models.credits import PendingCredit, PendingCreditRepository
 from models.db import Database
 from models.users import UserRepository
-from quota.backends.base import BackendUnavailable
 from quota.engine import QuotaEngine
 from quota.types import BALANCE_MAX, BalanceOutOfRange, BalanceUnknown
 from server.clock import Clock

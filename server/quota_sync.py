@@ -16,10 +16,10 @@ import os
 import signal
 import sys
 
+from backend.base import BackendUnavailable
 from models.db import Database, DatabaseUnavailable
 from models.deployment import deployment_id
 from models.quota import SqlQuotaSink
-from quota.backends.base import BackendUnavailable
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.leases import PartitionLeases
 from quota.store import SetupRefused

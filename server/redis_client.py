@@ -10,8 +10,8 @@ for a master failover; the loss bound of a failover is in docs/PRODUCTION.md#red
 
 from __future__ import annotations
 
-from quota.backends.redis import RedisBackend
-from quota.observer import ErrorObserver, ignore_error
+from backend.observer import ErrorObserver, ignore_error
+from backend.redis import RedisBackend
 from server.config import Config
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from quota.backends.redis import RedisBackend
+from backend.redis import RedisBackend
 from tests.redis_server import START_DEADLINE, reap
 from tests.services import delete_prefix, unavailable
 

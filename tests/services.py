@@ -25,7 +25,7 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 # The Redis deadline of the in-loop harnesses (the app's `REDIS_TIMEOUT`, the quota engine's tests): it is
 # time on the event loop, and there one loop runs the app or engine, its clients and the fake upstreams, so
 # on a loaded CI machine a burst of concurrent calls kept replies waiting past the 2 s default. The deadline
-# itself is tested with a short one (tests/quota/test_backends.py).
+# itself is tested with a short one (tests/backend/test_backends.py).
 IN_LOOP_REDIS_TIMEOUT = 15.0
 T = TypeVar("T")
 

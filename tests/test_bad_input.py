@@ -34,11 +34,11 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy import insert, select, text
 
+from backend.memory import SWEEP_EVERY, MemoryBackend
 from models.db import Database
 from models.kv import KvRow
 from models.migrate import upgrade
 from models.tables import User
-from quota.backends.memory import SWEEP_EVERY, MemoryBackend
 from server.auth.service import LOGIN_FAIL_LIMIT
 from tests.conftest import Stack, _Databases, _stack
 from tests.gateway import seed_channel, seed_key

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from backend.locks import exclusive
 from core.enums import ChannelStatus
 from models.channels import Channel
-from quota.locks import exclusive
 from server.channels.balances import BALANCE_LOCK
 from tests.conftest import _Databases, _stack
 from tests.fakes.openai import FakeOpenAI

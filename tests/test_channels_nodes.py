@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from quota.locks import exclusive
+from backend.locks import exclusive
 from server.channels.balances import BALANCE_LOCK
 from server.channels.probe import TEST_LOCK
 from server.channels.tools import FIX_LOCK

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from backend.locks import exclusive
 from core.enums import ChannelStatus
 from models.channels import Channel
-from quota.locks import exclusive
 from server.channels.probe import TEST_LOCK, TEST_TASK
 from tests.conftest import _Databases, _stack
 from tests.fakes.gemini import FakeGemini

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from backend.base import BackendUnavailable
 from core.enums import CreditStatus, LogType
 from models.credits import PendingCredit, PendingCreditRepository
 from models.logs import Log
 from models.users import UserRepository
-from quota.backends.base import BackendUnavailable
 from quota.types import BALANCE_MAX
 from server.credits import WARN_EVERY, Credit, CreditOutbox
 from tests.harness import Running, add_user, data_of, logged_in

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.redis import RedisBackend
 from models.db import Database
 from models.migrate import upgrade
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from tests.redis_cluster import Cluster
 from tests.services import REDIS_URL, run_blocking

@@ -19,7 +19,7 @@ BUDGET = 40 * 1024
 SKIPPED_DIRS = {".git", ".venv", "node_modules", "test-artifacts", "__pycache__", ".mypy_cache",
                 ".ruff_cache", ".pytest_cache", ".hypothesis"}
 # The top-level folders a doc may name a path in; a path elsewhere (`/tmp/…`, a URL) is not the repository's.
-TOP = ("server", "quota", "models", "core", "scripts", "tests", "docs", ".ci")
+TOP = ("server", "backend", "quota", "models", "core", "scripts", "tests", "docs", ".ci")
 # A path begins after a space, a backtick, a bracket or a quote, and never inside a longer word or path
 # (`/tmp/docs/x` and `https://…/server/x` are not ours).
 PATH = re.compile(r"(?<![\w./:-])((?:" + "|".join(re.escape(t) for t in TOP) + r")/[\w./-]*)")

@@ -30,7 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sanic import exceptions as sanic_exc
 from sqlalchemy.exc import OperationalError
 
-from quota.backends.base import BackendUnavailable
+from backend.base import BackendUnavailable
 from server.config import RateLimit
 from server.web.client_ip import client_ip
 from server.web.errors import to_tollway_error

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from backend.base import KeyValue
+from backend.memory import MemoryBackend
+from backend.redis import RedisBackend
 from models.db import Database
 from models.kv import KvRow, SqlKeyValue
-from quota.backends.base import KeyValue
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
 from tests.conftest import REDIS_URL, fresh_database
 from tests.harness import add_user, make_config, serve
 from tests.redis_cluster import cluster_backend

@@ -8,12 +8,16 @@ The layers, top to bottom, and what each may import:
     components     server/components/ (caches, stores, directories, rules shared by domains) and
                    server/upstream/ (the one upstream client, its providers and fault vocabulary)
     shared         server/web/ (the HTTP adapter) and the shared server/*.py modules (errors, crypto, …)
-    below          models/ (SQL), quota/ (the quota engine), core/ (domain terms, the standard library only)
+    below          models/ (SQL), quota/ (the quota engine: money), core/ (domain terms, the standard library
+                   only)
+    the bottom     backend/ (the shared state: broadcasts, versions, records, locks, the stores) — imports
+                   nothing of the project's; quota/ imports only it
 
-Parses every module's imports and checks each rule; the package graph (core, models, quota, scripts and
-each of the server layers and domains above) has no cycle. Imports under `if TYPE_CHECKING:` count for
-every rule but the cycle (they are not executed). The deliberate exceptions are the allow-list below, each
-with its reason; an entry that no longer matches an import fails too, so the list never outlives it.
+Parses every module's imports and checks each rule; the package graph (backend, core, models, quota,
+scripts and each of the server layers and domains above) has no cycle. Imports under `if TYPE_CHECKING:`
+count for every rule but the cycle (they are not executed). The deliberate exceptions are the allow-list
+below, each with its reason; an entry that no longer matches an import fails too, so the list never
+outlives it.
 """
 
 from __future__ import annotations
@@ -77,11 +81,11 @@ def within(name: str, package: str) -> bool:
 
 
 def layer_of(module: str) -> str | None:
-    """The package a module belongs to in the layer graph: `core`, `models`, `quota`, `scripts`,
+    """The package a module belongs to in the layer graph: `backend`, `core`, `models`, `quota`, `scripts`,
     `server.top`, `server.<domain>`, `server.components`, `server.upstream`, `server.web` or
     `server.shared`; None for anything outside the project."""
     parts = module.split(".")
-    if parts[0] in ("core", "models", "quota", "scripts"):
+    if parts[0] in ("backend", "core", "models", "quota", "scripts"):
         return parts[0]
     if parts[0] != "server":
         return None
@@ -154,7 +158,8 @@ def test_web_and_shared_modules_import_no_domain_or_component() -> None:
 def test_the_error_vocabulary_imports_no_framework() -> None:
     """server/errors.py is words any layer may raise; turning them into HTTP is server/web/errors.py."""
     names = imported(ROOT / "server" / "errors.py")
-    bad = sorted(n for n in names if n.split(".")[0] in ("sanic", "redis", "sqlalchemy", "server", "quota"))
+    bad = sorted(n for n in names
+                 if n.split(".")[0] in ("sanic", "redis", "sqlalchemy", "server", "backend", "quota"))
     assert bad == []
 
 
@@ -178,10 +183,27 @@ def test_quota_imports_neither_server_models_sanic_nor_sqlalchemy() -> None:
         assert not bad, f"{rel(path)} imports {bad}"
 
 
+def test_backend_imports_nothing_of_the_project() -> None:
+    """The shared state is the bottom layer: every subsystem builds on it, it knows none of them (not even
+    core/: its words are keys, counters and channels, not the domain's)."""
+    for path in modules_under("backend"):
+        bad = sorted(n for n in imported(path) if layer_of(n) not in (None, "backend")
+                     or within(n, "sanic") or within(n, "sqlalchemy"))
+        assert not bad, f"{rel(path)} imports {bad}"
+
+
+def test_quota_imports_only_backend_of_the_project() -> None:
+    """Money is built on the shared state and on nothing else of the project's (not core/ either: the
+    engine's values are its own, quota/types.py)."""
+    for path in modules_under("quota"):
+        bad = sorted(n for n in imported(path) if layer_of(n) not in (None, "quota", "backend"))
+        assert not bad, f"{rel(path)} imports {bad}"
+
+
 def test_production_code_never_imports_scripts() -> None:
     """`scripts/` holds runnable entry points (benchmarks, the sync's `python -m` form); what they run lives
     in the packages, so nothing in them imports `scripts`."""
-    for package in ("server", "models", "quota", "core"):
+    for package in ("server", "models", "backend", "quota", "core"):
         for path in modules_under(package):
             bad = [n for n in imported(path) if within(n, "scripts")]
             assert not bad, f"{rel(path)} imports {bad}"
@@ -190,7 +212,7 @@ def test_production_code_never_imports_scripts() -> None:
 def package_graph() -> dict[str, set[str]]:
     """Layer → the layers its modules import when they run (imports under TYPE_CHECKING left out)."""
     graph: dict[str, set[str]] = {}
-    for package in ("core", "models", "quota", "scripts", "server"):
+    for package in ("backend", "core", "models", "quota", "scripts", "server"):
         for path in modules_under(package):
             module = rel(path)[:-3].replace("/", ".").removesuffix(".__init__")
             source = layer_of(module)

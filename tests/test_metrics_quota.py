@@ -28,12 +28,12 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
+from backend.base import BackendUnavailable, Limit
+from backend.redis import RedisBackend
 from core.enums import CreditStatus
 from models.credits import PendingCreditRepository
 from models.db import Database
 from models.migrate import upgrade
-from quota.backends.base import BackendUnavailable, Limit
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.partitions import tag
 from quota.types import InsufficientQuota, RateLimited

@@ -18,10 +18,10 @@ import pytest
 import redis.asyncio as aioredis
 from sqlalchemy import select
 
+from backend.broadcasts import CHANNEL
+from backend.redis import channel_name
 from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from models.tables import Option
-from quota.backends.redis import channel_name
-from quota.broadcasts import CHANNEL
 from tests.conftest import Stack
 from tests.harness import Api, Running, add_user, logged_in, make_config, serve
 from tests.services import REDIS_URL

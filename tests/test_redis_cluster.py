@@ -1,12 +1,12 @@
 """Tollway on a real Redis Cluster (three masters, one replica each: tests/redis_cluster.py).
 
-The shared suites run on the cluster too (tests/quota/test_backends.py, test_ratelimit.py,
-test_versions.py, test_records.py, tests/test_kv.py: the "cluster" parameter). Here: what is particular
-to a cluster — the keys one atomic step changes together share a slot, a rate-limit call across slots is
-refused, the session store's WATCH/MULTI steps run there, a master failover is ridden through by the
-idempotent calls and the broadcasts, and `tollway serve` with a separate `tollway quota-sync` charge a
-model call in the cluster and sync it to SQL. The quota engine's own guarantees on a cluster are the
-quota suites' "cluster" parameter and tests/quota/test_failover.py.
+The shared suites run on the cluster too (tests/backend/test_backends.py and test_records.py,
+tests/quota/test_ratelimit.py and test_versions.py, tests/test_kv.py: the "cluster" parameter). Here: what is
+particular to a cluster — the keys one atomic step changes together share a slot, a rate-limit call across
+slots is refused, the session store's WATCH/MULTI steps run there, a master failover is ridden through by the
+idempotent calls and the broadcasts, and `tollway serve` with a separate `tollway quota-sync` charge a model
+call in the cluster and sync it to SQL. The quota engine's own guarantees on a cluster are the quota suites'
+"cluster" parameter and tests/quota/test_failover.py.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from sqlalchemy import select
 
+from backend.base import Limit
+from backend.redis import RedisBackend
 from core.enums import LogType
 from models.db import Database
 from models.logs import Log
 from models.tables import User
-from quota.backends.base import Limit
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from server.components.sessions import RedisSessionStore, new_session_id
+from tests.backend.test_backends import Listener, until_subscribed
 from tests.fakes.openai import FakeOpenAI
-from tests.quota.test_backends import Listener, until_subscribed
 from tests.redis_cluster import Cluster, command, own_cluster
 from tests.services import create_database, drop_database, run_blocking
 from tests.test_e2e_serve import (

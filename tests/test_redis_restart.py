@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend
+from backend.base import BackendUnavailable
+from backend.redis import RedisBackend
 from tests.conftest import _Databases, fresh_database
 from tests.fakes.openai import FakeOpenAI
 from tests.gateway import seed_channel, seed_key

@@ -12,8 +12,8 @@ import pytest
 
 import models.db
 import quota.backends.redis_quota
+from backend.redis import RedisBackend
 from models.db import Database, DatabaseUnavailable, too_old
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore, UnsupportedRedis, redis_version
 from quota.store import SetupRefused
 from tests.redis_cluster import Cluster

@@ -1,7 +1,2 @@
-"""Storage backends of the engine: Redis (shared by workers and nodes) and in-process (embedded mode)."""
-
-from quota.backends.base import Backend, BackendUnavailable, RateResult
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
-
-__all__ = ["Backend", "BackendUnavailable", "MemoryBackend", "RateResult", "RedisBackend"]
+"""The quota store's backends: on Redis (shared by workers and nodes) and in-process (embedded mode), each
+built on the shared-state backend of the same kind (backend/redis.py, backend/memory.py)."""

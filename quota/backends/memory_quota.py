@@ -30,11 +30,11 @@ from typing import Any
 
 import ujson
 
-from quota.backends.base import Limit
-from quota.backends.memory import MemoryBackend
+from backend.base import Limit
+from backend.memory import MemoryBackend
+from backend.versions import UNKNOWN, Versions
 from quota.store import CursorMoved, EpochChanged, NeedsLoad
 from quota.types import BALANCE_MAX, ZERO_ID, Account, AdjustMode, Entry, RateLimited, Reservation, stream_id
-from quota.versions import UNKNOWN, Versions
 
 READ_SLICE = 128  # logs decoded per turn of the event loop by `read` (a short stretch of the loop)
 

@@ -31,7 +31,7 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
                                  by the first process; another is refused (quota/backends/redis_setup.py)
     q:stream q:cursor q:epoch    the single stream of the layout before partitions (`LEGACY`): drained
                                  once after an upgrade, then retired with that layout's other keys
-    ver                          version counters of the cached shared state (quota/versions.py)
+    ver                          version counters of the cached shared state (backend/versions.py)
     ver:{p}                      the partition's copy of them, read by its reservations (RedisBackend.bump)
 
 So every script touches the keys of one partition only. Use a Redis with `maxmemory-policy noeviction`: a
@@ -48,14 +48,14 @@ from typing import Any, cast
 
 import ujson
 
+from backend.base import MAX_AHEAD_NS, Limit
+from backend.redis import LuaScript, RedisBackend, idempotent
+from backend.versions import UNKNOWN, Versions
 from quota import lua
-from quota.backends.base import MAX_AHEAD_NS, Limit
-from quota.backends.redis import LuaScript, RedisBackend, idempotent
 from quota.backends.redis_setup import DEPLOYMENT, PARTITIONS, OtherDeployment, check_kind, claim
 from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, SetupRefused
 from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
-from quota.versions import UNKNOWN, Versions
 
 OLDEST_REDIS = (6, 2)  # XTRIM … MINID (synced.lua)
 MARKER_TTL = 3_600  # default; must outlive the hold lease plus the longest call

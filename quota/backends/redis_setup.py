@@ -23,8 +23,8 @@ import asyncio
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend, idempotent
+from backend.base import BackendUnavailable
+from backend.redis import RedisBackend, idempotent
 from quota.store import SetupRefused
 
 DEPLOYMENT = "q:deployment"  # the deployment id the store belongs to (under the prefix)

@@ -8,7 +8,7 @@
 --       with limits: 5.. per limit: emission interval ns, count, cost (as gcra_multi.lua)
 -- The hold is its member in the holds zset, scored by its lease end: no key of its own.
 -- returns {1, user, key, v1, v2, v3, epoch} held (v = the versions of the cached shared state,
---   quota/versions.py; epoch: the Redis incarnation the hold is made in, which settle.lua compares)
+--   backend/versions.py; epoch: the Redis incarnation the hold is made in, which settle.lua compares)
 --   | {0, 'user'|'key', available} refused | {-1, 'user'|'key'} not loaded
 --   | {2, retry_after ns, i of the refusing limit with the longest wait, free} refused by a rate limit
 -- (integers are returned as integers: Lua's tostring would print large balances as 1e+14)

@@ -13,11 +13,11 @@ from urllib.parse import quote
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.base import Limit, RateLimits
 from core.identity import Principal
 from core.settings import Settings
 from models.db import Database
 from models.users import UserRepository
-from quota.backends.base import Backend, Limit
 from server.accounts.service import AccountService
 from server.components.email_codes import CODE_TTL, INVALID_RESET, RESET_TTL, EmailCodes, ResetTokens
 from server.components.options import Options
@@ -46,7 +46,7 @@ def deliverable(raw: str, settings: Settings, field: str = "email") -> str:
 class EmailService:
     """The e-mail code and password reset routes, with exactly the components they use."""
 
-    def __init__(self, *, db: Database, backend: Backend, codes: EmailCodes, resets: ResetTokens,
+    def __init__(self, *, db: Database, backend: RateLimits, codes: EmailCodes, resets: ResetTokens,
                  mailer: Mailer, accounts: AccountService, users: UserDirectory, options: Options) -> None:
         self.db = db
         self.backend = backend

@@ -27,8 +27,8 @@ from typing import Any
 from sanic import Request
 from sanic.response import BaseHTTPResponse
 
-from quota.backends.base import Backend, Limit
-from quota.versions import VersionTracker
+from backend.base import Limit, RateLimits
+from backend.versions import VersionTracker
 from server import logging_setup
 from server.auth.cookies import SessionCookies
 from server.auth.identity import Identity, check_user_header
@@ -48,7 +48,7 @@ class Guard:
     """Built once per worker with what the steps use; `checks` is the one ordered list the app runs."""
 
     def __init__(self, *, trusted_proxies: tuple[Network, ...], global_limit: RateLimit,
-                 critical_limit: RateLimit, backend: Backend, versions: VersionTracker, identity: Identity,
+                 critical_limit: RateLimit, backend: RateLimits, versions: VersionTracker, identity: Identity,
                  cookies: SessionCookies, same_site: SameSite) -> None:
         self.trusted_proxies = trusted_proxies
         self.global_limit = global_limit

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.base import KeyValue
 from core.enums import LogType, UserStatus
 from core.identity import Principal
 from core.relying_party import RelyingParty, RequestSite, resolve
@@ -30,7 +31,6 @@ from models.logs import LogRepository
 from models.passkeys import CREDENTIAL_ID_MAX, PasskeyCredential, PasskeyRepository
 from models.tables import User
 from models.users import UserRepository
-from quota.backends.base import KeyValue
 from server import metrics
 from server.auth import ceremony
 from server.auth.ceremony import CeremonyFailed, Known

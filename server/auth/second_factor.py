@@ -25,9 +25,9 @@ from __future__ import annotations
 import hmac
 from enum import Enum
 
+from backend.base import KeyValue
 from models.db import Database
 from models.two_factor import TwoFactorRepository
-from quota.backends.base import KeyValue
 from server import metrics
 from server.auth.totp import backup_digest_input, is_totp_code, matching_step
 from server.clock import Clock

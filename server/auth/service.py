@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.base import KeyValue
 from core.enums import LogType, UserStatus
 from core.identity import Role
 from core.money import BALANCE_MAX
@@ -20,7 +21,6 @@ from models.db import Database
 from models.logs import LogRepository
 from models.tables import User, username_key
 from models.users import UserRepository
-from quota.backends.base import KeyValue
 from server import metrics
 from server.clock import Clock
 from server.components.email_codes import EmailCodes, Voucher

@@ -20,12 +20,12 @@ from __future__ import annotations
 import datetime
 import logging
 
+from backend.base import KeyValue
+from backend.locks import Busy, exclusive
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from models.db import Database
-from quota.backends.base import Backend
-from quota.locks import Busy, exclusive
 from server.channels.key_rules import UNREADABLE_KEYS
 from server.channels.runs import Progress, each, lock_ttl
 from server.clock import Clock
@@ -47,7 +47,7 @@ USED_UP = "balance update: the balance is used up ({balance:.2f} USD)"
 class ChannelBalances:
     """One channel's balance, or every channel's in one run."""
 
-    def __init__(self, *, db: Database, channels: ChannelTable, options: Options, backend: Backend,
+    def __init__(self, *, db: Database, channels: ChannelTable, options: Options, backend: KeyValue,
                  admin: UpstreamAdmin, clock: Clock) -> None:
         self.db = db
         self.channels = channels

@@ -31,12 +31,12 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from backend.base import KeyValue
+from backend.locks import Busy, exclusive
 from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import Channel, ChannelRepository, split_list
 from models.db import Database
-from quota.backends.base import Backend
-from quota.locks import Busy, exclusive
 from server import metrics
 from server.channels.destination import KeyDestinations
 from server.channels.key_rules import UNREADABLE_KEYS, key_lines, keys_of, set_status
@@ -81,7 +81,7 @@ class ChannelProbes:
     """Channel tests (one, or every channel in the background), run progress, upstream model lists."""
 
     def __init__(self, *, db: Database, channels: ChannelTable, box: SecretBox, options: Options,
-                 destinations: KeyDestinations, backend: Backend, admin: UpstreamAdmin, tasks: TaskOwner,
+                 destinations: KeyDestinations, backend: KeyValue, admin: UpstreamAdmin, tasks: TaskOwner,
                  clock: Clock) -> None:
         self.db = db
         self.channels = channels

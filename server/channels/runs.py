@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from backend.base import KeyValue
 from core.enums import ChannelRun
-from quota.backends.base import KeyValue
 
 log = logging.getLogger("tollway.channels")
 

@@ -7,7 +7,7 @@ the routing table, the cluster-wide locks and the clock.
 - A copy keeps the keys and every setting (so it needs no destination check: the key goes nowhere new),
   takes a new name (`name` + `suffix`) and creation time, and starts with no test result; with
   `reset_balance` its balance and used quota start at zero.
-- The rebuild holds a lock shared by every worker and node (`quota.locks.exclusive`): a second rebuild
+- The rebuild holds a lock shared by every worker and node (`backend.locks.exclusive`): a second rebuild
   anywhere while one runs is a 409. Each channel is rebuilt in its own short transaction on its locked
   row, so a channel whose abilities cannot be written (a collision on MariaDB) is counted in `fails`
   and the others go on.
@@ -20,11 +20,11 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from backend.base import KeyValue
+from backend.locks import Busy, exclusive
 from core.enums import ChannelStatus
 from models.channels import Channel, ChannelRepository
 from models.db import Database
-from quota.backends.base import Backend
-from quota.locks import Busy, exclusive
 from server.channels.rules import COLLIDING, NAME_MAX, clean_fields
 from server.clock import Clock
 from server.components.channel_table import ChannelTable
@@ -41,7 +41,7 @@ BALANCE_FIELDS = ("balance", "balance_updated_time", "used_quota")
 class ChannelTools:
     """Batch deletes and tags, copies and the abilities rebuild."""
 
-    def __init__(self, *, db: Database, channels: ChannelTable, backend: Backend, clock: Clock) -> None:
+    def __init__(self, *, db: Database, channels: ChannelTable, backend: KeyValue, clock: Clock) -> None:
         self.db = db
         self.channels = channels
         self.backend = backend  # the cluster-wide lock of the abilities rebuild

@@ -3,9 +3,9 @@ channel for a model call reads no SQL.
 
 It is loaded at start and reloaded whenever the `channels` version counter moves (every admin change and
 every automatic disable bumps it right after its commit, reloads here and broadcasts a hint, on which the
-other workers read the counter: quota/versions.py), and after every Redis (re)subscription, since a
+other workers read the counter: backend/versions.py), and after every Redis (re)subscription, since a
 broadcast may have been missed. A worker that learns a newer version from a model call's reservation
-reloads before it picks a channel (quota/versions.py), so a change is routable on every worker from the
+reloads before it picks a channel (backend/versions.py), so a change is routable on every worker from the
 first request after the writer answered, without a periodic sync.
 
 Selection (docs/api/channels.md#selection-and-retries): candidates = enabled abilities for (group, model) on
@@ -27,12 +27,12 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
+from backend.base import KeyValue
+from backend.versions import CHANNELS, VersionTracker
 from core.enums import ChannelStatus
 from core.multikey import MultiKeyMode, MultiKeyState
 from models.db import Database
 from models.routing import auto_disable_channel, auto_disable_key, load_json, load_routing
-from quota.backends.base import Backend
-from quota.versions import CHANNELS, VersionTracker
 from server import metrics
 from server.crypto import SecretBox
 from server.metrics import DisableReason
@@ -62,7 +62,7 @@ class RoutedChannel:
         return [i for i, s in enumerate(self.key_status) if s == ChannelStatus.ENABLED]
 
 
-async def choose_key(channel: RoutedChannel, backend: Backend) -> int:
+async def choose_key(channel: RoutedChannel, backend: KeyValue) -> int:
     """Index of the key to use: the only one, or among the enabled keys at random / by a shared counter."""
     enabled = channel.enabled_keys()
     if not channel.multi_key or len(enabled) == 1:
@@ -98,10 +98,8 @@ class _Snapshot:
 
 
 class ChannelTable:
-    def __init__(self, db: Database, backend: Backend, box: SecretBox, clock_s: Any,
-                 versions: VersionTracker) -> None:
+    def __init__(self, db: Database, box: SecretBox, clock_s: Any, versions: VersionTracker) -> None:
         self.db = db
-        self.backend = backend
         self.versions = versions
         versions.register(CHANNELS, self.reload)
         self.box = box

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from quota.backends.base import KeyValue
+from backend.base import KeyValue
 from server.clock import Clock
 from server.crypto import SecretBox, sha256_hex
 from server.errors import BadRequest

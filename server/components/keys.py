@@ -21,12 +21,11 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from backend.broadcasts import Broadcasts
+from backend.records import RecordCache, RecordStore
 from core.enums import KeyStatus
 from models.db import Database
 from models.keys import ApiKey, ApiKeyRepository
-from quota.backends.base import Backend
-from quota.broadcasts import Broadcasts
-from quota.records import RecordCache
 from server.clock import Clock
 from server.crypto import SecretBox
 
@@ -86,7 +85,7 @@ def _decode(data: dict[str, Any]) -> KeyState:
 
 
 class KeyDirectory:
-    def __init__(self, db: Database, backend: Backend, box: SecretBox, clock: Clock, *, ttl: float = 1.0
+    def __init__(self, db: Database, backend: RecordStore, box: SecretBox, clock: Clock, *, ttl: float = 1.0
                  ) -> None:
         self.db = db
         self.box = box

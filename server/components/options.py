@@ -1,7 +1,7 @@
 """The live option values of a worker: loaded from SQL, typed by the registry, reloaded on every
 worker as soon as one of them changes a value (the `options` version is bumped and a hint broadcast, on
 which every worker reads the counter; a worker shown a newer version by a reservation or a management
-request reloads first — quota/versions.py).
+request reloads first — backend/versions.py).
 
 Each reload also builds `settings`, the typed frozen snapshot (`core/settings.py`) that every reader of a
 particular option uses; the raw values (`current`, `text`, `visible`) serve the generic option routes."""
@@ -15,12 +15,11 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from sqlalchemy.exc import IntegrityError
 
+from backend.versions import OPTIONS, VersionTracker
 from core.option_registry import REGISTRY, OptionError, normalize, parse, to_text
 from core.settings import Settings
 from models.db import Database
 from models.system import OptionRepository
-from quota.backends.base import Backend
-from quota.versions import OPTIONS, VersionTracker
 from server.crypto import SecretBox
 
 # switches that cannot be turned on while the option they rely on is empty (docs/api/options.md#options)
@@ -28,9 +27,8 @@ _NEEDS = {"EmailVerificationEnabled": "SMTPServer"}
 
 
 class Options:
-    def __init__(self, db: Database, backend: Backend, box: SecretBox, versions: VersionTracker) -> None:
+    def __init__(self, db: Database, box: SecretBox, versions: VersionTracker) -> None:
         self.db = db
-        self.backend = backend
         self.versions = versions
         versions.register(OPTIONS, self.reload)
         self.box = box

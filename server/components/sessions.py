@@ -30,9 +30,9 @@ from typing import Any, Protocol, TypeVar, cast
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline
 
+from backend.redis import RedisBackend, guarded, idempotent
 from models.db import Database
 from models.sessions import SessionRepository
-from quota.backends.redis import RedisBackend, guarded, idempotent
 from server.clock import Clock
 from server.crypto import sha256_hex
 
@@ -203,7 +203,7 @@ class RedisSessionStore:
     async def _transaction(self, step: Callable[[Step], Awaitable[T]], *watched: str) -> T:
         """redis-py's `transaction`: WATCH `watched`, run `step`, EXEC, all again when a watched key
         changed; `step`'s answer. On a cluster every key of a step shares the `session:` hash tag
-        (quota/backends/redis.py `SLOT_GROUPS`). (The cluster client's stub types `step` as a coroutine;
+        (backend/redis.py `SLOT_GROUPS`). (The cluster client's stub types `step` as a coroutine;
         it takes the same callable as the single server's.)"""
         run: Any = self.r.transaction
         return cast(T, await run(step, *watched, value_from_callable=True))

@@ -7,12 +7,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from backend.broadcasts import Broadcasts
+from backend.records import RecordCache, RecordStore
 from core.identity import UserState
 from models.db import Database
 from models.users import UserRepository
-from quota.backends.base import Backend
-from quota.broadcasts import Broadcasts
-from quota.records import RecordCache
 from server.components.user_settings import flag, settings_of
 
 
@@ -21,7 +20,7 @@ def _decode(data: dict[str, Any]) -> UserState:
 
 
 class UserDirectory:
-    def __init__(self, db: Database, backend: Backend, ttl: float) -> None:
+    def __init__(self, db: Database, backend: RecordStore, ttl: float) -> None:
         self.db = db
         self.states: RecordCache[UserState] = RecordCache(backend, "user", encode=asdict, decode=_decode,
                                                           memo_ttl=ttl)

@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement
 
+from backend.base import RateLimits
 from core.enums import LogType
 from core.identity import Principal
 from models.db import Database
 from models.logs import Log, LogFilter, LogQuery, LogRepository
-from quota.backends.base import Backend
 from server.clock import Clock
 from server.components.keys import KeyDirectory
 from server.components.users import UserDirectory
@@ -39,7 +39,7 @@ Conditions = Callable[[LogQuery], list[ColumnElement[bool]]]
 class LogService:
     """The log rules, with exactly the components they use."""
 
-    def __init__(self, *, db: Database, backend: Backend, keys: KeyDirectory, users: UserDirectory,
+    def __init__(self, *, db: Database, backend: RateLimits, keys: KeyDirectory, users: UserDirectory,
                  channel_name: Callable[[int], str], clock: Clock) -> None:
         self.db = db
         self.backend = backend

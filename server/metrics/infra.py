@@ -10,8 +10,8 @@ from enum import StrEnum
 
 from prometheus_client import Counter, Gauge
 
-from quota.observer import ErrorKind
-from quota.versions import NAMES as VERSIONED
+from backend.observer import ErrorKind
+from backend.versions import NAMES as VERSIONED
 
 PAYMENT_WEBHOOKS = Counter("tollway_payment_webhooks", "Payment webhook deliveries by provider and outcome",
                            ("provider", "outcome"))
@@ -56,7 +56,7 @@ def db_error(kind: ErrorKind) -> None:
 
 
 def cache_reload(kind: str) -> None:
-    """The version tracker's reload observer: `kind` is one of quota/versions.py's NAMES."""
+    """The version tracker's reload observer: `kind` is one of backend/versions.py's NAMES."""
     child = _reloads.get(kind)
     if child is not None:
         child.inc()

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from backend.base import Backend
 from core.enums import CreditStatus
 from models.credits import PendingCreditRepository
 from models.db import Database
 from models.migrate import current, head
-from quota.backends.base import Backend
 from quota.engine import QuotaEngine
 from quota.sync import QuotaSync
 from server import metrics

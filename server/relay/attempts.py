@@ -24,8 +24,8 @@ from dataclasses import replace
 
 import httpx
 
+from backend.base import KeyValue
 from core.settings import Settings
-from quota.backends.base import Backend
 from server import metrics
 from server.components.channel_table import ChannelTable, RoutedChannel, choose_key, map_model
 from server.errors import AllChannelsFailed, ChannelUnavailable, UpstreamPassthrough, UpstreamTimeout
@@ -64,7 +64,7 @@ def for_conversion(asked: Asked, request_id: str, settings: Settings) -> Asked:
                    default_cap=caps.get(asked.model) or caps.get("default") or DEFAULT_CAP)
 
 
-async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: Backend,
+async def attempt(call: Call, settings: Settings, channels: ChannelTable, backend: KeyValue,
                   upstream: Upstream) -> None:
     """Fill in the call's answering channel and response (its answer too unless streamed), or raise the
     step-13 errors, or pass a non-retried upstream answer through."""

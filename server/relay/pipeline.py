@@ -18,7 +18,7 @@ The per-user rate limit (step 6) is decided in its place and admitted by the res
 usage is charged by the settlement (`settle(charges=…)`).
 
 Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
-reservation returns the version counters of that shared state (quota/versions.py): a worker that holds an
+reservation returns the version counters of that shared state (backend/versions.py): a worker that holds an
 older version gives the hold back, catches up and decides again, once. A refusal decided on the cached
 view reads the counters first (one round trip on that path only). So a change an admin was told is done
 applies to the very next call on every worker and node, and the common path makes no extra round trip.
@@ -41,12 +41,12 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from backend.base import KeyValue, Limit, RateLimits
+from backend.versions import VersionTracker
 from core.enums import KeyStatus, LogType
-from quota.backends.base import Backend, Limit
 from quota.engine import QuotaEngine
 from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota, RateLimited
-from quota.versions import VersionTracker
 from server import metrics
 from server.clock import Clock
 from server.components.catalog import SPEECH_OUTPUT, capabilities
@@ -159,11 +159,16 @@ def streamed_usage(mapper: StreamMapper, prompt_estimate: int, interrupted: bool
     return Usage(prompt_estimate, output, estimated=True)
 
 
+class CallStore(KeyValue, RateLimits, Protocol):
+    """What a model call uses of the shared store: the rate limits (`ModelRateLimiter`) and the counter that
+    rotates a channel's keys (`choose_key`)."""
+
+
 class Relay:
     """The gateway of one worker, built from the worker's components (never from a request)."""
 
     def __init__(self, *, keys: KeyDirectory, users: UserDirectory, options: Options, channels: ChannelTable,
-                 quota: QuotaEngine, backend: Backend, versions: VersionTracker, upstream: Upstream,
+                 quota: QuotaEngine, backend: CallStore, versions: VersionTracker, upstream: Upstream,
                  clock: Clock, tasks: Tasks, stream_idle_timeout: float, stream_keepalive: float,
                  error_logs: failures.ErrorLogSink) -> None:
         self.keys, self.users, self.options, self.channels = keys, users, options, channels

@@ -31,7 +31,7 @@ from sanic.response import HTTPResponse, json
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from quota.backends.base import BackendUnavailable
+from backend.base import BackendUnavailable
 from quota.store import CursorMoved
 from server.errors import (
     BadRequest,

@@ -10,15 +10,15 @@ from typing import Any, cast
 
 from sqlalchemy import func, select
 
+from backend.base import Backend
+from backend.memory import MemoryBackend
+from backend.redis import RedisBackend
 from models.db import Database
 from models.keys import ApiKey
 from models.logs import Log
 from models.quota import SqlBalanceSource, SqlQuotaSink
 from models.tables import User
-from quota.backends.base import Backend
-from quota.backends.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.engine import QuotaEngine
 from quota.store import QuotaStore

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from quota.backends.base import BackendUnavailable
+from backend.base import BackendUnavailable
 from quota.types import InsufficientQuota
 from tests.quota.env import build, consume_log
 

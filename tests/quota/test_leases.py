@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend
+from backend.base import BackendUnavailable
+from backend.redis import RedisBackend
 from quota.leases import PartitionLeases
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL

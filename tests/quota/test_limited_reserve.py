@@ -12,7 +12,7 @@ import secrets
 
 import pytest
 
-from quota.backends.base import Limit
+from backend.base import Limit
 from quota.partitions import tag
 from quota.types import InsufficientQuota, RateLimited
 from tests.quota.env import QuotaEnv, consume_log

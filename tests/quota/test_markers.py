@@ -4,7 +4,7 @@ has passed the sweep forgets the markers, so the store's memory stays bounded un
 
 from __future__ import annotations
 
-from quota.backends.memory import MemoryBackend
+from backend.memory import MemoryBackend
 from quota.backends.memory_quota import MemoryQuotaStore, _Markers
 from quota.types import Reservation
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from quota.backends.base import Limit
-from quota.backends.redis import LuaScript, RedisBackend
+from backend.base import Limit
+from backend.redis import LuaScript, RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.partitions import PartitionCountChanged, partition_of
 from quota.ratelimit import ModelRateLimiter, UserPolicy

@@ -1,7 +1,7 @@
 """The rate-limit strategy: GCRA over several limits at once (`gcra_many`), forced charges
 (`gcra_charge`), the per-user policy from the options (`user_policy`) and `ModelRateLimiter`.
 
-One suite, run against both backends like tests/quota/test_backends.py: `MemoryBackend` on an injected
+One suite, run against both backends like tests/backend/test_backends.py: `MemoryBackend` on an injected
 clock the tests move, `RedisBackend` on the real Redis under the test's key prefix, where time passes for
 real (short periods and `asyncio.sleep`). Nothing asserts on elapsed wall time: a test only waits long
 enough for the behaviour it names to become due, and bounds on Redis allow for the time that passed.
@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from quota.backends.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
+from backend.base import MAX_AHEAD_NS, MAX_WAIT_NS, NO_LIMIT, Limit
+from backend.memory import MemoryBackend
+from backend.redis import RedisBackend
 from quota.partitions import partition_of
 from quota.ratelimit import NO_USER_LIMIT, ModelRateLimiter, UserPolicy, user_policy
-from tests.quota.test_backends import FakeClock, Subject
+from tests.backend.test_backends import FakeClock, Subject
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 
@@ -436,10 +436,13 @@ def test_the_gcra_arithmetic_is_written_once_in_lua() -> None:
     of it (a copy drifted from the others is how two scripts would come to disagree on a limit)."""
     from importlib.resources import files
 
+    from backend import lua as shared
     from quota import lua
 
-    folder = files(lua.__name__)
-    scripts = {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name.endswith(".lua")}
+    folders = (files(shared.__name__), files(lua.__name__))
+    scripts = {p.name: p.read_text(encoding="utf-8") for folder in folders
+               for p in folder.iterdir() if p.name.endswith(".lua")}
+    assert {"gcra.lua", "gcra_multi.lua", "reserve.lua", "settle.lua"} <= scripts.keys()
     copies = [name for name, text in scripts.items()
               if name != "gcra.lua" and ("%d%09d" in text or "math.floor((burst" in text)]
     assert copies == []

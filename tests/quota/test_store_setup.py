@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend
+from backend.base import BackendUnavailable
+from backend.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from quota.backends.redis_setup import DEPLOYMENT, OtherDeployment, WrongRedisKind
 from quota.store import SetupRefused

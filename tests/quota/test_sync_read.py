@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from quota.backends.redis import RedisBackend
+from backend.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
 from tests.redis_server import own_redis
 

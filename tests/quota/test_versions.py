@@ -1,4 +1,4 @@
-"""Version counters of the cached shared state (quota/versions.py), one suite over both backends: they
+"""Version counters of the cached shared state (backend/versions.py), one suite over both backends: they
 only grow (also after Redis lost them), the reservation returns them, a shared record copy read before a
 change cannot be stored after it, and a worker's tracker reloads exactly what is behind, once. A broadcast
 is only a hint (the tracker reads the counters and never adopts the message's number), a store restored
@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from quota.backends.base import SUBSCRIBED, Backend
-from quota.backends.memory import MemoryBackend
+from backend.base import SUBSCRIBED, Backend
+from backend.broadcasts import CHANNEL, Broadcasts
+from backend.memory import MemoryBackend
+from backend.records import RecordCache
+from backend.redis import RedisBackend
+from backend.versions import CHANNELS, NAMES, OPTIONS, RECORDS, Versions, VersionTracker
 from quota.backends.memory_quota import MemoryQuotaStore
-from quota.backends.redis import RedisBackend
 from quota.backends.redis_quota import RedisQuotaStore
-from quota.broadcasts import CHANNEL, Broadcasts
-from quota.records import RecordCache
 from quota.store import QuotaStore
-from quota.versions import CHANNELS, NAMES, OPTIONS, RECORDS, Versions, VersionTracker
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL, redis_db_url
 

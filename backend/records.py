@@ -7,7 +7,7 @@ so that every other worker drops its memo at once. Absent records are cached too
 flood of unknown API keys does not reach SQL; creating a record must invalidate its id.
 
 A read that raced with an invalidation never puts its (possibly stale) result back: every invalidation
-bumps a generation here, and the `records` version counter in the backend (quota/versions.py); a result
+bumps a generation here, and the `records` version counter in the backend (backend/versions.py); a result
 is memoized only if the generation did not move while it was loaded, and its shared copy is stored only if
 the counter did not move since the reader looked for the copy — so a worker that read SQL just before a
 change committed elsewhere cannot plant the old record in Redis after the writer dropped it.
@@ -20,19 +20,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from quota.backends.base import Backend
-from quota.broadcasts import CHANNEL, Broadcasts
-from quota.cache import LocalMemo
-from quota.versions import RECORDS
+from backend.base import KeyValue, PubSub, VersionCounters
+from backend.broadcasts import CHANNEL, Broadcasts
+from backend.cache import LocalMemo
+from backend.versions import RECORDS
 
 T = TypeVar("T")
 _ABSENT = "null"
 
 
+class RecordStore(KeyValue, VersionCounters, PubSub, Protocol):
+    """What a record cache uses of the store: the shared copies (keys, written only while the `records`
+    counter stands still), the counter, and the broadcast of an invalidation."""
+
+
 class RecordCache(Generic[T]):
-    def __init__(self, backend: Backend, namespace: str, *, encode: Callable[[T], dict[str, Any]],
+    def __init__(self, backend: RecordStore, namespace: str, *, encode: Callable[[T], dict[str, Any]],
                  decode: Callable[[dict[str, Any]], T], memo_ttl: float = 1.0, shared_ttl: float = 300.0,
                  absent_ttl: float = 30.0) -> None:
         self.backend = backend

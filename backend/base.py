@@ -1,4 +1,12 @@
-"""The storage interface every engine strategy is written against.
+"""The storage interface of the shared state, split by capability, so that each component asks only for
+what it uses:
+
+    KeyValue          short-lived counters and texts (locks, sessions, challenges, progress, memos' copies)
+    RateLimits        GCRA rate limits (below)
+    VersionCounters   the version counters of cached state, and copies written only while one stands still
+    PubSub            broadcasts to every worker and node
+    Backend           all of them, with `ping`, `get_int` and `close`: what the app builds (`RedisBackend`,
+                      `MemoryBackend`, both implement every capability)
 
 Rate limits are GCRA (generic cell rate algorithm) over one or more `Limit`s, each stored as a single
 value per key: its theoretical arrival time (TAT), in whole nanoseconds, that expires when the TAT passes.
@@ -14,8 +22,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # an annotation only: quota.versions sits above the backends
-    from quota.versions import Versions
+if TYPE_CHECKING:  # an annotation only: backend.versions sits above the backends
+    from backend.versions import Versions
 
 # A forced charge never pushes a TAT further than this ahead of now (or one period, if longer): the
 # arithmetic stays exact in a Lua double (2^53 ns ≈ 104 days) and a huge charge cannot lock a key for years.
@@ -110,7 +118,7 @@ class KeyValue(Protocol):
 
     async def set_text_if_absent(self, key: str, value: str, ttl: float) -> bool:
         """Store `value` under `key` for `ttl` seconds only if the key does not exist (one atomic step);
-        False (nothing changed) when it does. The building block of `quota.locks.exclusive`."""
+        False (nothing changed) when it does. The building block of `backend.locks.exclusive`."""
         ...
 
     async def delete_if_equal(self, key: str, value: str) -> bool:
@@ -124,10 +132,9 @@ class KeyValue(Protocol):
         ...
 
 
-class Backend(KeyValue, Protocol):
-    """Counters, GCRA rate limits and a broadcast channel, shared by every worker that uses the store."""
-
-    async def ping(self) -> None: ...
+class RateLimits(Protocol):
+    """GCRA rate limits (module docstring): the guard's limits per IP and account, the e-mail sending limits,
+    the log search's, the model calls' (quota/ratelimit.py) and a channel key's pick."""
 
     async def gcra(self, key: str, limit: int, period: float, cost: int = 1) -> RateResult:
         """Admit `cost` units against `limit` per `period` seconds (burst = `limit`)."""
@@ -144,10 +151,13 @@ class Backend(KeyValue, Protocol):
         """Charge each limit its `cost` unconditionally, even past the limit (the key's expiry follows)."""
         ...
 
-    async def get_int(self, key: str) -> int: ...
+
+class VersionCounters(Protocol):
+    """The version counters of the shared state workers cache (backend/versions.py), and the shared copies
+    written only while a counter has not moved (backend/records.py)."""
 
     async def versions(self) -> Versions:
-        """The version counters of the shared state workers cache (quota/versions.py)."""
+        """The counters, in the order of `backend.versions.NAMES`."""
         ...
 
     async def bump(self, name: str) -> int:
@@ -162,6 +172,10 @@ class Backend(KeyValue, Protocol):
         """`set_text` only if counter `name` still equals `version`; False (nothing stored) otherwise."""
         ...
 
+
+class PubSub(Protocol):
+    """A broadcast channel to every worker and node of the deployment (backend/broadcasts.py)."""
+
     async def publish(self, channel: str, message: str) -> None:
         """Deliver `message` to every subscriber of `channel` on every worker and node of this deployment
         (the same store: with Redis, the same server, database and key prefix), and nowhere else."""
@@ -170,6 +184,18 @@ class Backend(KeyValue, Protocol):
     def subscribe(self, *channels: str) -> AsyncIterator[tuple[str, str]]:
         """Yield `(channel, message)` until cancelled; `("", SUBSCRIBED)` after every (re)subscription,
         so that the subscriber can reload what it may have missed while it was not listening."""
+        ...
+
+
+class Backend(KeyValue, RateLimits, VersionCounters, PubSub, Protocol):
+    """The whole store — short-lived keys, rate limits, version counters and a broadcast channel — shared by
+    every worker that uses it: what the app builds (`RedisBackend`, `MemoryBackend`) and hands to each
+    component as the capability it asks for."""
+
+    async def ping(self) -> None: ...
+
+    async def get_int(self, key: str) -> int:
+        """The counter `key` (`incr`), 0 when it does not exist."""
         ...
 
     async def close(self) -> None: ...

@@ -20,7 +20,7 @@ busier Redis, not a gain at this load.
 
 Everything else (sessions, caches, pub/sub, the sync's reads) stays on redis-py's pool.
 
-The semantics the callers rely on are the pool's (`quota/backends/redis.py`):
+The semantics the callers rely on are the pool's (`backend/redis.py`):
 
 - A connection the server closed is seen by the event loop (end of file) and replaced before anything is
   written on it; commands still waiting for their batch when the connection is lost were never written,

@@ -1,4 +1,4 @@
--- GCRA over several limits in one atomic step, on the server's clock (see quota/backends/base.py); the
+-- GCRA over several limits in one atomic step, on the server's clock (see backend/base.py); the
 -- arithmetic is gcra.lua's. Without force: every limit is checked first, and only when all of them admit is
 -- each one charged; a refusal changes nothing. With force: every limit is charged, even past it
 -- (after-the-fact usage). A key expires when its TAT passes.

@@ -44,10 +44,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-from quota.observer import ReloadObserver, ignore_reload
+from backend.observer import ReloadObserver, ignore_reload
 
 if TYPE_CHECKING:
-    from quota.broadcasts import Broadcasts
+    from backend.broadcasts import Broadcasts
 
 log = logging.getLogger("tollway.versions")
 
@@ -71,7 +71,7 @@ class VersionStore(Protocol):
 
 
 class VersionTracker:
-    """`on_reload` (quota/observer.py) is told the kind of every reload that catching up, a change or a
+    """`on_reload` (backend/observer.py) is told the kind of every reload that catching up, a change or a
     resynchronisation ran and that succeeded (not the first load at `start`)."""
 
     def __init__(self, store: VersionStore, *, clock: Callable[[], float] = time.monotonic,

@@ -17,7 +17,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 
-from quota.backends.base import Backend, BackendUnavailable
+from backend.base import BackendUnavailable, KeyValue
 
 log = logging.getLogger("tollway.locks")
 
@@ -27,7 +27,7 @@ class Busy(RuntimeError):
 
 
 @contextlib.asynccontextmanager
-async def exclusive(backend: Backend, key: str, *, ttl: float) -> AsyncIterator[None]:
+async def exclusive(backend: KeyValue, key: str, *, ttl: float) -> AsyncIterator[None]:
     """Hold the lock `key` for the block (at most `ttl` seconds); `Busy` when it is held elsewhere."""
     token = secrets.token_hex(16)
     if not await backend.set_text_if_absent(key, token, ttl):

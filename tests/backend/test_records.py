@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from quota.backends.base import Backend
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
-from quota.broadcasts import Broadcasts
-from quota.records import RecordCache
+from backend.base import Backend
+from backend.broadcasts import Broadcasts
+from backend.memory import MemoryBackend
+from backend.records import RecordCache
+from backend.redis import RedisBackend
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 

@@ -1,4 +1,4 @@
-"""The pipelined connection's group commit (quota/backends/redis_pipe.py): commands issued while a batch is
+"""The pipelined connection's group commit (backend/redis_pipe.py): commands issued while a batch is
 in flight go out together once it is answered, each caller still gets its own reply, and a connection lost
 with a batch in flight fails that batch's callers (the idempotent ones retry) while the commands that were
 still waiting — never written — go out again on a fresh connection.
@@ -15,9 +15,9 @@ from typing import Any
 import hiredis
 import pytest
 
-from quota.backends.base import BackendUnavailable
-from quota.backends.redis import RedisBackend, guarded, idempotent
-from quota.backends.redis_pipe import RedisPipe
+from backend.base import BackendUnavailable
+from backend.redis import RedisBackend, guarded, idempotent
+from backend.redis_pipe import RedisPipe
 from tests.services import REDIS_URL, redis_ping, unavailable
 
 

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from quota.backends.memory import MemoryBackend
-from quota.broadcasts import Broadcasts
+from backend.broadcasts import Broadcasts
+from backend.memory import MemoryBackend
 
 
 async def test_dispatch_picks_the_longest_prefix_and_bare_names() -> None:

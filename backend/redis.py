@@ -1,6 +1,6 @@
 """Redis backend: one connection pool per worker, every key under a configurable prefix.
 
-Atomic steps are Lua scripts from `quota/lua/`, called by SHA (`LuaScript`; loaded again if the server
+Atomic steps are Lua scripts from `backend/lua/`, called by SHA (`LuaScript`; loaded again if the server
 lost it). Every Redis failure surfaces as `BackendUnavailable`.
 
 After Redis restarts, every pooled connection is dead. Two rules make the first calls after it succeed:
@@ -81,8 +81,8 @@ from redis.exceptions import ConnectionError as LostConnection
 from redis.exceptions import TimeoutError as RedisTimeout
 from redis.maint_notifications import MaintNotificationsConfig
 
-from quota import lua
-from quota.backends.base import (
+from backend import lua
+from backend.base import (
     MAX_AHEAD_NS,
     NO_LIMIT,
     SUBSCRIBED,
@@ -91,10 +91,10 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
-from quota.backends.redis_pipe import ClusterPipes, RedisPipe
-from quota.observer import ErrorKind, ErrorObserver, ignore_error
-from quota.partitions import DEFAULT_PARTITIONS, tag
-from quota.versions import NAMES, Versions
+from backend.observer import ErrorKind, ErrorObserver, ignore_error
+from backend.redis_pipe import ClusterPipes, RedisPipe
+from backend.slots import DEFAULT_PARTITIONS, tag
+from backend.versions import NAMES, Versions
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -241,10 +241,10 @@ class _Cluster(RedisCluster):
 
 class RedisBackend:
     """One Redis server (`url`, `REDIS_URL`) or a Redis Cluster (`nodes`, a few seeds of it:
-    `REDIS_CLUSTER_NODES`). `on_error` (quota/observer.py) is told the kind of every failed call, by this
+    `REDIS_CLUSTER_NODES`). `on_error` (backend/observer.py) is told the kind of every failed call, by this
     backend and by the stores built on it (each counted once, after its retries if it had any).
-    `partitions`: how many partitions the deployment's quota state has (quota/partitions.py); each keeps
-    a copy of the version counters (`bump`)."""
+    `partitions`: how many partitions the deployment's state has (backend/slots.py; the quota state's,
+    quota/partitions.py); each keeps a copy of the version counters (`bump`)."""
 
     def __init__(self, url: str | None = None, prefix: str = "tollway:", *, timeout: float = 2.0,
                  max_connections: int = 64, nodes: Sequence[tuple[str, int]] = (),
@@ -303,7 +303,7 @@ class RedisBackend:
         self._set_if = self.script(lua.load("set_if_version"))
         self._del_if = self.script(lua.load("delete_if_equal"))
         self.versions_key = self.key("ver")  # the counters; management requests read them here
-        # each partition's copy, read by the reservations of that partition (quota/versions.py)
+        # each partition's copy, read by the reservations of that partition (backend/versions.py)
         self.version_copies = [self.key(f"ver:{tag(p)}") for p in range(partitions)]
 
     def key(self, name: str) -> str:

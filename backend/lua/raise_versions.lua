@@ -1,4 +1,4 @@
--- Raise a partition's copy of the version counters (quota/versions.py) to the given values, never lower
+-- Raise a partition's copy of the version counters (backend/versions.py) to the given values, never lower
 -- one: copies only grow, and two writers' raises in any order leave the larger value.
 -- KEYS: 1 the copy (a hash); ARGV: pairs of counter name, value. Returns how many counters it raised.
 local raised = 0

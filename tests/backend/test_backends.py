@@ -9,7 +9,7 @@ it names to become due.
 Covered: GCRA (burst of `limit`, refusal with `retry_after` ≈ period/limit, `remaining` counting down,
 the `cost` argument, independent keys, replenishment), counters with a time to live (expiry set only on
 creation, `ttl`, `get_int`, `delete`), text values with a time to live, "set if absent" and
-"delete if equal" with the cluster lock built on them (`quota.locks.exclusive`), and publish/subscribe.
+"delete if equal" with the cluster lock built on them (`backend.locks.exclusive`), and publish/subscribe.
 GCRA over several limits at once (`gcra_many`, `gcra_charge`) has its own two-backend suite in
 test_ratelimit.py.
 """
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio as aioredis
 
-from quota.backends.base import SUBSCRIBED, Backend, BackendUnavailable
-from quota.backends.memory import MemoryBackend
-from quota.backends.redis import RedisBackend
-from quota.locks import Busy, exclusive
+from backend.base import SUBSCRIBED, Backend, BackendUnavailable
+from backend.locks import Busy, exclusive
+from backend.memory import MemoryBackend
+from backend.redis import RedisBackend
 from tests.redis_cluster import cluster_backend
 from tests.services import REDIS_URL
 

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from quota.backends.base import (
+from backend.base import (
     MAX_AHEAD_NS,
     MAX_WAIT_NS,
     NO_LIMIT,
@@ -22,7 +22,7 @@ from quota.backends.base import (
     RateResult,
     active_limits,
 )
-from quota.versions import NAMES, Versions
+from backend.versions import NAMES, Versions
 
 SWEEP_EVERY = 1024
 

@@ -1,4 +1,4 @@
--- Bump one version counter of the shared state workers cache (quota/versions.py).
+-- Bump one version counter of the shared state workers cache (backend/versions.py).
 -- KEYS: 1 versions hash; ARGV: 1 the counter to bump, 2.. every counter name
 -- When the hash is missing (a store that lost its data), every counter starts at the server's clock in
 -- microseconds, so no counter ever falls below a value handed out before.

@@ -2,8 +2,8 @@
 
 Every worker subscribes to one pub/sub channel (`invalidate`; with Redis its name also carries the key
 prefix and the database number, so that only the workers of one deployment hear each other:
-quota/backends/redis.py). A message is a hint, not a fact to adopt: a handler drops what it holds or
-reads the current state from the store (quota/versions.py). A component that caches shared state
+backend/redis.py). A message is a hint, not a fact to adopt: a handler drops what it holds or
+reads the current state from the store (backend/versions.py). A component that caches shared state
 registers the message prefix it owns and an async handler (`register("rec:key:", …)`), and what to do
 after every (re)subscription, when messages may have been missed (`on_resubscribe`). Adding a subsystem
 that caches something (2FA, passkeys, payments) adds a registration where it is built, not a branch here.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from quota.backends.base import SUBSCRIBED, Backend
+from backend.base import SUBSCRIBED, PubSub
 
 log = logging.getLogger("tollway.broadcasts")
 
@@ -25,7 +25,7 @@ Handler = Callable[[str], Awaitable[None]]
 
 
 class Broadcasts:
-    def __init__(self, backend: Backend, channel: str = CHANNEL) -> None:
+    def __init__(self, backend: PubSub, channel: str = CHANNEL) -> None:
         self.backend = backend
         self.channel = channel
         self._handlers: list[tuple[str, Handler]] = []

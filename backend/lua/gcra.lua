@@ -1,5 +1,6 @@
 -- The GCRA arithmetic of the rate limits, one copy for every script that charges them (gcra_multi.lua,
--- reserve.lua, settle.lua): quota/lua/__init__.py `load(name, "gcra")` puts this file before the script.
+-- quota/lua/reserve.lua, quota/lua/settle.lua): `load(name, "gcra")` (backend/lua/__init__.py, and
+-- quota/lua/__init__.py, which finds it here) puts this file before the script.
 --
 -- A limit's key holds its theoretical arrival time (TAT): whole nanoseconds since the epoch, as a decimal
 -- string. A Lua number (a double) cannot hold that exactly, so it is read as seconds + nanoseconds and all
