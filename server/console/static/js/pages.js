@@ -9,6 +9,7 @@
  * page without one has no entry. `navigation(role)` lays the groups out for a role.
  */
 
+import { Role } from "./generated/enums.js";
 import { t } from "./i18n.js";
 
 /** @typedef {"setup" | "guest" | "anyone" | "user" | "admin" | "root"} Access */
@@ -84,7 +85,7 @@ export const NOT_FOUND = /** @type {Page} */ ({
 });
 
 /** Role numbers of the access levels that are roles. */
-export const LEAST_ROLE = { user: 1, admin: 10, root: 100 };
+export const LEAST_ROLE = { user: Role.COMMON, admin: Role.ADMIN, root: Role.ROOT };
 
 /**
  * The page of a path (a trailing slash ignored), or undefined.

@@ -11,7 +11,8 @@ import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, run, valueOf } from "../forms.js";
 import { dateTime } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { number, t, usd } from "../i18n.js";
+import { TOP_UP_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, number, t, usd } from "../i18n.js";
 
 /**
  * `GET /api/user/topup/info` (the fields the page reads).
@@ -35,10 +36,6 @@ import { number, t, usd } from "../i18n.js";
  * @property {string} status
  */
 
-const ORDER_STATUS = /** @type {Record<string, () => string>} */ ({
-  pending: () => t("order.pending"), success: () => t("order.paid"), failed: () => t("order.failed"),
-  expired: () => t("order.expired"), review: () => t("order.review"),
-});
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -84,7 +81,7 @@ export async function render(ctx) {
         { label: t("topup.order"), cell: (o) => o.trade_no },
         { label: t("col.amount"), cell: (o) => number(o.amount) },
         { label: t("topup.paid"), cell: (o) => usd(o.money) },
-        { label: t("col.status"), cell: (o) => ORDER_STATUS[o.status]?.() ?? o.status },
+        { label: t("col.status"), cell: (o) => labelOf(TOP_UP_STATUS_LABEL, o.status) },
         { label: t("col.created"), cell: (o) => dateTime(o.create_time) },
         { label: t("col.completed"), cell: (o) => dateTime(o.complete_time, "") },
       ],
