@@ -199,7 +199,7 @@ def enums_js() -> str:
     served = sorted(SERVED_TYPES)
     names = ", ".join(f"{t}: {json.dumps(CHANNEL_TYPES[t])}" for t in served)
     bases = ", ".join(f"{t}: {json.dumps(default_base(t))}" for t in served if default_base(t))
-    balances = ", ".join(str(t) for t in sorted(BALANCE_TYPES) if t in SERVED_TYPES)
+    balances = ", ".join(str(t) for t in sorted(BALANCE_TYPES))
     out += ["/** The channel types the gateway serves, by number, with their names (new-api's). */",
             "/** @type {Readonly<Record<number, string>>} */",
             f"export const CHANNEL_TYPE_NAME = Object.freeze({{ {names} }});",
@@ -207,7 +207,7 @@ def enums_js() -> str:
              "required). */"),
             "/** @type {Readonly<Record<number, string>>} */",
             f"export const DEFAULT_BASE = Object.freeze({{ {bases} }});",
-            "/** The served types whose upstream publishes a balance. */",
+            "/** The types whose upstream publishes a balance (served or not). */",
             f"export const BALANCE_TYPES = Object.freeze([{balances}]);", ""]
     return "\n".join(out)
 

@@ -50,5 +50,5 @@ export const CHANNEL_TYPE_NAME = Object.freeze({ 1: "OpenAI", 8: "Custom", 14: "
 /** The address a channel of a served type calls when its base URL is empty (none: it is required). */
 /** @type {Readonly<Record<number, string>>} */
 export const DEFAULT_BASE = Object.freeze({ 1: "https://api.openai.com", 14: "https://api.anthropic.com", 20: "https://openrouter.ai/api", 24: "https://generativelanguage.googleapis.com", 25: "https://api.moonshot.cn", 40: "https://api.siliconflow.cn", 43: "https://api.deepseek.com" });
-/** The served types whose upstream publishes a balance. */
+/** The types whose upstream publishes a balance (served or not). */
 export const BALANCE_TYPES = Object.freeze([1, 8, 20, 25, 40, 43]);

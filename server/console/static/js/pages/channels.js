@@ -57,8 +57,7 @@ export function channelOffers(c, role) {
 /** How often a run's progress is read while it lasts (docs/CONSOLE.md counts these calls). */
 const PROGRESS_EVERY_MS = 2000;
 
-/** @typedef {{run: string, running: boolean, total: number, done: number, passed: number, failed: number,
- *   failures: {channel_id: number, name: string, message: string}[]}} RunProgress */
+/** @typedef {import("../generated/api.js").RunProgress} RunProgress */
 
 /** @param {number} ms */
 const pause = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });

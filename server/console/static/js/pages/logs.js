@@ -16,34 +16,12 @@ import { LOG_TYPE_LABEL } from "../generated/enums.js";
 import { labelOf, number, t } from "../i18n.js";
 import { openLog } from "./log-detail.js";
 
-/** The log types (`type` of a row and of the filter; 0: every type). */
-
 /**
- * A log row (`/api/log/…`); `channel_name` only in an admin's view.
- * @typedef {object} LogRow
- * @property {number} id
- * @property {number} user_id
- * @property {number} created_at
- * @property {number} type
- * @property {string} content
- * @property {string} username
- * @property {string} token_name
- * @property {string} model_name
- * @property {number} quota
- * @property {number} prompt_tokens
- * @property {number} completion_tokens
- * @property {number} use_time
- * @property {boolean} is_stream
- * @property {number} channel
- * @property {number} token_id
- * @property {string} group
- * @property {string} ip
- * @property {string} request_id
- * @property {string} other  a JSON object as text, or ""
- * @property {string} [channel_name]
+ * A log row: an admin's (`LogView`, with `channel_name`) or a user's own (`OwnLogView`).
+ * @typedef {import("../generated/api.js").OwnLogView & Partial<Pick<import("../generated/api.js").LogView, "channel_name">>} LogRow
  */
 
-/** @typedef {{quota: number, rpm: number, tpm: number}} LogStat */
+/** @typedef {import("../generated/api.js").LogStat} LogStat */
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {

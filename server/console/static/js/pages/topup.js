@@ -14,27 +14,9 @@ import { PagedTable } from "../widgets/paged-table.js";
 import { TOP_UP_STATUS_LABEL } from "../generated/enums.js";
 import { labelOf, number, t, usd } from "../i18n.js";
 
-/**
- * `GET /api/user/topup/info` (the fields the page reads).
- * @typedef {object} TopUpInfo
- * @property {boolean} enable_stripe_topup
- * @property {number} stripe_min_topup
- * @property {number} stripe_unit_price
- * @property {unknown[]} amount_options
- */
+/** @typedef {import("../generated/api.js").TopUpInfo} TopUpInfo  `GET /api/user/topup/info` */
 
-/**
- * An order (`GET /api/user/topup/self`).
- * @typedef {object} Order
- * @property {number} id
- * @property {number} amount
- * @property {number} money
- * @property {string} trade_no
- * @property {string} payment_method
- * @property {number} create_time
- * @property {number} complete_time
- * @property {string} status
- */
+/** @typedef {import("../generated/api.js").TopUpView} Order  an order (`GET /api/user/topup/self`) */
 
 
 /** @param {import("../types.js").PageContext} ctx */
