@@ -5,15 +5,22 @@ digest of its bytes); the bundle's `version` is a digest of all of them. The fil
 relative name only (`js/main.js`), so a request can reach nothing but these files: there is no file
 system path in a lookup. `index.html` names the files under `/console/<version>/…`, so a new release is
 new URLs and a browser may keep a file of a given version for good.
+
+`page_manifest()` reads `static/pages.json`, the console's pages (path, module, title key, access, sidebar
+group, summary): the server answers each path with `index.html` (server/console/routes.py) and the
+console's router (`js/pages.js`) imports the same file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import NotRequired, TypedDict
 
 INDEX = "index.html"
 VERSION_MARK = "%CONSOLE_VERSION%"  # index.html names its files /console/%CONSOLE_VERSION%/…
@@ -22,7 +29,28 @@ MEDIA_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
     ".html": "text/html; charset=utf-8",
+    ".json": "application/json",  # a JSON module (`import … with { type: "json" }`)
 }
+MANIFEST = "pages.json"
+
+
+class PageEntry(TypedDict):
+    """A page of `static/pages.json`."""
+
+    path: str
+    module: str  # js/pages/<module>.js
+    title: str  # the catalogue key of its title
+    access: str  # setup, guest, anyone, user, admin or root
+    group: NotRequired[str]  # its sidebar group; none: no entry
+    summary: str  # its route's summary in the API document
+
+
+@cache
+def page_manifest() -> tuple[PageEntry, ...]:
+    """The console's pages, in the sidebar's order (`static/pages.json`, package data)."""
+    text = (resources.files("server.console") / "static" / MANIFEST).read_text(encoding="utf-8")
+    entries: list[PageEntry] = json.loads(text)
+    return tuple(entries)
 
 
 @dataclass(frozen=True)

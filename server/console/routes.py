@@ -1,8 +1,8 @@
 """The console's routes: its pages (each answers `index.html`; the browser draws the page) and its files.
 
-`PAGES` are the paths the console's router knows (`static/js/pages.js` lists the same ones; a test keeps
-the two lists equal). Nothing here is under `/api`, `/v1` or `/v1beta`: those answer as before, and an
-unknown `/api/...` path is still the JSON 404.
+`PAGES` are the paths the console's router knows: both read the one manifest, `static/pages.json`
+(`assets.page_manifest`; `static/js/pages.js` imports it). Nothing here is under `/api`, `/v1` or
+`/v1beta`: those answer as before, and an unknown `/api/...` path is still the JSON 404.
 
 A browser that opens an address the console does not have (a GET asking for HTML, outside `/api`, `/v1`,
 `/v1beta` and `/console/`) gets `index.html` with the 404 status, and the console shows its "Page not
@@ -32,7 +32,7 @@ from sanic import Blueprint, Request, Sanic
 from sanic.exceptions import NotFound as NoSuchRoute
 from sanic.response import HTTPResponse
 
-from server.console.assets import Asset, Bundle
+from server.console.assets import Asset, Bundle, page_manifest
 from server.web.access import Access, Wire, route
 from server.web.errors import ErrorShape, envelope_error
 from server.web.schema import QueryTextRule, Schema
@@ -40,31 +40,8 @@ from server.web.state import services_of
 
 bp = Blueprint("console")
 
-# path → what the page is for (its route's summary); keep in step with static/js/pages.js
-PAGES: dict[str, str] = {
-    "/": "The console: the dashboard of the signed-in user, else the sign-in or first-run page.",
-    "/setup": "The console's first-run page: create root.",
-    "/login": "The console's sign-in page (password, then the 2FA code when the account has 2FA on).",
-    "/register": "The console's page to create an account.",
-    "/forgot-password": "The console's page to ask for a password reset link by e-mail.",
-    "/user/reset": "The console's page the password reset e-mail links to: choose a new password.",
-    "/about": "The console's About page: the site's `About` option (Markdown, HTML or an address).",
-    "/keys": "The console's API keys page.",
-    # the user and root pages of issue 24
-    "/logs": "The console's logs page: your own logs, or every user's for an admin.",
-    "/topup": "The console's top-up page: redeem a code, buy online, your orders.",
-    "/account": "The console's account page: profile, password, e-mail, access token, 2FA, settings.",
-    "/playground": "The console's playground: speech from a model that speaks, and a moderation tester.",
-    "/models": "The console's Models and prices page: the price of each model (admins: every model, its "
-               "channels and the unpriced ones; root edits a price).",
-    # admin pages
-    "/users": "The console's Users page (admins): find, create, edit and manage users.",
-    "/channels": "The console's Channels page (admins): list, create, edit, test and manage channels.",
-    "/redemptions": "The console's Redemption codes page (admins): create, find, disable, delete codes.",
-    "/orders": "The console's Orders page (admins): every top-up order; complete a pending one by hand.",
-    # root's pages
-    "/settings": "The console's Settings page (root): every option, by section; secrets are write-only.",
-}
+# path → what the page is for (its route's summary), from the manifest the console's router also reads
+PAGES: dict[str, str] = {entry["path"]: entry["summary"] for entry in page_manifest()}
 
 IMG_SRC = "img-src 'self' blob:"
 CSP = "; ".join((

@@ -3,7 +3,9 @@
 
 - every language has every message, with the plural forms its `Intl.PluralRules` needs (English `one`
   and `other`, Chinese `other`) and the same `{placeholders}`;
-- every key the code looks up with `t("…")` is declared, and every declared key is looked up;
+- every key the code looks up with `t("…")` is declared, and every declared key is looked up (an enum
+  value's label key, in js/generated/enums.js's `<ENUM>_LABEL` maps, is looked up by `labelOf`, and a
+  page's title key, in static/pages.json, by js/pages.js);
 - the Settings page's labels, hints and section titles (keyed by option key and section id, looked up at
   run time) exist for exactly the options and sections of `core/option_registry.py`, the English ones
   word for word the registry's.
@@ -24,6 +26,7 @@ DYNAMIC = ("opt.", "optsec.")  # keys made at run time from the server's option 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 CALL = re.compile(r"\bt\(\s*([^,)]*)")  # the first argument of each t(…) call
 LITERAL = re.compile(r'"([^"\\]+)"')
+LABEL_MAP = re.compile(r"_LABEL = Object\.freeze\(\{([^}]*)\}\)")
 
 
 def catalogue(language: str) -> dict[str, str]:
@@ -53,6 +56,9 @@ def used_keys() -> set[str]:
                           if not line.lstrip().startswith(("*", "/*", "//")))  # not the comments
         for argument in CALL.findall(code):
             used.update(LITERAL.findall(argument))
+        for labels in LABEL_MAP.findall(code):
+            used.update(key for key in LITERAL.findall(labels) if "." in key)
+    used.update(entry["title"] for entry in json.loads((JS.parent / "pages.json").read_text()))
     return used
 
 

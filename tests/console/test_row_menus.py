@@ -71,16 +71,19 @@ def add_channel(server: Server, upstream: FakeOpenAI, name: str, *, kind: int = 
 
 
 def js_numbers(module: str, name: str) -> set[int]:
-    """The numbers of a constant of a console module: `new Set([1, 8])` or an object's number keys."""
-    text = (JS / "pages" / module).read_text()
+    """The numbers of a constant of a console module: `[1, 8]` or an object's number keys."""
+    text = (JS / module).read_text()
     body = text[text.index(f"export const {name} ="):]
     body = body[:body.index(";")]
     return {int(n) for n in re.findall(r"(?<![\w.])(\d+)(?=[,:\]\s])", body.split("=", 1)[1])}
 
 
 def test_the_consoles_channel_type_lists_are_the_servers() -> None:
-    assert js_numbers("channel-form.js", "CHANNEL_TYPES") == set(SERVED_TYPES)  # TESTABLE_TYPES: these
-    assert js_numbers("channel-form.js", "BALANCE_TYPES") == set(BALANCE_TYPES)
+    """The Channels page's types (and which it may test and query) come from js/generated/enums.js."""
+    assert js_numbers("generated/enums.js", "CHANNEL_TYPE_NAME") == set(SERVED_TYPES)  # TESTABLE_TYPES
+    assert js_numbers("generated/enums.js", "BALANCE_TYPES") == set(BALANCE_TYPES)
+    form = (JS / "pages" / "channel-form.js").read_text()
+    assert "new Set(Object.keys(CHANNEL_TYPE_NAME)" in form and "new Set(BALANCED)" in form
 
 
 def test_the_row_menu_works_by_keyboard_and_pointer_and_is_never_clipped(

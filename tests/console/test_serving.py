@@ -1,14 +1,15 @@
 """How the web console is served: its pages answer `index.html` with a strict Content-Security-Policy,
 its files live under `/console/<version>/…` with ETags and long caching, nothing else of the machine can be
 reached through the file route, and `/api`, `/v1`, `/v1beta` answer exactly as before (an unknown `/api`
-path is still the JSON 404). Also: the console's files are package data, the page list of the
-server and of the console's router agree, and the Settings page declares no option of its own (it builds its
+path is still the JSON 404). Also: the console's files are package data, the server and the console's
+router read one page manifest, and the Settings page declares no option of its own (it builds its
 fields from `GET /api/option/schema`)."""
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import json
 import posixpath
 import re
 import tomllib
@@ -91,7 +92,8 @@ async def test_files_are_served_by_version_with_etags(embedded_app: Running) -> 
 
 
 async def test_every_file_the_console_names_is_served(embedded_app: Running) -> None:
-    """The index's links and every module's imports (static and dynamic) resolve to files of the bundle."""
+    """The index's links and every module's imports (static and dynamic) resolve to files of the bundle; the
+    router loads `js/pages/<module>.js` for each entry of the page manifest it imports."""
     http = embedded_app.client().http
     page = (await http.get("/")).text
     version = version_of(page)
@@ -105,6 +107,9 @@ async def test_every_file_the_console_names_is_served(embedded_app: Running) -> 
         if name.endswith(".js"):
             for spec in re.findall(r'(?:from|import)\s*\(?\s*"(\.{1,2}/[^"]+)"', response.text):
                 wanted.add(posixpath.normpath(posixpath.join(posixpath.dirname(name), spec)))
+        if name == "pages.json":
+            assert "import(`./pages/${module}.js`)" in (STATIC / "js" / "pages.js").read_text()
+            wanted.update(f"js/pages/{entry['module']}.js" for entry in response.json())
     assert {"js/main.js", "js/pages/keys.js", "js/pages/dashboard.js", "console.css"} <= seen
 
 
@@ -178,9 +183,20 @@ def test_the_console_files_are_package_data() -> None:
                    for p in patterns), name
 
 
-def test_the_router_knows_the_pages_the_server_answers() -> None:
-    listed = set(re.findall(r'\{ path: "([^"]*)"', (STATIC / "js" / "pages.js").read_text()))
-    assert listed == set(PAGES)
+def test_the_server_and_the_router_read_one_page_manifest() -> None:
+    """`static/pages.json` is the one list of pages: the server answers its paths, `js/pages.js` imports it
+    (and lists no path of its own), and each entry names a page module that exists."""
+    manifest = json.loads((STATIC / "pages.json").read_text())
+    assert [entry["path"] for entry in manifest] == list(PAGES)
+    assert [entry["summary"] for entry in manifest] == list(PAGES.values())
+    router = (STATIC / "js" / "pages.js").read_text()
+    assert 'import manifest from "../pages.json" with { type: "json" };' in router
+    assert not re.search(r'path: "/', router), "pages.js must not list a page of its own"
+    for entry in manifest:
+        assert (STATIC / "js" / "pages" / f"{entry['module']}.js").is_file(), entry
+        assert entry["access"] in {"setup", "guest", "anyone", "user", "admin", "root"}, entry
+        assert entry.get("group", "use") in {"use", "money", "manage", "system"}, entry
+        assert entry["title"].startswith("page."), entry
 
 
 def test_the_settings_page_declares_no_option_of_its_own() -> None:

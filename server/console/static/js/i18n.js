@@ -110,6 +110,17 @@ export function tOr(key, fallback) {
 }
 
 /**
+ * The label of an enum's value in the chosen language: `keys` is one of generated/enums.js's `<ENUM>_LABEL`
+ * maps (value → catalogue key); a value it does not name is shown as itself.
+ * @param {Readonly<Record<string | number, string>>} keys
+ * @param {string | number} value
+ */
+export function labelOf(keys, value) {
+  const key = keys[value];
+  return key === undefined ? String(value) : t(key);
+}
+
+/**
  * A number in the chosen language (`1,234` / `1,234`).
  * @param {number} value
  * @param {Intl.NumberFormatOptions} [options]

@@ -1,18 +1,32 @@
 /**
  * Every page of the console: its path, its title, who may open it, and its module (loaded when the page
- * is first shown). `server/console/routes.py` `PAGES` answers the same paths with `index.html`; a test
- * keeps the two lists equal.
+ * is first shown). The list is `../pages.json`, the one manifest `server/console/routes.py` also reads (it
+ * answers each path with `index.html`, the entry's `summary` its route's summary in the API document).
  *
  * `access`: `setup` only before the first-run setup; `guest` only when signed out (signed in, it opens
  * the dashboard); `anyone`; or the least role (`user`, `admin`, `root`) that may open it.
  * `group`: the sidebar group of the page's entry, named as its title (docs/CONSOLE.md names them all); a
- * page without one has no entry. `navigation(role)` lays the groups out for a role.
+ * page without one has no entry; the manifest lists the entries in the sidebar's order.
+ * `navigation(role)` lays the groups out for a role.
  */
 
+import manifest from "../pages.json" with { type: "json" };
+import { Role } from "./generated/enums.js";
 import { t } from "./i18n.js";
 
 /** @typedef {"setup" | "guest" | "anyone" | "user" | "admin" | "root"} Access */
 /** @typedef {"use" | "money" | "manage" | "system"} Group */
+
+/**
+ * An entry of `pages.json`.
+ * @typedef {object} ManifestEntry
+ * @property {string} path
+ * @property {string} module  `js/pages/<module>.js`
+ * @property {string} title  the catalogue key of its title
+ * @property {Access} access
+ * @property {Group} [group]
+ * @property {string} summary  its route's summary in the API document (English, for the server)
+ */
 
 /**
  * @typedef {object} Page
@@ -24,35 +38,9 @@ import { t } from "./i18n.js";
  */
 
 /** @type {Page[]} */
-export const PAGES = [
-  // signed out, and the first run: no entry
-  { path: "/setup", title: () => t("page.setup"), access: "setup", load: () => import("./pages/setup.js") },
-  { path: "/login", title: () => t("page.login"), access: "guest", load: () => import("./pages/login.js") },
-  { path: "/register", title: () => t("page.register"), access: "guest", load: () => import("./pages/register.js") },
-  { path: "/forgot-password", title: () => t("page.forgotPassword"), access: "guest",
-    load: () => import("./pages/forgot-password.js") },
-  { path: "/user/reset", title: () => t("page.resetPassword"), access: "anyone",
-    load: () => import("./pages/reset-password.js") },
-  { path: "/about", title: () => t("page.about"), access: "anyone", load: () => import("./pages/about.js") },
-  // the sidebar's entries, in its order
-  { path: "/", title: () => t("page.dashboard"), access: "user", group: "use", load: () => import("./pages/dashboard.js") },
-  { path: "/playground", title: () => t("page.playground"), access: "user", group: "use",
-    load: () => import("./pages/playground.js") },
-  { path: "/keys", title: () => t("page.keys"), access: "user", group: "use", load: () => import("./pages/keys.js") },
-  { path: "/logs", title: () => t("page.logs"), access: "user", group: "use", load: () => import("./pages/logs.js") },
-  { path: "/account", title: () => t("page.account"), access: "user", group: "use",
-    load: () => import("./pages/account.js") },
-  { path: "/topup", title: () => t("page.topup"), access: "user", group: "money", load: () => import("./pages/topup.js") },
-  { path: "/orders", title: () => t("page.orders"), access: "admin", group: "money", load: () => import("./pages/orders.js") },
-  { path: "/redemptions", title: () => t("page.redemptions"), access: "admin", group: "money",
-    load: () => import("./pages/redemptions.js") },
-  { path: "/users", title: () => t("page.users"), access: "admin", group: "manage", load: () => import("./pages/users.js") },
-  { path: "/channels", title: () => t("page.channels"), access: "admin", group: "manage",
-    load: () => import("./pages/channels.js") },
-  { path: "/models", title: () => t("page.models"), access: "user", group: "manage", load: () => import("./pages/models.js") },
-  { path: "/settings", title: () => t("page.settings"), access: "root", group: "system",
-    load: () => import("./pages/settings.js") },
-];
+export const PAGES = /** @type {ManifestEntry[]} */ (manifest).map(({ path, module, title, access, group }) => ({
+  path, title: () => t(title), access, ...(group ? { group } : {}), load: () => import(`./pages/${module}.js`),
+}));
 
 /** The sidebar's groups, in its order, each with its heading in the chosen language. */
 export const GROUPS = /** @type {{id: Group, title: () => string}[]} */ ([
@@ -84,7 +72,7 @@ export const NOT_FOUND = /** @type {Page} */ ({
 });
 
 /** Role numbers of the access levels that are roles. */
-export const LEAST_ROLE = { user: 1, admin: 10, root: 100 };
+export const LEAST_ROLE = { user: Role.COMMON, admin: Role.ADMIN, root: Role.ROOT };
 
 /**
  * The page of a path (a trailing slash ignored), or undefined.

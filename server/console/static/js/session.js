@@ -8,9 +8,6 @@ import { ApiError } from "./api.js";
 
 const STORED_ID = "tollway.user";
 
-/** Roles (docs/api/accounts.md#roles-and-hierarchy). */
-export const Role = Object.freeze({ USER: 1, ADMIN: 10, ROOT: 100 });
-
 export class Session {
   /** @param {import("./api.js").Api} api */
   constructor(api) {

@@ -272,7 +272,6 @@ export default {
   "logs.caption": "Your logs",
   "logs.empty": "No logs match.",
   "order.pending": "Pending",
-  "order.paid": "Paid",
   "order.failed": "Failed",
   "order.expired": "Expired",
   "order.review": "In review",

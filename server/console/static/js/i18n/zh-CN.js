@@ -270,7 +270,6 @@ export default {
   "logs.caption": "你的日志",
   "logs.empty": "没有匹配的日志。",
   "order.pending": "待支付",
-  "order.paid": "已支付",
   "order.failed": "失败",
   "order.expired": "已过期",
   "order.review": "审核中",

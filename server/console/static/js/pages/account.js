@@ -23,10 +23,10 @@ import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyThen } from "../widgets/verify.js";
 import { t } from "../i18n.js";
 
-/** @typedef {{enabled: boolean, locked: boolean, backup_codes_remaining: number}} TwoFactorStatus */
-/** @typedef {{secret: string, qr_code_data: string, backup_codes: string[]}} TwoFactorSetup */
-/** @typedef {{credential_id: string, attachment: string, created_at: number, last_used_at: number}} Passkey */
-/** @typedef {{enabled: boolean, count: number, last_used_at: number, credentials: Passkey[]}} PasskeyStatus */
+/** @typedef {import("../generated/api.js").TwoFactorStatus} TwoFactorStatus */
+/** @typedef {import("../generated/api.js").TwoFactorSetup} TwoFactorSetup */
+/** @typedef {import("../generated/api.js").PasskeyItem} Passkey */
+/** @typedef {import("../generated/api.js").PasskeyStatus} PasskeyStatus */
 
 /**
  * A section of the page with its heading: a card of the page's grid (two columns wide, one on a phone).

@@ -7,13 +7,12 @@
 import { h, replace } from "../dom.js";
 import { field, form, rowLabel, showError, valueOf } from "../forms.js";
 import { openDialog } from "../widgets/dialog.js";
-import { number, t } from "../i18n.js";
+import { CHANNEL_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, number, t } from "../i18n.js";
 
 /** @typedef {import("../types.js").Channel} Channel */
 
 /** A channel's (and a multi-key channel's key's) status. */
-export const CHANNEL_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"),
-  2: () => t("status.disabled"), 3: () => t("status.autoDisabled") });
 
 /**
  * Set the tag of the selected channels (`POST /api/channel/batch/tag`; empty clears it).
@@ -97,7 +96,7 @@ export function openKeys({ api }, c, onSaved) {
       const page = await api.post("/api/channel/multi_key/manage", { channel_id: c.id, action: "get_key_status", page_size: 100 });
       replace(list, h("p", {}, t("channels.keysEnabled", { enabled: number(page.enabled_count), total: number(page.total) })),
         h("ul", { class: "checks" }, page.keys.map((k) => h("li", {},
-          h("span", { class: "mono" }, k.key_preview), ` — ${CHANNEL_STATUS[k.status]?.() ?? k.status}${k.reason ? ` (${k.reason})` : ""} `,
+          h("span", { class: "mono" }, k.key_preview), ` — ${labelOf(CHANNEL_STATUS_LABEL, k.status)}${k.reason ? ` (${k.reason})` : ""} `,
           h("button", { type: "button", class: "secondary", "aria-label": rowLabel(k.status === 1 ? t("common.disable") : t("common.enable"), t("channels.keyN", { n: String(k.index + 1) })),
             onclick: () => void change(k.status === 1 ? "disable_key" : "enable_key", k.index) },
           k.status === 1 ? t("common.disable") : t("common.enable"))))));

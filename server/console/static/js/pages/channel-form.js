@@ -8,47 +8,32 @@
 
 import { h } from "../dom.js";
 import { field, form, refuse, showError, valueOf } from "../forms.js";
-import { Role } from "../session.js";
 import { openDialog } from "../widgets/dialog.js";
+import { BALANCE_TYPES as BALANCED, CHANNEL_TYPE_NAME, ChannelType, DEFAULT_BASE, Role } from "../generated/enums.js";
 import { t } from "../i18n.js";
 
-/** new-api's channel type numbers that Tollway knows by name (others are shown by number); Custom's name
- * is the chosen language's (`typeName`). */
-export const CHANNEL_TYPES = /** @type {Record<number, string>} */ ({
-  1: "OpenAI", 8: "Custom", 14: "Anthropic", 20: "OpenRouter", 24: "Gemini", 25: "Moonshot", 40: "SiliconFlow",
-  43: "DeepSeek",
-});
-
 /** The types Tollway serves, so can test (`server/upstream/providers` `SERVED_TYPES`): every type it knows
- * by name. */
-export const TESTABLE_TYPES = new Set(Object.keys(CHANNEL_TYPES).map(Number));
+ * by name (generated/enums.js `CHANNEL_TYPE_NAME`; Custom's name is the chosen language's, `typeName`). */
+export const TESTABLE_TYPES = new Set(Object.keys(CHANNEL_TYPE_NAME).map(Number));
 
 /** The types whose upstream publishes a balance (`server/upstream/providers/balances.py` `BALANCE_TYPES`;
  * the server stores and answers it in USD). */
-export const BALANCE_TYPES = new Set([1, 8, 20, 25, 40, 43]);
-
-/** The address a channel of a type calls when its base URL is empty (`server/upstream/providers`); a
- * Custom channel (8) has none: the server refuses one without a base URL. */
-export const DEFAULT_BASES = /** @type {Record<number, string>} */ ({
-  1: "https://api.openai.com", 14: "https://api.anthropic.com", 20: "https://openrouter.ai/api",
-  24: "https://generativelanguage.googleapis.com", 25: "https://api.moonshot.cn", 40: "https://api.siliconflow.cn",
-  43: "https://api.deepseek.com",
-});
+export const BALANCE_TYPES = new Set(BALANCED);
 
 /**
  * The Base URL field's hint for a channel type.
  * @param {number} type
  */
 export function baseUrlHint(type) {
-  if (type === 8) return t("channel.customRequired");
-  const base = DEFAULT_BASES[type];
+  if (type === ChannelType.CUSTOM) return t("channel.customRequired");
+  const base = DEFAULT_BASE[type];
   return base ? t("channel.defaultBase", { base }) : t("channel.defaultBaseNone");
 }
 
 /** @param {number} type */
 export function typeName(type) {
-  if (type === 8) return t("channel.custom");
-  return CHANNEL_TYPES[type] ?? t("channel.typeN", { n: String(type) });
+  if (type === ChannelType.CUSTOM) return t("channel.custom");
+  return CHANNEL_TYPE_NAME[type] ?? t("channel.typeN", { n: String(type) });
 }
 
 /**
@@ -58,8 +43,8 @@ export function typeName(type) {
  */
 export function openChannelForm({ api, session, shell }, channel, onSaved) {
   const dialog = openDialog(channel ? t("channel.editDialog", { name: channel.name }) : t("channel.createDialog"));
-  const types = Object.keys(CHANNEL_TYPES).map((value) => ({ value, label: typeName(Number(value)) }));
-  if (channel && !(channel.type in CHANNEL_TYPES)) types.push({ value: String(channel.type), label: typeName(channel.type) });
+  const types = Object.keys(CHANNEL_TYPE_NAME).map((value) => ({ value, label: typeName(Number(value)) }));
+  if (channel && !(channel.type in CHANNEL_TYPE_NAME)) types.push({ value: String(channel.type), label: typeName(channel.type) });
   const models = field(t("channels.models"), "models", { type: "textarea", value: channel ? channel.models : "",
     hint: t("channel.modelsHint") });
   const baseUrl = field(t("channel.baseUrl"), "base_url", { value: channel ? channel.base_url : "", autocomplete: "off",

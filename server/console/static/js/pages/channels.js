@@ -20,7 +20,6 @@
 import { ApiError } from "../api.js";
 import { h, replace, uid } from "../dom.js";
 import { heading, rowLabel } from "../forms.js";
-import { Role } from "../session.js";
 import { dateTime } from "../site.js";
 import { chipList } from "../widgets/chips.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
@@ -28,9 +27,10 @@ import { PagedTable } from "../widgets/paged-table.js";
 import { rowActions } from "../widgets/row-menu.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { needsVerification, verifyOrSetUp } from "../widgets/verify.js";
-import { CHANNEL_STATUS, openBatchTag, openKeys, openTag } from "./channel-dialogs.js";
-import { BALANCE_TYPES, CHANNEL_TYPES, TESTABLE_TYPES, openChannelForm, typeName } from "./channel-form.js";
-import { number, t, usd } from "../i18n.js";
+import { CHANNEL_STATUS_LABEL, CHANNEL_TYPE_NAME, Role } from "../generated/enums.js";
+import { openBatchTag, openKeys, openTag } from "./channel-dialogs.js";
+import { BALANCE_TYPES, TESTABLE_TYPES, openChannelForm, typeName } from "./channel-form.js";
+import { labelOf, number, t, usd } from "../i18n.js";
 
 /** @typedef {import("../types.js").Channel} Channel */
 
@@ -57,8 +57,7 @@ export function channelOffers(c, role) {
 /** How often a run's progress is read while it lasts (docs/CONSOLE.md counts these calls). */
 const PROGRESS_EVERY_MS = 2000;
 
-/** @typedef {{run: string, running: boolean, total: number, done: number, passed: number, failed: number,
- *   failures: {channel_id: number, name: string, message: string}[]}} RunProgress */
+/** @typedef {import("../generated/api.js").RunProgress} RunProgress */
 
 /** @param {number} ms */
 const pause = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
@@ -267,7 +266,7 @@ export async function render(ctx) {
       filter(t("col.status"), "status", [{ value: "", label: t("channels.anyStatus") }, { value: "enabled", label: t("status.enabled") },
         { value: "disabled", label: t("status.disabled") }]),
       filter(t("col.type"), "type", [{ value: "", label: t("channels.anyType") },
-        ...Object.keys(CHANNEL_TYPES).map((value) => ({ value, label: typeName(Number(value)) }))]),
+        ...Object.keys(CHANNEL_TYPE_NAME).map((value) => ({ value, label: typeName(Number(value)) }))]),
       textFilter(t("col.group"), "group"),
       textFilter(t("col.model"), "model"),
       textFilter(t("channels.tag"), "tag")),
@@ -301,7 +300,7 @@ export async function render(ctx) {
       { label: t("channels.select"), cell: selector, quietHeader: true },
       { label: t("col.id"), cell: (c) => String(c.id), numeric: true },
       { label: t("col.type"), cell: (c) => typeName(c.type) },
-      { label: t("col.status"), cell: (c) => h("span", { class: `badge status-${c.status}` }, CHANNEL_STATUS[c.status]?.() ?? String(c.status)) },
+      { label: t("col.status"), cell: (c) => h("span", { class: `badge status-${c.status}` }, labelOf(CHANNEL_STATUS_LABEL, c.status)) },
       { label: t("channels.groups"), cell: (c) => c.group.split(",").join(", ") },
       { label: t("channels.models"), cell: (c) => chipList(c.models.split(","), { label: t("channels.modelsOf", { name: c.name }),
         showAll: (count) => t("channels.showAllModels", { count, name: c.name }), showFewer: t("channels.showFewerModels", { name: c.name }) }) },

@@ -12,34 +12,12 @@ import { field, form, refuse, valueOf } from "../forms.js";
 import { number, t } from "../i18n.js";
 import { typeName } from "./channel-form.js";
 
-/**
- * @typedef {object} Spent
- * @property {number} quota
- * @property {number} calls
- * @property {number} prompt_tokens
- * @property {number} completion_tokens
- */
-/** @typedef {Spent & {user_id: number, username: string}} TopUser */
-/** @typedef {Spent & {user_id: number, username: string, token_id: number, token_name: string}} TopKey */
-/** @typedef {Spent & {model_name: string}} TopModel */
-/**
- * @typedef {object} ChannelUse
- * @property {number} channel
- * @property {string} channel_name
- * @property {number} channel_type
- * @property {number} calls
- * @property {number} errors
- * @property {number} quota
- */
-/**
- * @typedef {object} Dashboard  the reply of `GET /api/data/top`
- * @property {number} start_timestamp
- * @property {number} end_timestamp
- * @property {TopUser[]} users
- * @property {TopKey[]} keys
- * @property {TopModel[]} models
- * @property {ChannelUse[]} channels
- */
+/** @typedef {{quota: number, calls: number, prompt_tokens: number, completion_tokens: number}} Spent  what each list counts */
+/** @typedef {import("../generated/api.js").TopUser} TopUser */
+/** @typedef {import("../generated/api.js").TopKey} TopKey */
+/** @typedef {import("../generated/api.js").TopModel} TopModel */
+/** @typedef {import("../generated/api.js").ChannelUse} ChannelUse */
+/** @typedef {import("../generated/api.js").Dashboard} Dashboard  the reply of `GET /api/data/top` */
 
 /** How many users, keys and models each list shows. */
 const LIMIT = 10;

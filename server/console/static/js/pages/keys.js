@@ -16,16 +16,14 @@ import { PagedTable } from "../widgets/paged-table.js";
 import { rowActions } from "../widgets/row-menu.js";
 import { secretBox } from "../widgets/secret-once.js";
 import { openKeyForm } from "./key-form.js";
-import { t } from "../i18n.js";
+import { KEY_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, t } from "../i18n.js";
 
 /** How a key is written everywhere but the reveal route's reply (`sk-` and the 48 characters). */
 const KEY_PREFIX = "sk-";
 
 /** @typedef {import("../types.js").ApiKey} ApiKey */
 
-/** @type {Record<number, () => string>} */
-const KEY_STATUS = { 1: () => t("status.enabled"), 2: () => t("status.disabled"), 3: () => t("keys.status.expired"),
-  4: () => t("keys.status.exhausted") };
 const WHOLE_KEY = /^(sk-)?[A-Za-z0-9]{48}$/;
 
 /**
@@ -118,7 +116,7 @@ export async function render(ctx) {
     },
     columns: [
       { label: t("col.name"), cell: (key) => label(key) },
-      { label: t("col.status"), cell: (key) => h("span", { class: `badge status-${key.status}` }, KEY_STATUS[key.status]?.() ?? String(key.status)) },
+      { label: t("col.status"), cell: (key) => h("span", { class: `badge status-${key.status}` }, labelOf(KEY_STATUS_LABEL, key.status)) },
       { label: t("keys.remaining"), cell: (key) => (key.unlimited_quota ? t("keys.unlimited") : site.quota(key.remain_quota)),
         numeric: true },
       { label: t("col.used"), cell: (key) => site.quota(key.used_quota), numeric: true },

@@ -15,7 +15,8 @@
 import { h, uid } from "../dom.js";
 import { dateTime } from "../site.js";
 import { openDialog } from "../widgets/dialog.js";
-import { number, t } from "../i18n.js";
+import { LOG_TYPE_LABEL } from "../generated/enums.js";
+import { labelOf, number, t } from "../i18n.js";
 
 /**
  * @typedef {import("./logs.js").LogRow} LogRow
@@ -98,9 +99,9 @@ export function breakdown(row, other, quotaPerUnit) {
 /**
  * Open the dialog of a log row.
  * @param {LogRow} row
- * @param {{admin: boolean, site: import("../site.js").Site, types: Record<number, () => string>}} options
+ * @param {{admin: boolean, site: import("../site.js").Site}} options
  */
-export function openLog(row, { admin, site, types }) {
+export function openLog(row, { admin, site }) {
   const other = otherOf(row.other);
   const dialog = openDialog(t("logs.detailTitle", { time: dateTime(row.created_at) }));
   /** @type {[string, import("../dom.js").Child][]} */
@@ -113,7 +114,7 @@ export function openLog(row, { admin, site, types }) {
   const mono = (/** @type {string} */ text) => h("span", { class: "mono" }, text);
   add(t("logs.requestId"), row.request_id ? mono(row.request_id) : "—");
   add(t("col.time"), dateTime(row.created_at));
-  add(t("col.type"), types[row.type]?.() ?? String(row.type));
+  add(t("col.type"), labelOf(LOG_TYPE_LABEL, row.type));
   add(t("col.user"), admin ? `${row.username} (#${row.user_id})` : row.username);
   add(t("col.apiKey"), row.token_name ? `${row.token_name} (#${row.token_id})` : "—");
   add(t("col.group"), row.group);

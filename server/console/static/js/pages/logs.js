@@ -12,41 +12,16 @@ import { field, form, heading, refuse, valueOf } from "../forms.js";
 import { LEAST_ROLE } from "../pages.js";
 import { dateTime, fromLocalInput } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { number, t } from "../i18n.js";
+import { LOG_TYPE_LABEL } from "../generated/enums.js";
+import { labelOf, number, t } from "../i18n.js";
 import { openLog } from "./log-detail.js";
 
-/** The log types (`type` of a row and of the filter; 0: every type). */
-export const LOG_TYPES = /** @type {Record<number, () => string>} */ ({
-  1: () => t("logs.type.1"), 2: () => t("logs.type.2"), 3: () => t("logs.type.3"), 4: () => t("logs.type.4"),
-  5: () => t("logs.type.5"), 6: () => t("logs.type.6"),
-});
-
 /**
- * A log row (`/api/log/…`); `channel_name` only in an admin's view.
- * @typedef {object} LogRow
- * @property {number} id
- * @property {number} user_id
- * @property {number} created_at
- * @property {number} type
- * @property {string} content
- * @property {string} username
- * @property {string} token_name
- * @property {string} model_name
- * @property {number} quota
- * @property {number} prompt_tokens
- * @property {number} completion_tokens
- * @property {number} use_time
- * @property {boolean} is_stream
- * @property {number} channel
- * @property {number} token_id
- * @property {string} group
- * @property {string} ip
- * @property {string} request_id
- * @property {string} other  a JSON object as text, or ""
- * @property {string} [channel_name]
+ * A log row: an admin's (`LogView`, with `channel_name`) or a user's own (`OwnLogView`).
+ * @typedef {import("../generated/api.js").OwnLogView & Partial<Pick<import("../generated/api.js").LogView, "channel_name">>} LogRow
  */
 
-/** @typedef {{quota: number, rpm: number, tpm: number}} LogStat */
+/** @typedef {import("../generated/api.js").LogStat} LogStat */
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -75,7 +50,7 @@ export async function render(ctx) {
   };
 
   const typeOptions = [{ value: "0", label: t("logs.everyType") },
-    ...Object.entries(LOG_TYPES).map(([value, label]) => ({ value, label: label() }))];
+    ...Object.keys(LOG_TYPE_LABEL).map((value) => ({ value, label: labelOf(LOG_TYPE_LABEL, value) }))];
   const filterForm = form(t("logs.filter"), async (element) => {
     /** @type {Record<string, string | number>} */
     const next = { type: Number(valueOf(element, "type")), model_name_part: valueOf(element, "model_name_part").trim(),
@@ -110,7 +85,7 @@ export async function render(ctx) {
   /** @type {import("../widgets/paged-table.js").Column<LogRow>[]} */
   const columns = [
     { label: t("col.time"), cell: (row) => dateTime(row.created_at) },
-    { label: t("col.type"), cell: (row) => LOG_TYPES[row.type]?.() ?? String(row.type) },
+    { label: t("col.type"), cell: (row) => labelOf(LOG_TYPE_LABEL, row.type) },
     ...(admin ? [{ label: t("col.user"), cell: (/** @type {LogRow} */ row) => row.username },
       { label: t("col.channel"), cell: (/** @type {LogRow} */ row) => (row.channel
         ? `#${row.channel}${row.channel_name ? ` ${row.channel_name}` : ""}` : "") }] : []),
@@ -124,7 +99,7 @@ export async function render(ctx) {
     { label: t("logs.details"), cell: (row) => h("span", { class: "server-text" }, row.content) },
     { label: t("col.actions"), cell: (row) => h("button", { type: "button", class: "secondary",
       "aria-label": t("logs.openLabel", { time: dateTime(row.created_at) }),
-      onclick: () => void openLog(row, { admin, site, types: LOG_TYPES }) }, t("logs.open")) },
+      onclick: () => void openLog(row, { admin, site }) }, t("logs.open")) },
   ];
 
   replace(main,

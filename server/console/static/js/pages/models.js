@@ -16,24 +16,9 @@ import { openDialog } from "../widgets/dialog.js";
 import { locale, number, t } from "../i18n.js";
 
 /**
- * A model's price as the gateway bills it (docs/api/gateway.md#the-price-list).
- * @typedef {object} PriceRow
- * @property {string} model_name
- * @property {number} quota_type  0 per token, 1 per call
- * @property {string} source  model_price, model_ratio, free, builtin, self_use or none
- * @property {boolean} priced
- * @property {number} model_ratio
- * @property {number} completion_ratio
- * @property {number} cache_ratio
- * @property {number} create_cache_ratio
- * @property {number} model_price  -1 in ratio mode
- * @property {number | null} input_per_million
- * @property {number | null} output_per_million
- * @property {number | null} cache_read_per_million
- * @property {number | null} cache_write_per_million
- * @property {number | null} per_call
- * @property {string[]} enable_groups
- * @property {{id: number, name: string, type: number, status: number, groups: string[], enabled: boolean}[]} [channels]
+ * A model's price as the gateway bills it (docs/api/gateway.md#the-price-list); `channels` only in the
+ * admins' list (`ModelPriceRow`).
+ * @typedef {import("../generated/api.js").PriceRow & Partial<Pick<import("../generated/api.js").ModelPriceRow, "channels">>} PriceRow
  */
 
 

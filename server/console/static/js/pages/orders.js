@@ -11,14 +11,11 @@ import { heading, rowLabel } from "../forms.js";
 import { dateTime } from "../site.js";
 import { confirmAction } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { number, t, usd } from "../i18n.js";
+import { TOP_UP_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, number, t, usd } from "../i18n.js";
 
 /** @typedef {import("../types.js").TopUp} TopUp */
 
-const ORDER_STATUS = /** @type {Record<string, () => string>} */ ({
-  pending: () => t("order.pending"), review: () => t("order.review"), success: () => t("order.completed"),
-  failed: () => t("order.failed"), expired: () => t("order.expired"),
-});
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -57,7 +54,7 @@ export async function render(ctx) {
       { label: t("topup.paid"), cell: (order) => usd(order.money), numeric: true },
       { label: t("orders.method"), cell: (order) => [order.payment_provider, order.payment_method].filter(Boolean).join(" · ") || "—" },
       { label: t("col.status"), cell: (order) => h("span", { class: `badge status-${order.status}` },
-        ORDER_STATUS[order.status]?.() ?? order.status) },
+        labelOf(TOP_UP_STATUS_LABEL, order.status)) },
       { label: t("col.created"), cell: (order) => dateTime(order.create_time) },
       { label: t("col.completed"), cell: (order) => dateTime(order.complete_time, "—") },
       { label: t("col.actions"), cell: (order) => (order.status === "pending" || order.status === "review"

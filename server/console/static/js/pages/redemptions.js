@@ -16,12 +16,11 @@ import { dateTime, fromLocalInput, toLocalInput } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { rowActions } from "../widgets/row-menu.js";
-import { t } from "../i18n.js";
+import { REDEMPTION_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, t } from "../i18n.js";
 
 /** @typedef {import("../types.js").Redemption} Redemption */
 
-const CODE_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled"),
-  3: () => t("redeem.used") });
 const DAY = 86400;
 
 /**
@@ -115,7 +114,7 @@ export async function render(ctx) {
       { label: t("col.name"), cell: (code) => label(code) },
       { label: t("redeem.code"), cell: (code) => h("code", { class: "code-text" }, code.key) },
       { label: t("col.status"), cell: (code) => h("span", { class: `badge status-${code.status}` },
-        CODE_STATUS[code.status]?.() ?? String(code.status)) },
+        labelOf(REDEMPTION_STATUS_LABEL, code.status)) },
       { label: t("col.quota"), cell: (code) => site.quota(code.quota), numeric: true },
       { label: t("col.created"), cell: (code) => dateTime(code.created_time) },
       { label: t("keys.expires"), cell: (code) => dateTime(code.expired_time) },

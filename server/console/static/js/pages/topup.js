@@ -11,34 +11,13 @@ import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, run, valueOf } from "../forms.js";
 import { dateTime } from "../site.js";
 import { PagedTable } from "../widgets/paged-table.js";
-import { number, t, usd } from "../i18n.js";
+import { TOP_UP_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, number, t, usd } from "../i18n.js";
 
-/**
- * `GET /api/user/topup/info` (the fields the page reads).
- * @typedef {object} TopUpInfo
- * @property {boolean} enable_stripe_topup
- * @property {number} stripe_min_topup
- * @property {number} stripe_unit_price
- * @property {unknown[]} amount_options
- */
+/** @typedef {import("../generated/api.js").TopUpInfo} TopUpInfo  `GET /api/user/topup/info` */
 
-/**
- * An order (`GET /api/user/topup/self`).
- * @typedef {object} Order
- * @property {number} id
- * @property {number} amount
- * @property {number} money
- * @property {string} trade_no
- * @property {string} payment_method
- * @property {number} create_time
- * @property {number} complete_time
- * @property {string} status
- */
+/** @typedef {import("../generated/api.js").TopUpView} Order  an order (`GET /api/user/topup/self`) */
 
-const ORDER_STATUS = /** @type {Record<string, () => string>} */ ({
-  pending: () => t("order.pending"), success: () => t("order.paid"), failed: () => t("order.failed"),
-  expired: () => t("order.expired"), review: () => t("order.review"),
-});
 
 /** @param {import("../types.js").PageContext} ctx */
 export async function render(ctx) {
@@ -84,7 +63,7 @@ export async function render(ctx) {
         { label: t("topup.order"), cell: (o) => o.trade_no },
         { label: t("col.amount"), cell: (o) => number(o.amount) },
         { label: t("topup.paid"), cell: (o) => usd(o.money) },
-        { label: t("col.status"), cell: (o) => ORDER_STATUS[o.status]?.() ?? o.status },
+        { label: t("col.status"), cell: (o) => labelOf(TOP_UP_STATUS_LABEL, o.status) },
         { label: t("col.created"), cell: (o) => dateTime(o.create_time) },
         { label: t("col.completed"), cell: (o) => dateTime(o.complete_time, "") },
       ],

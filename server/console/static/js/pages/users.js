@@ -12,18 +12,15 @@
 
 import { h, replace } from "../dom.js";
 import { field, form, heading, refuse, valueOf } from "../forms.js";
-import { Role } from "../session.js";
 import { dateTime } from "../site.js";
 import { confirmAction, openDialog } from "../widgets/dialog.js";
 import { PagedTable } from "../widgets/paged-table.js";
 import { rowActions } from "../widgets/row-menu.js";
-import { t } from "../i18n.js";
+import { ROLE_LABEL, Role, USER_STATUS_LABEL } from "../generated/enums.js";
+import { labelOf, t } from "../i18n.js";
 
 /** @typedef {import("../types.js").AdminUser} AdminUser */
 
-const ROLE_NAME = /** @type {Record<number, () => string>} */ ({ 1: () => t("role.user"), 10: () => t("role.admin"),
-  100: () => t("role.root") });
-const USER_STATUS = /** @type {Record<number, () => string>} */ ({ 1: () => t("status.enabled"), 2: () => t("status.disabled") });
 
 /**
  * The row actions the server takes on `user` from a viewer of `role` (server/accounts/service.py and
@@ -148,9 +145,9 @@ export async function render(ctx) {
       { label: t("field.username"), cell: (user) => label(user) },
       { label: t("col.id"), cell: (user) => String(user.id), numeric: true },
       { label: t("field.displayName"), cell: (user) => user.display_name || "—" },
-      { label: t("users.role"), cell: (user) => ROLE_NAME[user.role]?.() ?? String(user.role) },
+      { label: t("users.role"), cell: (user) => labelOf(ROLE_LABEL, user.role) },
       { label: t("col.status"), cell: (user) => h("span", { class: `badge status-${user.status}` },
-        USER_STATUS[user.status]?.() ?? String(user.status)) },
+        labelOf(USER_STATUS_LABEL, user.status)) },
       { label: t("col.group"), cell: (user) => user.group },
       { label: t("dash.balance"), cell: (user) => site.quota(user.quota), numeric: true },
       { label: t("col.used"), cell: (user) => site.quota(user.used_quota), numeric: true },
@@ -173,7 +170,7 @@ function openUserForm({ api, session, shell }, user, onSaved) {
     if (!user) {
       const username = valueOf(f, "username").trim();
       await api.post("/api/user/", { username, password: valueOf(f, "password"),
-        display_name: valueOf(f, "display_name").trim(), role: Number(valueOf(f, "role") || Role.USER) });
+        display_name: valueOf(f, "display_name").trim(), role: Number(valueOf(f, "role") || Role.COMMON) });
       shell.say(t("users.created", { name: username }));
     } else {
       /** @type {Record<string, unknown>} */
@@ -194,8 +191,8 @@ function openUserForm({ api, session, shell }, user, onSaved) {
       : t("field.passwordHint") }),
   user ? field(t("col.group"), "group", { value: user.group, autocomplete: "off" }) : null,
   user ? field(t("users.remark"), "remark", { value: user.remark, autocomplete: "off", hint: t("users.remarkHint") }) : null,
-  !user && session.role >= Role.ROOT ? field(t("users.role"), "role", { type: "select", value: String(Role.USER),
-    options: [{ value: String(Role.USER), label: t("users.commonUser") }, { value: String(Role.ADMIN), label: t("role.admin") }] }) : null,
+  !user && session.role >= Role.ROOT ? field(t("users.role"), "role", { type: "select", value: String(Role.COMMON),
+    options: [{ value: String(Role.COMMON), label: t("users.commonUser") }, { value: String(Role.ADMIN), label: t("role.admin") }] }) : null,
   h("div", { class: "actions" },
     h("button", { type: "button", class: "secondary", onclick: () => dialog.close() }, t("common.cancel")),
     h("button", { type: "submit" }, user ? t("common.save") : t("users.create"))));
