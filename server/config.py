@@ -183,7 +183,9 @@ def _faults(env: Mapping[str, str]) -> Faults:
 def from_env(env: Mapping[str, str]) -> Config:
     """Build the config from a mapping of environment variables; may create DATA_DIR and its secret.
 
-    A declaration with a `field` gives that field as read; the others are combined here."""
+    A declaration with a `field` gives that field as read, in the declarations' order after LOG_FORMAT
+    (the refusal of another variable is written in it); the others are combined here, after them."""
+    v.LOG_FORMAT.read(env)
     values: dict[str, Any] = {var.field: var.read(env) for var in v.VARS if var.field}
     redis_url = v.REDIS_URL.read(env)
     cluster_nodes = v.REDIS_CLUSTER_NODES.read(env)
