@@ -196,13 +196,12 @@ def from_env(env: Mapping[str, str]) -> Config:
     if values["workers"] > 1 and not uses_redis:
         raise ConfigError("WORKERS: more than one worker needs REDIS_URL or REDIS_CLUSTER_NODES (embedded "
                           "mode is one process)")
-    return Config(
-        **_storage(env, uses_redis), redis_url=redis_url, redis_cluster_nodes=cluster_nodes,
-        global_rate_limit=RateLimit(v.GLOBAL_API_RATE_LIMIT.read(env),
-                                    v.GLOBAL_API_RATE_LIMIT_DURATION.read(env)),
-        critical_rate_limit=RateLimit(v.CRITICAL_RATE_LIMIT.read(env),
-                                      v.CRITICAL_RATE_LIMIT_DURATION.read(env)),
-        faults=_faults(env), **values)
+    global_limit = RateLimit(v.GLOBAL_API_RATE_LIMIT.read(env), v.GLOBAL_API_RATE_LIMIT_DURATION.read(env))
+    critical_limit = RateLimit(v.CRITICAL_RATE_LIMIT.read(env), v.CRITICAL_RATE_LIMIT_DURATION.read(env))
+    faults = _faults(env)
+    storage = _storage(env, uses_redis)  # last: it may create DATA_DIR and the secret once all else is valid
+    return Config(**storage, redis_url=redis_url, redis_cluster_nodes=cluster_nodes, faults=faults,
+                  global_rate_limit=global_limit, critical_rate_limit=critical_limit, **values)
 
 
 def _reporting_format(env: Mapping[str, str]) -> str:
@@ -219,7 +218,7 @@ def load(environ: Mapping[str, str] | None = None, dotenv_path: str | None = ".e
     if dotenv_path and Path(dotenv_path).is_file():
         from dotenv import dotenv_values
 
-        merged.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
+        merged.update({key: value for key, value in dotenv_values(dotenv_path).items() if value is not None})
     merged.update(os.environ if environ is None else environ)
     try:
         return from_env(merged)
