@@ -8,7 +8,8 @@ must catch workers while they start. The product modules know nothing of this: t
 `Faults` supplies them — or nothing.
 
 Everything is off unless `TOLLWAY_TEST_FAULTS=1`; with the switch on, `TEST_KILL_AFTER_CREDIT_COMMIT`,
-`TEST_KILL_AFTER_LOG_COMMIT` and `TEST_WORKER_START_DELAY` choose the faults (server/config.py reads them).
+`TEST_KILL_AFTER_LOG_COMMIT` and `TEST_WORKER_START_DELAY` choose the faults (declared in
+server/config_vars.py, read by server/config.py).
 A `TEST_*` variable set without the switch stops start-up, so a stray variable cannot arm a fault in
 production and a test cannot pass with its fault silently off.
 """

@@ -259,6 +259,14 @@ def test_data_dir_that_cannot_be_created_is_a_config_error(tmp_path: Path) -> No
     assert str(caught.value).startswith("DATA_DIR:")
 
 
+@pytest.mark.parametrize("bad", [{"PORT": "x"}, {"CRITICAL_RATE_LIMIT": "-1"},
+                                 {"TEST_WORKER_START_DELAY": "1"}])
+def test_a_refused_setting_creates_no_data_dir_and_no_secret(tmp_path: Path, bad: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        from_env(env(tmp_path, **bad))
+    assert not (tmp_path / "data").exists()  # every value is checked before DATA_DIR is made
+
+
 def test_a_database_password_never_appears_in_the_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         from_env(env(tmp_path, DATABASE_URL="oracle://scott:hunter2@db/orcl", SECRET_KEY=SECRET))

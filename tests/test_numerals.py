@@ -1,5 +1,5 @@
 """Numbers written as text are read in ASCII only (core/numerals.py), wherever Tollway reads one: every
-integer and decimal environment setting (server/config.py), the port of a Redis Cluster seed, the
+integer and decimal environment setting (server/config_vars.py), the port of a Redis Cluster seed, the
 `tollway serve --port/--workers` arguments, every int and float site option (`PUT /api/option/` and the
 stored text read back), and the status codes of an option's list.
 
@@ -14,22 +14,19 @@ stored text read back), and the status codes of an option's list.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import server.config
 from core.option_registry import REGISTRY, SPECS, OptionError, normalize, parse
 from core.option_values import parse_status_ranges
 from server.cli import main
 from server.config import ConfigError, from_env
+from server.config_vars import VARS
 
-SOURCE = Path(server.config.__file__).read_text(encoding="utf-8")
-INT_SETTINGS = sorted(set(re.findall(r'_int\(env, "([A-Z_]+)"', SOURCE)))
-FLOAT_SETTINGS = sorted(set(re.findall(r'_float\(env, "([A-Z_]+)"', SOURCE))
-                        | set(re.findall(r'Seconds\("([A-Z_]+)"', SOURCE)))
+INT_SETTINGS = sorted(var.name for var in VARS if var.parse.kind == "int")
+FLOAT_SETTINGS = sorted(var.name for var in VARS if var.parse.kind == "float")
 INT_OPTIONS = sorted(spec.key for spec in SPECS if spec.kind == "int")
 FLOAT_OPTIONS = sorted(spec.key for spec in SPECS if spec.kind == "float")
 # a server database and a secret: from_env creates no directory and no file

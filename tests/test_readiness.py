@@ -40,7 +40,8 @@ from hypothesis import strategies as st
 from models.db import Database
 from models.migrate import upgrade
 from server.app import READINESS_TASK
-from server.config import READY_INTERVAL, ConfigError, from_env
+from server.config import ConfigError, from_env
+from server.config_vars import READY_INTERVAL
 from server.observability.service import ObservabilityService
 from tests.harness import Running, make_config, serve
 from tests.mariadb_server import own_mariadb

@@ -42,8 +42,9 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between(text: str, table: str) -> str:
-    """`text` with whatever stands between the two markers replaced by `table`; ValueError without them."""
-    start = text.index(BEGIN) + len(BEGIN)
-    end = text.index(END, start)
-    return text[:start] + "\n" + table + text[end:]
+def replace_between(text: str, table: str, begin: str = BEGIN, end: str = END) -> str:
+    """`text` with whatever stands between the two markers (the route table's by default) replaced by
+    `table`; ValueError without them."""
+    start = text.index(begin) + len(begin)
+    stop = text.index(end, start)
+    return text[:start] + "\n" + table + text[stop:]
