@@ -155,6 +155,19 @@ class Cluster:
     def masters(self) -> list[int]:
         return sorted(p for p, (role, _) in self.roles().items() if role == "master")
 
+    def replicated(self, master: int) -> None:
+        """Wait until the replica of `master` has everything `master` has written so far (its replication
+        offset reached the master's). `WAIT` cannot tell: it counts only the writes of the connection that
+        sends it, and a `redis-cli` call is a new connection with none."""
+        replica = self.replica_of(master)
+        offset = int(_info(command(master, "INFO", "replication")).get("master_repl_offset", "0"))
+
+        def caught_up() -> bool:
+            seen = _info(command(replica, "INFO", "replication")).get("slave_repl_offset", "-1")
+            return int(seen) >= offset
+
+        self._wait(caught_up, f"the replication of {master}'s writes to {replica}")
+
     def replica_of(self, master: int) -> int:
         for port, (role, of) in self.roles().items():
             if role == "slave" and of == master:

@@ -142,7 +142,7 @@ async def test_a_master_failover_is_ridden_through(tmp_path: Path) -> None:
                 kept = next(name for name in (f"kept:{n}" for n in range(1000))
                             if cluster.master_of(backend.key(name)) == victim)
                 await backend.set_text(kept, "before", 600)
-                assert command(victim, "WAIT", "1", "5000").strip() == "1"  # the replica has it
+                await asyncio.to_thread(cluster.replicated, victim)  # the replica has it
                 listener = Listener(backend, "invalidate")
                 await until_subscribed(backend, listener, "invalidate")
                 assert listener.subscriptions == 1
