@@ -197,6 +197,9 @@ def row_menu(page: Page, row_name: str, words: Words = ENGLISH) -> Locator:
     from playwright.sync_api import expect
 
     more = page.get_by_role("button", name=words.label(words.more, row_name), exact=True)
+    # a list still being read again after the last action redraws its rows, closing a menu opened on the
+    # old ones (as it should): open it once the rows are the new ones, as a person sees them settle
+    expect(page.locator("table[aria-busy=true]")).to_have_count(0)
     more.click()
     expect(more).to_have_attribute("aria-expanded", "true")
     menu = page.get_by_role("menu", name=words.label(words.more, row_name), exact=True)
