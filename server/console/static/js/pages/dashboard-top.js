@@ -33,13 +33,15 @@ function dateValue(date) {
 }
 
 /**
- * The unix second a date input's day starts at in the browser's time zone, or NaN.
+ * The unix second a date input's day (or the day `later` days after it) starts at in the browser's time
+ * zone, or NaN. Days are counted on the calendar, so a day of a clock change is 23 or 25 hours.
  * @param {string} value  `YYYY-MM-DD`
+ * @param {number} [later]
  */
-function dayStart(value) {
+function dayStart(value, later = 0) {
   const [year, month, day] = value.split("-").map(Number);
   if (!year || !month || !day) return Number.NaN;
-  return Math.floor(new Date(year, month - 1, day).getTime() / 1000);
+  return Math.floor(new Date(year, month - 1, day + later).getTime() / 1000);
 }
 
 /**
@@ -53,20 +55,28 @@ function bar(value, most) {
   return h("span", { class: "share", "aria-hidden": "true" }, fill);
 }
 
+/** @typedef {{numbers: string}} Numbers  the head of a column of numbers */
+
+/**
+ * @param {string} name
+ * @returns {Numbers}
+ */
+const numbers = (name) => ({ numbers: name });
+
 /**
  * One list as a table: a caption, the column headers, one row per item, or the empty state.
  * @template T
  * @param {string} caption
- * @param {string[]} headers  the first one names the row; a name ending in "#" heads a column of numbers
- *   (right-aligned; the "#" is not shown)
+ * @param {(string | Numbers)[]} headers  the first one names the row; `numbers(name)` heads a column of
+ *   numbers (right-aligned); the last column is the share bar
  * @param {T[]} items
  * @param {(item: T) => import("../dom.js").Child[]} cells  the first one is the row's header cell's text
  * @param {string} empty
  * @param {boolean} [wide]  across the whole width (a list with many columns)
  */
 function table(caption, headers, items, cells, empty, wide = false) {
-  const names = headers.map((name) => name.replace(/#$/, ""));
-  const classes = headers.map((name, i) => i === headers.length - 1 ? "share-cell" : name.endsWith("#") ? "num" : false);
+  const names = headers.map((head) => typeof head === "string" ? head : head.numbers);
+  const classes = headers.map((head, i) => i === headers.length - 1 ? "share-cell" : typeof head === "string" ? false : "num");
   const body = items.length
     ? items.map((item) => {
       const [first, ...rest] = cells(item);
@@ -113,17 +123,17 @@ export async function renderTop(area, { api, site }) {
     const models = most(data.models);
     const busiest = data.channels.reduce((m, row) => Math.max(m, row.calls + row.errors), 0);
     replace(results,
-      table(t("top.users"), [t("col.user"), t("top.spend") + "#", t("top.calls") + "#", t("top.tokens") + "#", t("top.share")],
+      table(t("top.users"), [t("col.user"), numbers(t("top.spend")), numbers(t("top.calls")), numbers(t("top.tokens")), t("top.share")],
         data.users, (row) => [row.username || t("top.userId", { id: row.user_id }), spend(row.quota),
           number(row.calls), tokens(row), bar(row.quota, users)], t("top.none")),
-      table(t("top.keys"), [t("top.key"), t("top.owner"), t("top.spend") + "#", t("top.calls") + "#", t("top.share")],
+      table(t("top.keys"), [t("top.key"), t("top.owner"), numbers(t("top.spend")), numbers(t("top.calls")), t("top.share")],
         data.keys, (row) => [row.token_name || t("top.keyId", { id: row.token_id }), row.username,
           spend(row.quota), number(row.calls), bar(row.quota, keys)], t("top.none")),
-      table(t("top.models"), [t("col.model"), t("top.spend") + "#", t("top.calls") + "#", t("top.tokens") + "#", t("top.share")],
+      table(t("top.models"), [t("col.model"), numbers(t("top.spend")), numbers(t("top.calls")), numbers(t("top.tokens")), t("top.share")],
         data.models, (row) => [row.model_name, spend(row.quota), number(row.calls), tokens(row),
           bar(row.quota, models)], t("top.none")),
-      table(t("top.channels"), [t("top.channel"), t("top.type"), t("top.calls") + "#", t("top.errors") + "#", t("top.errorRate") + "#",
-        t("top.spend") + "#", t("top.share")],
+      table(t("top.channels"), [t("top.channel"), t("top.type"), numbers(t("top.calls")), numbers(t("top.errors")), numbers(t("top.errorRate")),
+        numbers(t("top.spend")), t("top.share")],
       data.channels, (row) => [row.channel_name || t("top.channelGone", { id: row.channel }),
         row.channel_type ? typeName(row.channel_type) : "—", number(row.calls), number(row.errors),
         number(row.errors / Math.max(1, row.calls + row.errors), { style: "percent", maximumFractionDigits: 1 }),
@@ -136,10 +146,8 @@ export async function renderTop(area, { api, site }) {
     const toValue = valueOf(range, "to");
     const start = dayStart(fromValue);
     if (Number.isNaN(start)) throw refuse("from", t("top.badDate"));
-    if (Number.isNaN(dayStart(toValue))) throw refuse("to", t("top.badDate"));
-    // the last day's end: the next day's midnight less a second (a day of a clock change is 23 or 25 h)
-    const [year, month, day] = toValue.split("-").map(Number);
-    const last = Math.floor(new Date(year, month - 1, day + 1).getTime() / 1000) - 1;
+    const last = dayStart(toValue, 1) - 1;  // the last day's end: the next day's midnight less a second
+    if (Number.isNaN(last)) throw refuse("to", t("top.badDate"));
     if (start > last) throw refuse("to", t("top.toBeforeFrom"));
     results.setAttribute("aria-busy", "true");
     replace(results, h("p", { class: "loading" }, t("common.loading")));
