@@ -40,7 +40,6 @@ from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
-    ColumnElement,
     Integer,
     Select,
     String,
@@ -61,15 +60,15 @@ from models.keys import ApiKey
 from models.quota_data import Bucket, BucketKey, QuotaDataRepository, add_to_buckets
 from models.sync_sql import add_by_id, insert_log_rows, log_values, logged
 from models.tables import Option, User
-from quota.partitions import LEGACY
 from quota.types import ZERO_ID, Account, Entry, stream_id
 
 log = logging.getLogger("tollway.quota.sink")
 
 
 class QuotaCursor(Base):
-    """One row (id 1): the id of the last entry of the single stream of the layout before partitions
-    (quota/partitions.py) applied to SQL; kept for an upgrade from that layout."""
+    """One row (id 1), created by migration 0002 and read by nothing: the sync cursor of a Redis layout from
+    before the first release (docs/QUOTA.md#redis-keys). Declared because the migrated schema must match
+    the models (tests/test_migrations.py)."""
 
     __tablename__ = "quota_cursor"
 
@@ -138,13 +137,6 @@ def add_sums(entries: list[Entry], users: dict[int, list[int]], keys: dict[int, 
 users_t, keys_t, channels_t = (cast(Table, m.__table__) for m in (User, ApiKey, Channel))
 
 
-def _cursor_row(partition: int) -> tuple[type[QuotaCursor] | type[PartitionCursor], ColumnElement[bool]]:
-    """The SQL cursor row of a partition's stream; `LEGACY`: the single stream's of the layout before."""
-    if partition == LEGACY:
-        return QuotaCursor, QuotaCursor.id == 1
-    return PartitionCursor, PartitionCursor.partition == partition
-
-
 class SqlQuotaSink:
     def __init__(self, db: Database, clock: Any = None, *, export: Callable[[], bool] | None = None,
                  logs: Database | None = None, on_logs_committed: Callable[[], None] | None = None,
@@ -166,17 +158,14 @@ class SqlQuotaSink:
             rows = (await tx.execute(select(PartitionCursor.partition, PartitionCursor.last_id)
                                      .where(PartitionCursor.partition.in_(list(partitions))))).all()
             found = {int(p): str(last) for p, last in rows}
-            if LEGACY in partitions:
-                legacy = select(QuotaCursor.last_id).where(QuotaCursor.id == 1)
-                found[LEGACY] = await tx.scalar(legacy) or ZERO_ID
         return {p: found.get(p, ZERO_ID) for p in partitions}
 
     async def apply(self, partition: int, entries: list[Entry], epoch: str,
                     epoch_is_current: Callable[[], Awaitable[bool]], *, behind: bool = False) -> str | None:
-        table, mine = _cursor_row(partition)
+        mine = PartitionCursor.partition == partition
         behind = behind or self.alone
         async with self.db.transaction() as tx:
-            current = await tx.scalar(select(table.last_id).where(mine).with_for_update())
+            current = await tx.scalar(select(PartitionCursor.last_id).where(mine).with_for_update())
             if current is None:
                 raise ValueError(f"no SQL cursor row for quota partition {partition} (migrations not run?)")
             if not await epoch_is_current():
@@ -223,7 +212,8 @@ class SqlQuotaSink:
             if credited:  # with the logs elsewhere, a credit's outbox row goes with its charge (no log here)
                 await tx.execute(delete(PendingCredit).where(PendingCredit.ref.in_(credited)))
             last = entries[-1].id if not fresh else fresh[-1].id
-            await tx.execute(update(table).where(mine).values(last_id=last, epoch=epoch, updated_at=now))
+            await tx.execute(update(PartitionCursor).where(mine)
+                             .values(last_id=last, epoch=epoch, updated_at=now))
         return last
 
     async def _exporting(self, tx: AsyncSession) -> bool:

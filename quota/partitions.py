@@ -19,17 +19,9 @@ from backend.slots import DEFAULT_PARTITIONS, tag
 from quota.store import SetupRefused
 from quota.types import Account
 
-__all__ = ["DEFAULT_PARTITIONS", "LEGACY", "MAX_PARTITIONS", "PartitionCountChanged", "owner_of",
-           "partition_of", "tag"]
+__all__ = ["DEFAULT_PARTITIONS", "MAX_PARTITIONS", "PartitionCountChanged", "owner_of", "partition_of", "tag"]
 
 MAX_PARTITIONS = 256  # the SQL cursor table holds one row per partition up to this many
-
-
-LEGACY = -1
-"""The single stream of the layout before partitions (`q:stream`, `q:cursor`, `q:epoch`; SQL `quota_cursor`),
-which the sync drains once after an upgrade before any account is loaded
-(docs/PRODUCTION.md#upgrading-to-quota-partitions). Store and sink accept it wherever they take a partition's
-stream."""
 
 
 def partition_of(user_id: int, count: int) -> int:

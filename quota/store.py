@@ -72,15 +72,6 @@ class QuotaStore(Protocol):
         (WrongRedisKind) or too old (UnsupportedRedis)."""
         ...
 
-    async def legacy_pending(self) -> bool:
-        """Whether usage queued in the layout before partitions (quota/partitions.py `LEGACY`) may still be
-        unsynced: while it is, no account is loaded (`load` raises CursorMoved)."""
-        ...
-
-    async def retire_legacy(self) -> None:
-        """The legacy stream is synced: delete that layout's keys (its idempotency results carried over)."""
-        ...
-
     async def reserve(self, hold_id: str, user_id: int, key_id: int, key_limited: bool, amount: int,
                       lease_ms: int, limits: Sequence[Limit] = ()
                       ) -> tuple[bool, str, int, int, Versions, str]:

@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
-from quota.partitions import LEGACY
 from quota.store import QuotaStore
 from quota.types import Entry
 
@@ -75,7 +74,6 @@ class QuotaSync:
         self._stop = asyncio.Event()
         self._oldest_ms: int | None = None  # of the oldest entry the last `run_once` committed
         self._full = False  # the last `run_once` read a full batch of some partition: more is waiting
-        self._legacy_done = False  # the stream of the layout before partitions is known to be retired
 
     def every_partition(self) -> list[int]:
         return list(range(self.store.partitions))
@@ -84,9 +82,8 @@ class QuotaSync:
         """One batch of each of `partitions` (default: all); returns how many entries it read (0 when
         their streams are drained)."""
         mine = list(partitions) if partitions is not None else self.every_partition()
-        legacy = await self._drain_legacy()
         cursors = await self.sink.cursors(mine) if mine else {}
-        read, oldest, full = legacy, None, legacy >= self.batch
+        read, oldest, full = 0, None, False
         for partition in mine:
             count, first = await self._run_partition(partition, cursors[partition])
             read += count
@@ -95,31 +92,6 @@ class QuotaSync:
                 oldest = first
         self._oldest_ms, self._full = oldest, full
         return read
-
-    async def _drain_legacy(self) -> int:
-        """After an upgrade: sync the stream of the layout before partitions with its own SQL cursor, exactly
-        once as before (any sync may, the cursor lock orders them), and once nothing is left after its
-        cursor, retire that layout. Until then no account is loaded (`QuotaStore.legacy_pending`)."""
-        if self._legacy_done:
-            return 0
-        if not await self.store.legacy_pending():
-            self._legacy_done = True
-            return 0
-        count = 0
-        cursor = (await self.sink.cursors([LEGACY]))[LEGACY]
-        _, waiting = await self.store.read(LEGACY, cursor, 1)
-        if waiting:
-            count, _ = await self._run_partition(LEGACY, cursor)
-            if count >= self.batch:
-                return count  # more is waiting: the next pass
-            cursor = (await self.sink.cursors([LEGACY]))[LEGACY]
-            _, waiting = await self.store.read(LEGACY, cursor, 1)
-            if waiting:
-                return count
-        log.warning("the quota usage queued before the upgrade to partitions is synced; retiring that layout")
-        await self.store.retire_legacy()
-        self._legacy_done = True
-        return count
 
     async def _run_partition(self, partition: int, cursor: str) -> tuple[int, int | None]:
         """One batch of one partition: (entries read, stream time of the first one)."""

@@ -89,7 +89,6 @@ async def empty(url: str) -> None:
             for table in reversed(metadata.sorted_tables):
                 if table.name not in (QuotaCursor.__tablename__, PartitionCursor.__tablename__):
                     await tx.execute(delete(table))
-            await tx.execute(update(QuotaCursor).values(last_id="0-0", epoch="", updated_at=0))
             await tx.execute(update(PartitionCursor).values(last_id="0-0", epoch="", updated_at=0))
     finally:
         await db.dispose()

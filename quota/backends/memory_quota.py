@@ -211,12 +211,6 @@ class MemoryQuotaStore:
         """Nothing to check: the state lives in this process, which has one database (embedded mode)."""
         return None
 
-    async def legacy_pending(self) -> bool:
-        return False  # nothing outlives the process: no layout to upgrade from
-
-    async def retire_legacy(self) -> None:
-        return None
-
     def _append(self, entry: Entry, log: dict[str, Any] | None) -> None:
         """Queue `entry` with `log` kept as compact JSON, read back by `read`: a copy the caller cannot
         change, in a third of the memory of the dict (the stream holds everything not synced yet, which

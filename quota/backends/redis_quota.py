@@ -9,8 +9,7 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
                                  "<hold id> <user> <key> <limited 1|0> <amount>" — every field is known
                                  to the caller that settles, releases or renews it, so a hold needs no
                                  key of its own (a hash created by reserve and deleted by settle cost
-                                 Redis about a sixth of the pair's CPU). Holds of the layout before (a
-                                 hash q:{p}:h:{h}, the member its id) are swept as before.
+                                 Redis about a sixth of the pair's CPU)
     q:{p}:d:{h}                  released / swept marker, and settled for a hold settled after it was swept
                                  or lost (1 h, ≥ 2 leases). A settle that finds its hold writes none: the
                                  hold's removal makes a repeat a no-op, and a repeat that finds no marker
@@ -21,16 +20,13 @@ of the account owner's partition, `{id}` = user or key id, `{h}` = hold id):
                                  per entry a field `use` or `adj` (its kind) whose value is
                                  "<user> <key> <limited 1|0> <channel> <amount> <ref>", and `g` the log
                                  (JSON) if it has one; written by settle.lua and adjust.lua, read by
-                                 `_entry` and load.lua. (Entries written before this layout have a field
-                                 per value: k u t l c q r g; both still read.)
+                                 `_entry` and load.lua
     q:{p}:cursor                 last stream id of the partition the sync committed to SQL
     q:{p}:epoch                  the partition's incarnation (random; a flushed Redis gets a new one)
     rl:{p}:…                     the rate limits of the owner and its keys (quota/ratelimit.py)
     q:partitions                 the number of partitions, recorded by the first process (`setup`)
     q:deployment                 the id of the deployment (its SQL database) the state belongs to, recorded
                                  by the first process; another is refused (quota/backends/redis_setup.py)
-    q:stream q:cursor q:epoch    the single stream of the layout before partitions (`LEGACY`): drained
-                                 once after an upgrade, then retired with that layout's other keys
     ver                          version counters of the cached shared state (backend/versions.py)
     ver:{p}                      the partition's copy of them, read by its reservations (RedisBackend.bump)
 
@@ -53,7 +49,7 @@ from backend.redis import LuaScript, RedisBackend, idempotent
 from backend.versions import UNKNOWN, Versions
 from quota import lua
 from quota.backends.redis_setup import DEPLOYMENT, PARTITIONS, OtherDeployment, check_kind, claim
-from quota.partitions import LEGACY, PartitionCountChanged, owner_of, partition_of, tag
+from quota.partitions import PartitionCountChanged, owner_of, partition_of, tag
 from quota.store import CursorMoved, EpochChanged, NeedsLoad, SetupRefused
 from quota.types import Account, AdjustMode, Entry, RateLimited, Reservation
 
@@ -97,60 +93,9 @@ class RedisQuotaStore:
         self.holds = [q + "holds" for q in self._q]
         self.cursors = [q + "cursor" for q in self._q]
         self.epochs = [q + "epoch" for q in self._q]
-        self._legacy_gone = False  # known retired (it never comes back: see `legacy_pending`)
 
     def partition(self, user_id: int) -> int:
         return partition_of(user_id, self.partitions)
-
-    def _stream(self, partition: int) -> str:
-        return self.k("q:stream") if partition == LEGACY else self.streams[partition]
-
-    def _cursor(self, partition: int) -> str:
-        return self.k("q:cursor") if partition == LEGACY else self.cursors[partition]
-
-    def _epoch_key(self, partition: int) -> str:
-        return self.k("q:epoch") if partition == LEGACY else self.epochs[partition]
-
-    async def legacy_pending(self) -> bool:
-        """Whether the stream of the layout before partitions still exists (it always holds at least its
-        last synced entry until `retire_legacy`). Once gone it never comes back — nothing of this version
-        writes it, and the processes of the old one are stopped before an upgrade — so the answer
-        False is kept."""
-        if not self._legacy_gone:
-            self._legacy_gone = not await self._exists(self.k("q:stream"))
-        return not self._legacy_gone
-
-    @idempotent
-    async def _exists(self, key: str) -> bool:
-        return int(await self.r.exists(key)) == 1
-
-    async def retire_legacy(self) -> None:  # not under one deadline: SCAN walks the whole keyspace
-        """The legacy stream is synced: carry its adjustments' idempotency results over to every partition
-        (a credit replayed after the upgrade must find its ref applied: the ref does not name its
-        account), then delete that layout's keys — its stream last, which opens the loading of accounts.
-        Its live balances are not carried over: they load from SQL, which now has everything."""
-        async for name in self.r.scan_iter(match=self.k("q:i:*"), count=1000):
-            value, ttl = await self.r.get(name), await self.r.pttl(name)
-            if value is None or ttl == -2:
-                continue
-            ref = name[len(self.k("q:i:")):]
-            async with self.r.pipeline(transaction=False) as pipe:
-                for q in self._q:
-                    pipe.set(f"{q}i:{ref}", value, px=ttl if ttl > 0 else None, nx=True)
-                await pipe.execute()
-        for pattern in ("q:u:*", "q:t:*", "q:uh:*", "q:th:*", "q:h:*", "q:d:*", "q:rl:*", "q:i:*",
-                        "rl:key:*", "rl:user:*"):
-            batch: list[str] = []
-            async for name in self.r.scan_iter(match=self.k(pattern), count=1000):
-                batch.append(name)
-                if len(batch) >= 500:
-                    await self.r.delete(*batch)
-                    batch = []
-            if batch:
-                await self.r.delete(*batch)
-        await self.r.delete(self.k("q:holds"), self.k("q:cursor"), self.k("q:epoch"))
-        await self.r.delete(self.k("q:stream"))
-        self._legacy_gone = True
 
     async def setup(self, deployment: str) -> None:
         """Refuse a server of the other kind than its setting says (WrongRedisKind), one too old
@@ -255,23 +200,8 @@ class RedisQuotaStore:
         released = 0
         for p, expired in enumerate(due):
             for member in expired:
-                hold = _parsed(member) if " " in member else await self._hold_hash(p, member)
-                if hold is None:
-                    await self.r.zrem(self.holds[p], member)
-                    continue
-                swept = await self._release_hold(p, hold, member, "swept")
-                if swept and " " not in member:
-                    await self.r.delete(f"{self._q[p]}h:{member}")
-                released += swept
+                released += await self._release_hold(p, _parsed(member), member, "swept")
         return released
-
-    async def _hold_hash(self, p: int, hold_id: str) -> Reservation | None:
-        """A hold of the layout before holds were zset members (a hash `q:{p}:h:<hold id>`, the member its
-        id): open when the processes of the previous version stopped, so only the sweeper meets it."""
-        u, t, limited, amount = await self.r.hmget(f"{self._q[p]}h:{hold_id}", "u", "t", "l", "a")
-        if u is None or amount is None:
-            return None
-        return Reservation(hold_id, int(u), int(t or 0), limited == "1", int(amount), 0, -1)
 
     @idempotent
     async def adjust(self, account: Account, account_id: int, mode: AdjustMode, value: int, ref: str,
@@ -309,8 +239,6 @@ class RedisQuotaStore:
     @idempotent
     async def load(self, account: Account, account_id: int, durable: int, cursor: str, epoch: str, *,
                    owner: int = 0) -> int:
-        if await self.legacy_pending():  # SQL lacks what that stream holds: wait for the sync to drain it
-            raise CursorMoved()
         res = await self._run_load(account, account_id, owner, durable, cursor, False, epoch)
         if int(res[0]) == -2:
             raise EpochChanged()
@@ -321,8 +249,6 @@ class RedisQuotaStore:
     @idempotent
     async def load_locked(self, account: Account, account_id: int, durable: int, cursor: str, *,
                           owner: int = 0) -> tuple[int, str]:
-        if await self.legacy_pending():
-            raise CursorMoved()
         res = await self._run_load(account, account_id, owner, durable, cursor, True, secrets.token_hex(8))
         return int(res[1]), str(res[2])
 
@@ -368,7 +294,7 @@ class RedisQuotaStore:
         were copied into the script and back: several times the Redis CPU per entry of the XRANGE
         (docs/PERFORMANCE.md#figures-behind-the-code)."""
         start = "-" if after == "0-0" else f"({after}"
-        epoch_key, stream = self._epoch_key(partition), self._stream(partition)
+        epoch_key, stream = self.epochs[partition], self.streams[partition]
         async with self.r.pipeline(transaction=False) as pipe:
             pipe.get(epoch_key)
             pipe.xrange(stream, start, "+", count)
@@ -386,17 +312,17 @@ class RedisQuotaStore:
 
     @idempotent
     async def epoch(self, partition: int) -> str | None:
-        value = await self.r.get(self._epoch_key(partition))
+        value = await self.r.get(self.epochs[partition])
         return str(value) if value is not None else None
 
     @idempotent
     async def synced(self, partition: int, cursor: str) -> None:
-        await self._synced(keys=[self._cursor(partition), self._stream(partition)], args=[cursor])
+        await self._synced(keys=[self.cursors[partition], self.streams[partition]], args=[cursor])
 
     @idempotent
     async def pending(self, partition: int | None = None) -> int:
         if partition is not None:
-            return int(await self.r.xlen(self._stream(partition)))
+            return int(await self.r.xlen(self.streams[partition]))
         async with self.r.pipeline(transaction=False) as pipe:
             for stream in self.streams:
                 pipe.xlen(stream)
@@ -451,14 +377,10 @@ def _usage(user_id: int, key_id: int, key_limited: bool, channel_id: int, amount
 
 
 def _entry(entry_id: str, f: dict[str, str]) -> Entry:
-    """A stream entry as the sync reads it: one field named by its kind (`_usage`), or — written before
-    that layout, still queued after an upgrade — a field per value (`k` the kind)."""
-    if "k" in f:
-        kind = f["k"]
-        user, key, limited, channel, amount, ref = (f[name] for name in "utlcqr")
-    else:
-        kind = "use" if "use" in f else "adj"
-        user, key, limited, channel, amount, ref = f[kind].split(" ", 5)
+    """A stream entry as the sync reads it: the field named by its kind holds `_usage`'s value, `g` the
+    log."""
+    kind = "use" if "use" in f else "adj"
+    user, key, limited, channel, amount, ref = f[kind].split(" ", 5)
     return Entry(
         id=entry_id, kind="adj" if kind == "adj" else "use", user_id=int(user), key_id=int(key),
         key_limited=limited == "1", channel_id=int(channel), amount=int(amount), ref=ref,

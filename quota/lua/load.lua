@@ -25,15 +25,8 @@ if ARGV[2] ~= '0-0' then start = '(' .. ARGV[2] end
 local pending = 0
 local field, id = ARGV[3], ARGV[4]
 for _, entry in ipairs(redis.call('XRANGE', KEYS[3], start, '+')) do
-  local kv = entry[2]
-  local kind, u, t, l, q = kv[1], nil, nil, nil, nil
-  if kind == 'use' or kind == 'adj' then  -- "<user> <key> <limited> <channel> <amount> <ref>"
-    u, t, l, q = string.match(kv[2], '^(%S+) (%S+) (%S+) %S+ (%S+) ')
-  else  -- written before that layout: a field per value
-    local f = {}
-    for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
-    kind, u, t, l, q = f.k, f.u, f.t, f.l, f.q
-  end
+  local kind, usage = entry[2][1], entry[2][2]  -- "<user> <key> <limited> <channel> <amount> <ref>"
+  local u, t, l, q = string.match(usage, '^(%S+) (%S+) (%S+) %S+ (%S+) ')
   if (field == 'u' and u == id) or (field == 't' and t == id) then
     if kind == 'adj' then
       pending = pending + tonumber(q)

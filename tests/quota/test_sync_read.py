@@ -44,7 +44,7 @@ async def test_a_batch_is_read_without_a_script_once_the_epoch_exists(tmp_path: 
             _, rest = await store.read(partition, entries[0].id, 100)  # after a cursor: the rest only
             assert [e.ref for e in rest] == ["ref-1", "ref-2"]
 
-            await probe.delete(store._epoch_key(partition))  # the partition's data is lost: a new epoch
+            await probe.delete(store.epochs[partition])  # the partition's data is lost: a new epoch
             new_epoch, _ = await store.read(partition, "0-0", 100)
             assert new_epoch != epoch and await store.epoch(partition) == new_epoch
         finally:
