@@ -237,9 +237,23 @@ def protect_state_manager() -> None:
 
 def _stop_now(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:
     for signum in STOP_SIGNALS:
-        loop.remove_signal_handler(signum)  # (Sanic's later removal then finds nothing to reset)
-        signal.signal(signum, signal.SIG_IGN)
+        _ignore_from_now(loop, signum)
     _stop_when_serving(app, loop)
+
+
+def _ignore_from_now(loop: asyncio.AbstractEventLoop, signum: int) -> None:
+    """Take `signum` from the loop and ignore it (Sanic's later removal then finds nothing to reset).
+    Removing the loop's handler puts Python's default back for an instant, and for SIGINT that default
+    raises `KeyboardInterrupt`: a second Ctrl-C landing in that instant (the terminal signals the whole
+    process group, and the main process forwards its own) broke the worker's stop with a traceback. Once
+    the signal is ignored none can be raised, so the step is done again until it ends that way."""
+    while True:
+        try:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _stop_when_serving(app: Sanic[Any, Any], loop: asyncio.AbstractEventLoop) -> None:

@@ -9,7 +9,9 @@ under a fresh key prefix per test, and the app served for real on a local port.
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,19 @@ from tests.services import (
     run_blocking,
     unavailable,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process of the run (each xdist worker, and the `tollway serve` it starts, by inheritance)
+    trusts an empty directory of certificate authorities instead of a bundle: httpx parses a bundle
+    (about 150 certificates) for every client it makes, which cost the suite minutes, while a directory is
+    read only at a TLS handshake. No test speaks TLS through the trust store (the SMTP test's server
+    speaks none), so none is affected; and a call that reached a real provider by mistake now fails its
+    certificate check too."""
+    trust = Path(tempfile.gettempdir()) / "tollway-tests-trust-no-authority"
+    trust.mkdir(exist_ok=True)
+    os.environ.pop("SSL_CERT_FILE", None)
+    os.environ["SSL_CERT_DIR"] = str(trust)
 
 
 async def _migrate(url: str) -> None:

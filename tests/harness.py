@@ -29,6 +29,7 @@ from server.destinations import ANY_ADDRESS
 from server.upstream.client import UpstreamResponse
 from server.upstream.providers.base import UpstreamCall
 from server.web.connections import Connection
+from server.web.sanic_internals import http_touched_up
 from tests.services import IN_LOOP_REDIS_TIMEOUT
 
 Sanic.test_mode = True
@@ -108,6 +109,11 @@ class Api:
 async def serve(config: Config, *, clock: Clock | None = None) -> AsyncIterator[Running]:
     clock = clock or Clock()
     app = create_app(config, clock=clock, name=f"tollway_{secrets.token_hex(4)}")
+    if http_touched_up():
+        # Sanic's TouchUp rewrites `Http`'s methods for the app's signals, on the class: once done for the
+        # first app of this process it holds for every later one (all built by `create_app`, with the same
+        # signals). Doing it again for every test app recompiled the same source each time.
+        app.config.TOUCHUP = False
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -9,8 +9,8 @@
     silent            a connection that sends nothing is closed
     meanwhile         a normal request is answered, during the trickles and after them
     long answers      a streamed model call that lasts longer than both deadlines together completes; a
-                      model call whose upstream answers after 100 s, and a stream whose upstream pauses 100 s,
-                      are answered in full (Sanic's own 60 s timer cut both)
+                      model call whose upstream answers after 9 s, and a stream whose upstream pauses 9 s,
+                      are answered in full although Sanic's own timers are set to 3 s (its 60 s cut both)
     nothing counted   logins whose body trickles, more of them than the critical rate limit allows, are each
                       answered 408 (Sanic ran the guard before the error answer: the limit was counted, and
                       past it the answer was a 429) and leave the whole limit to the logins that follow, and
@@ -37,6 +37,7 @@ pytestmark = pytest.mark.slow
 DEADLINE = "2"  # seconds, for the head and for the body
 PIECES = 60
 EVERY = 0.5  # seconds between two pieces: a trickle lasts PIECES * EVERY = 30 s unless the server ends it
+SANIC_TIMEOUT = "3"  # seconds: Sanic's own timers, in the test of long answers
 
 
 async def trickle(port: int, head: bytes, pieces: list[bytes]) -> tuple[str, bool]:
@@ -117,10 +118,14 @@ async def test_trickled_requests_are_cut_at_their_deadlines_and_long_answers_are
 async def test_model_calls_longer_than_a_minute_are_answered_in_full(tmp_path: Path) -> None:
     """Sanic's RESPONSE_TIMEOUT (60 s since the last byte) answered a slow model call with a 503 and cut a
     stream whose upstream paused: the handler's own deadlines (UPSTREAM_TIMEOUT, STREAM_IDLE_TIMEOUT) are
-    the ones that apply."""
-    pause = 100.0  # Sanic checked its 60 s every 30 s: past 90 s the cut was certain
+    the ones that apply. Sanic's own timers are set to `SANIC_TIMEOUT` seconds here through its own
+    environment variables, so that a pause of three times that proves what a pause of 100 s past its
+    default of 60 s proved, in a tenth of the time."""
+    pause = 3 * float(SANIC_TIMEOUT)  # Sanic checks its timers every half of the shortest: the cut is certain
+    sanic_timers = {f"SANIC_{name}_TIMEOUT": SANIC_TIMEOUT for name in ("REQUEST", "RESPONSE", "KEEP_ALIVE")}
     async with FakeGemini(stream_chunks=2, chunk_delay=pause, slow_seconds=pause) as gemini:
-        with stack_env(tmp_path, "embedded", UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK) as (env, _, args):
+        with stack_env(tmp_path, "embedded", UPSTREAM_ALLOW_PRIVATE=FAKES_NETWORK, **sanic_timers
+                       ) as (env, _, args):
             proc = start(tmp_path, env, "serve", *args)
             try:
                 base_url = f"http://127.0.0.1:{env['PORT']}"

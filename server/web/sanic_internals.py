@@ -12,7 +12,10 @@ Sanic's documented API does not cover three things Tollway needs, so these reach
 - **the workers' shared state** (server/supervise.py): Sanic's multi-process server keeps its workers'
   states in a `multiprocessing.Manager()` made by `sanic.mixins.startup.Manager`; `replace_state_manager`
   swaps that factory for one whose process survives a SIGTERM sent to the whole process group;
-- **serving** (server/cli.py): `AppLoader` builds the app in each worker.
+- **serving** (server/cli.py): `AppLoader` builds the app in each worker;
+- **TouchUp, once per process** (tests/harness.py): at an app's start Sanic's TouchUp rewrites `Http`'s
+  methods for the app's signals and marks the class `__touched__`; `http_touched_up` tells whether that has
+  happened in this process (the test harness then skips redoing it for every app it builds).
 
 They were read against the Sanic release `CHECKED` names: `pyproject.toml` pins Sanic to that minor
 version, and tests/test_sanic_internals.py fails when the installed one is another, and when a module other
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from multiprocessing.managers import SyncManager
 
 import sanic.mixins.startup
-from sanic.http import Stage
+from sanic.http import Http, Stage
 from sanic.server.protocols.http_protocol import HttpProtocol
 from sanic.worker.constants import ProcessState
 from sanic.worker.loader import AppLoader
@@ -40,10 +43,15 @@ SERVER_WORKER_PREFIX = f"{Worker.WORKER_PREFIX}-{WorkerProcess.SERVER_LABEL}"
 """How the name of a server worker's process starts (`SANIC_WORKER_NAME`, `WorkerProcess.name`)."""
 
 __all__ = ["CHECKED", "SERVER_WORKER_PREFIX", "AppLoader", "HttpProtocol", "ProcessState", "Stage",
-           "WorkerManager", "WorkerProcess", "replace_state_manager"]
+           "WorkerManager", "WorkerProcess", "http_touched_up", "replace_state_manager"]
 
 
 def replace_state_manager(factory: Callable[[], SyncManager]) -> None:
     """Have Sanic's multi-process server keep its workers' states in the manager `factory` makes (call it
     in the main process, before `Sanic.serve`)."""
     sanic.mixins.startup.Manager = factory  # type: ignore[attr-defined]
+
+
+def http_touched_up() -> bool:
+    """Whether Sanic's TouchUp has rewritten `Http`'s methods in this process (it does so on the class)."""
+    return bool(getattr(Http, "__touched__", False))
