@@ -95,8 +95,8 @@ async def test_a_verified_root_sees_the_keys_and_the_reveal_is_logged(app: Runni
     root = Principal(UserState(id=root_id, username="root", display_name="root", role=100, status=1,
                                group="default", token_digest=None, deleted=False), via="session")
     verified = service_with(app, Verified())
-    assert await verified.reveal_key(root, single) == {"key": "AIza-single-secret"}
-    assert await verified.reveal_key(root, multi) == {"key": "k-one-secret\nk-two-secret\nk-three-secret"}
+    assert (await verified.reveal_key(root, single)).key == "AIza-single-secret"
+    assert (await verified.reveal_key(root, multi)).key == "k-one-secret\nk-two-secret\nk-three-secret"
     try:
         await verified.reveal_key(root, 10**9)
         raise AssertionError("an unknown channel must be a 404")

@@ -6,10 +6,9 @@ which group is usable is `core.groups`, the same one the gateway applies to an A
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.groups import AUTO_GROUP, usable_auto_groups, usable_groups
 from core.identity import Principal
+from server.accounts.schemas import GroupInfo
 from server.components.catalog import capabilities
 from server.components.channel_table import ChannelTable
 from server.components.options import Options
@@ -25,16 +24,14 @@ class GroupService:
     def group_names(self) -> list[str]:
         return sorted(self.options.settings.group_ratio)
 
-    def user_groups(self, principal: Principal) -> dict[str, dict[str, Any]]:
+    def user_groups(self, principal: Principal) -> dict[str, GroupInfo]:
         settings = self.options.settings
         own = principal.user.group
-        out: dict[str, dict[str, Any]] = {
-            g: {"ratio": settings.group_ratio[g], "desc": settings.user_usable_groups.get(g, g)}
-            for g in usable_groups(settings, own)
-        }
+        out = {g: GroupInfo.of(ratio=settings.group_ratio[g], desc=settings.user_usable_groups.get(g, g))
+               for g in usable_groups(settings, own)}
         if usable_auto_groups(settings, own):
-            out[AUTO_GROUP] = {"ratio": AUTO_GROUP,
-                               "desc": settings.user_usable_groups.get(AUTO_GROUP, "the usable AutoGroups")}
+            out[AUTO_GROUP] = GroupInfo.of(
+                ratio=AUTO_GROUP, desc=settings.user_usable_groups.get(AUTO_GROUP, "the usable AutoGroups"))
         return out
 
     def user_models(self, principal: Principal, capability: str = "") -> list[str]:

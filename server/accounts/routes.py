@@ -161,7 +161,7 @@ async def create_user(request: Request, body: UserCreate) -> HTTPResponse:
         principal_of(request), username=body.username, password=body.password,
         display_name=body.display_name, role=body.role,
     )
-    return ok({"id": new_id})
+    return ok(CreatedId.of(new_id))
 
 
 @route(bp, "PUT", "/api/user/", access=Access.ADMIN, body=UserUpdate, reply=UserView)

@@ -228,13 +228,26 @@ class SelfView(Reply):
         )
 
 
-class GroupInfo(Schema):
-    ratio: float | str = Field(description='the group\'s ratio; "auto" for the auto entry')
-    desc: str
+class GroupInfo(Reply):
+    """A group you may use: what it costs and what it is called."""
+
+    # `int` first so that a ratio stored as `1` is answered as `1`, not `1.0` (strict never converts)
+    ratio: int | float | str = Field(description='the group\'s ratio (GroupRatio); "auto" for the auto entry')
+    desc: str = Field(description="its description (UserUsableGroups), else its name")
+
+    @classmethod
+    def of(cls, *, ratio: float | str, desc: str) -> GroupInfo:
+        return cls(ratio=ratio, desc=desc)
 
 
-class CreatedId(Schema):
-    id: int
+class CreatedId(Reply):
+    """The user just created."""
+
+    id: int = Field(description="the new user's id")
+
+    @classmethod
+    def of(cls, user_id: int) -> CreatedId:
+        return cls(id=user_id)
 
 
 class ManageResult(Reply):

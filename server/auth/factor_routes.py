@@ -73,7 +73,7 @@ async def two_factor_backup_codes(request: Request, body: CodeBody) -> HTTPRespo
     """Replace all your backup codes, with a TOTP code (not a backup code); the new ones are shown once.
     404 when 2FA is off, 400 for a wrong code, 429 while 2FA checks are locked."""
     codes = await services_of(request).two_factor.new_backup_codes(principal_of(request).id, body.code)
-    return ok({"backup_codes": codes})
+    return ok(BackupCodes.of(codes))
 
 
 @route(bp, "GET", "/api/user/2fa/stats", access=Access.ADMIN, reply=TwoFactorStats)

@@ -42,7 +42,7 @@ async def delete_passkeys(request: Request, query: PasskeyDeleteQuery) -> HTTPRe
     Needs a secure verification made in the last 5 minutes (403 `VERIFICATION_REQUIRED` otherwise); 404
     when there is nothing to delete."""
     deleted = await services_of(request).passkeys.delete(principal_of(request), query.credential_id or None)
-    return ok({"deleted": deleted})
+    return ok(PasskeysDeleted.of(deleted))
 
 
 @route(bp, "POST", "/api/user/passkey/register/begin", access=Access.USER, session_only=True,
@@ -52,7 +52,7 @@ async def register_begin(request: Request) -> HTTPResponse:
     Excludes your existing passkeys; 409 once you have 10. With 2FA on, needs a secure verification made
     with 2FA. The challenge stays in your session for 120 s; a new begin replaces it."""
     options = await services_of(request).passkeys.register_begin(principal_of(request), request_site(request))
-    return ok({"options": options})
+    return ok(PasskeyOptions.of(options))
 
 
 @route(bp, "POST", "/api/user/passkey/register/finish", access=Access.USER, session_only=True,
@@ -63,14 +63,14 @@ async def register_finish(request: Request, body: RegistrationCredential) -> HTT
     passkey is already registered or you have 10."""
     credential_id = await services_of(request).passkeys.register_finish(
         principal_of(request), request_site(request), body.model_dump(exclude_none=True))
-    return ok({"credential_id": credential_id})
+    return ok(PasskeyRegistered.of(credential_id))
 
 
 @route(bp, "POST", "/api/user/passkey/login/begin", access=Access.PUBLIC, critical=True, reply=PasskeyOptions)
 async def login_begin(request: Request) -> HTTPResponse:
     """Start a passkey login: the options for `navigator.credentials.get()`.
     Any passkey registered here may answer (no credential list); the challenge is valid for 120 s."""
-    return ok({"options": await services_of(request).passkeys.login_begin(request_site(request))})
+    return ok(PasskeyOptions.of(await services_of(request).passkeys.login_begin(request_site(request))))
 
 
 @route(bp, "POST", "/api/user/passkey/login/finish", access=Access.PUBLIC, critical=True,
@@ -94,7 +94,7 @@ async def verify_begin(request: Request) -> HTTPResponse:
     """Start proving it is you with a passkey: options listing your passkeys.
     404 if you have none. The challenge stays in your session for 120 s."""
     options = await services_of(request).passkeys.verify_begin(principal_of(request), request_site(request))
-    return ok({"options": options})
+    return ok(PasskeyOptions.of(options))
 
 
 @route(bp, "POST", "/api/user/passkey/verify/finish", access=Access.USER, session_only=True,
@@ -105,7 +105,7 @@ async def verify_finish(request: Request, body: AssertionCredential) -> HTTPResp
     400 if the passkey is not yours or the answer does not verify."""
     await services_of(request).passkeys.verify_finish(principal_of(request), request_site(request),
                                                       body.model_dump(exclude_none=True))
-    return ok({"verified": True})
+    return ok(PasskeyVerified.of())
 
 
 @route(bp, "DELETE", "/api/user/<user_id>/reset_passkey", access=Access.ADMIN, path_params=UserPath,
@@ -114,4 +114,5 @@ async def reset_passkeys(request: Request, user_id: int) -> HTTPResponse:
     """Delete every passkey of a user.
     Only for users below your role (403 otherwise); 404 if the user does not exist or has no passkey.
     Logged as a manage action."""
-    return ok({"deleted": await services_of(request).passkeys.admin_reset(principal_of(request), user_id)})
+    deleted = await services_of(request).passkeys.admin_reset(principal_of(request), user_id)
+    return ok(PasskeysDeleted.of(deleted))

@@ -112,21 +112,45 @@ class PasskeyStatus(Reply):
                    credentials=[PasskeyItem.of(r) for r in rows])
 
 
-class PasskeyOptions(Schema):
-    """Hand `options` to `navigator.credentials.create()` / `.get()` (binary fields are base64url)."""
+class PasskeyOptions(Reply):
+    """The options of a passkey ceremony, for `navigator.credentials.create()` (register) or `.get()`
+    (login, verify)."""
 
-    options: dict[str, Any] = Field(description='{"publicKey": {…}}')
+    options: dict[str, Any] = Field(
+        description='an opaque WebAuthn object, `{"publicKey": {…}}` with its binary fields as base64url: '
+                    "hand it to the browser as it is")
 
-
-class PasskeysDeleted(Schema):
-    deleted: int
-
-
-class PasskeyRegistered(Schema):
-    credential_id: str
-
-
-class PasskeyVerified(Schema):
-    verified: bool = Field(description="true: now confirm with POST /api/verify, method passkey, within 60 s")
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> PasskeyOptions:
+        return cls(options=options)
 
 
+class PasskeysDeleted(Reply):
+    """How many passkeys a deletion removed (yours, or a user's by an admin)."""
+
+    deleted: int = Field(description="the number of passkeys removed (at least 1)")
+
+    @classmethod
+    def of(cls, deleted: int) -> PasskeysDeleted:
+        return cls(deleted=deleted)
+
+
+class PasskeyRegistered(Reply):
+    """The passkey just added."""
+
+    credential_id: str = Field(description="its credential id, base64url, as the passkey list shows it")
+
+    @classmethod
+    def of(cls, credential_id: str) -> PasskeyRegistered:
+        return cls(credential_id=credential_id)
+
+
+class PasskeyVerified(Reply):
+    """The passkey answer verified: the session is ready for `POST /api/verify`."""
+
+    verified: bool = Field(description="always true: now confirm with POST /api/verify, method passkey, "
+                                       "within 60 s")
+
+    @classmethod
+    def of(cls) -> PasskeyVerified:
+        return cls(verified=True)

@@ -7,7 +7,7 @@ from sanic.response import HTTPResponse
 
 from server.auth.factor_schemas import CodeBody
 from server.auth.identity import session_cookie
-from server.auth.schemas import Login, LoginReply, LoginView, Register
+from server.auth.schemas import Login, LoginReply, LoginView, Register, SecondFactorRequired
 from server.web.access import Access, route
 from server.web.envelope import ok
 from server.web.no_store import Secret
@@ -27,7 +27,7 @@ async def login(request: Request, body: Login) -> HTTPResponse:
         old_session=session_cookie(request),
     )
     if result.require_2fa:
-        response = ok({"require_2fa": True}, "2FA code required")
+        response = ok(SecondFactorRequired.of(), "2FA code required")
     else:
         assert result.user is not None
         response = ok(LoginView.of(result.user))

@@ -46,10 +46,15 @@ class LoginView(Reply):
                    status=user.status, group=user.group)
 
 
-class SecondFactorRequired(Schema):
+class SecondFactorRequired(Reply):
     """The password was right, but the account needs its second factor before a session is granted."""
 
-    require_2fa: bool
+    require_2fa: bool = Field(description="always true: send a TOTP or backup code to "
+                                          "POST /api/user/login/2fa within 5 minutes")
+
+    @classmethod
+    def of(cls) -> SecondFactorRequired:
+        return cls(require_2fa=True)
 
 
 LoginReply = LoginView | SecondFactorRequired

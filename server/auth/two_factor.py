@@ -9,7 +9,6 @@ ones but never the old ones. Code checks that count toward the failure lock go t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
@@ -21,6 +20,7 @@ from models.tables import User
 from models.two_factor import TwoFactorRepository
 from models.users import UserRepository
 from server import metrics
+from server.auth.factor_schemas import TwoFactorSetup, TwoFactorStats, TwoFactorStatus
 from server.auth.second_factor import REUSED_CODE, USED_CODE, WRONG_CODE, Check, TotpFactor, refused_code
 from server.auth.service import INVALID_LOGIN, AuthService
 from server.auth.totp import (
@@ -66,15 +66,15 @@ class TwoFactorService:
     def _digests(self, user_id: int, codes: list[str]) -> list[str]:
         return [self.box.digest(backup_digest_input(user_id, c)) for c in codes]
 
-    async def status(self, user_id: int) -> dict[str, Any]:
+    async def status(self, user_id: int) -> TwoFactorStatus:
         async with self.db.transaction() as tx:
             repo = TwoFactorRepository(tx)
             enabled = await repo.is_enabled(user_id)
             remaining = await repo.count_backup_codes(user_id) if enabled else 0
-        return {"enabled": enabled, "locked": await self.factor.locked_for(user_id) > 0,
-                "backup_codes_remaining": remaining}
+        return TwoFactorStatus.of(enabled=enabled, locked=await self.factor.locked_for(user_id) > 0,
+                                  backup_codes_remaining=remaining)
 
-    async def setup(self, principal: Principal) -> dict[str, Any]:
+    async def setup(self, principal: Principal) -> TwoFactorSetup:
         """A new pending secret and backup codes (replacing a pending setup), shown this once."""
         secret, codes = new_secret(), new_backup_codes()
         try:
@@ -88,7 +88,7 @@ class TwoFactorService:
         except IntegrityError:  # a concurrent setup of the same user won
             raise Conflict("another 2FA setup ran at the same time, try again") from None
         uri = provisioning_uri(secret, principal.user.username, self.options.settings.system_name)
-        return {"secret": secret, "qr_code_data": uri, "backup_codes": codes}
+        return TwoFactorSetup.of(secret=secret, uri=uri, backup_codes=codes)
 
     async def pending_uri(self, principal: Principal) -> str:
         """The `otpauth://` URI of the pending setup's secret (what `setup` showed as `qr_code_data`), for
@@ -140,11 +140,10 @@ class TwoFactorService:
                                                                self.clock.now_s())
         return codes
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self) -> TwoFactorStats:
         async with self.db.transaction() as tx:
             total, enabled = await TwoFactorRepository(tx).stats()
-        rate = 100.0 * enabled / total if total else 0.0
-        return {"total_users": total, "enabled_users": enabled, "enabled_rate": f"{rate:.1f}%"}
+        return TwoFactorStats.of(total=total, enabled=enabled)
 
     async def admin_reset(self, actor: Principal, user_id: int) -> None:
         """An admin removes a user's 2FA (hierarchy applies); written to the manage log."""

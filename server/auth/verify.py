@@ -11,9 +11,8 @@ into the record as stored at that moment, so nothing written to it meanwhile is 
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.identity import Principal
+from server.auth.factor_schemas import VerificationStatus, Verified
 from server.auth.second_factor import Check, TotpFactor, refused_code
 from server.clock import Clock
 from server.components.sessions import SessionStore
@@ -38,7 +37,7 @@ class VerificationService:
         self.sessions = sessions
         self.clock = clock
 
-    async def verify(self, principal: Principal, method: str, code: str | None) -> dict[str, Any]:
+    async def verify(self, principal: Principal, method: str, code: str | None) -> Verified:
         user_id = principal.id
         raw = principal.session_id
         assert raw is not None  # the route is session-only
@@ -62,11 +61,7 @@ class VerificationService:
         now = self.clock.now_s()
         if not await self.sessions.merge(raw, {"secure_verified_at": now, "secure_verified_method": method}):
             raise Unauthenticated("not logged in")  # the session ended meanwhile
-        return {"verified": True, "expires_at": now + VERIFIED_SECONDS}
+        return Verified.of(now + VERIFIED_SECONDS)
 
-    async def status(self, principal: Principal) -> dict[str, Any]:
-        found = verification_of(principal.session, self.clock.now_s())
-        if found is None:
-            return {"verified": False, "method": "", "expires_at": 0}
-        method, expires_at = found
-        return {"verified": True, "method": method, "expires_at": expires_at}
+    async def status(self, principal: Principal) -> VerificationStatus:
+        return VerificationStatus.of(verification_of(principal.session, self.clock.now_s()))

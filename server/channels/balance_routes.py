@@ -6,7 +6,7 @@ from __future__ import annotations
 from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
-from server.channels.balance_schemas import BalanceReply, BalanceRun
+from server.channels.balance_schemas import BalanceData, BalanceReply, BalanceRun
 from server.channels.schemas import ChannelPath
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
@@ -22,8 +22,8 @@ async def update_balance(request: Request, channel_id: int) -> HTTPResponse:
     For single-key channels of type OpenAI, Custom, OpenRouter, Moonshot, SiliconFlow and DeepSeek;
     amounts in CNY are turned into USD with `USDExchangeRate`. `balance` (USD) is in the reply and in
     `data`. Another type or a multi-key channel is a 400; a failed query a 502."""
-    balance = await services_of(request).channels.balances.update_balance(channel_id)
-    return ok({"balance": balance}, extra={"balance": balance})
+    data = BalanceData.of(await services_of(request).channels.balances.update_balance(channel_id))
+    return ok(data, extra=dict(data))
 
 
 @route(bp, "GET", "/api/channel/update_balance", access=Access.ADMIN, reply=BalanceRun, calls_upstream=True)

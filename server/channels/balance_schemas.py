@@ -6,11 +6,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from server.web.schema import Schema
+from server.web.schema import Reply, Schema
 
 
-class BalanceData(Schema):
-    balance: float = Field(description="USD")
+class BalanceData(Reply):
+    """A channel's balance just read from its upstream."""
+
+    balance: float = Field(description="in USD (an upstream that counts in CNY is converted)")
+
+    @classmethod
+    def of(cls, balance: float) -> BalanceData:
+        return cls(balance=balance)
 
 
 class BalanceReply(Schema):
@@ -22,6 +28,12 @@ class BalanceReply(Schema):
     data: BalanceData
 
 
-class BalanceRun(Schema):
+class BalanceRun(Reply):
+    """The outcome of updating every channel's balance."""
+
     updated: int = Field(description="channels whose balance was read and stored")
     failed: int = Field(description="channels whose upstream did not tell")
+
+    @classmethod
+    def of(cls, *, updated: int, failed: int) -> BalanceRun:
+        return cls(updated=updated, failed=failed)

@@ -26,6 +26,7 @@ from core.enums import ChannelRun, ChannelStatus
 from core.multikey import MultiKeyState
 from models.channels import ChannelRepository
 from models.db import Database
+from server.channels.balance_schemas import BalanceRun
 from server.channels.key_rules import UNREADABLE_KEYS
 from server.channels.runs import Progress, each, lock_ttl
 from server.clock import Clock
@@ -88,7 +89,7 @@ class ChannelBalances:
             await ChannelRepository(tx).record_balance(channel.id, balance, self.clock.now_s())
         return balance
 
-    async def update_all_balances(self) -> dict[str, int]:
+    async def update_all_balances(self) -> BalanceRun:
         """`GET /api/channel/update_balance` → `{updated, failed}` (see the module docstring)."""
         async with self.db.transaction() as tx:
             rows = await ChannelRepository(tx).with_statuses(
@@ -125,5 +126,5 @@ class ChannelBalances:
                     await progress.finish(self.clock.now_s())
         except Busy:
             raise Conflict("a balance update of every channel is already running") from None
-        return {"updated": progress.state.passed, "failed": progress.state.failed}
+        return BalanceRun.of(updated=progress.state.passed, failed=progress.state.failed)
 

@@ -20,8 +20,14 @@ from server.web.no_store import Secret
 from server.web.schema import ID_MAX, Int64, IntRule, Reply, Schema
 
 
-class KeyReveal(Schema):
+class KeyReveal(Reply):
+    """A channel's stored key, decrypted for the root who asked."""
+
     key: Secret = Field(description="the channel's key; a multi-key channel's keys one per line")
+
+    @classmethod
+    def of(cls, key: str) -> KeyReveal:
+        return cls(key=key)
 
 
 class KeyManage(Schema):

@@ -29,7 +29,7 @@ from models.channels import ChannelRepository
 from models.db import Database
 from models.logs import LogRepository
 from server.channels.key_rules import STATUS_REASONS, follow_keys, keys_of, store_keys
-from server.channels.key_schemas import KeyStatusPage
+from server.channels.key_schemas import KeyReveal, KeyStatusPage
 from server.channels.rules import KEY_ACTIONS
 from server.clock import Clock
 from server.components.channel_table import ChannelTable
@@ -53,7 +53,7 @@ class ChannelKeys:
         self.verifier = verifier  # the secure verification the key reveal needs
         self.clock = clock
 
-    async def reveal_key(self, principal: Principal, channel_id: int) -> dict[str, str]:
+    async def reveal_key(self, principal: Principal, channel_id: int) -> KeyReveal:
         """`POST /api/channel/:id/key` → `{key}`: the keys one per line, for a root with a fresh secure
         verification (checked before the channel is looked up); recorded as a system log."""
         await self.verifier.require(principal)
@@ -69,7 +69,7 @@ class ChannelKeys:
                 other={"admin_info": {"admin_id": admin.id, "admin_username": admin.username},
                        "channel_id": channel.id},
                 created_at=self.clock.now_s())
-        return {"key": key}
+        return KeyReveal.of(key)
 
     async def manage_keys(self, channel_id: int, action: str, *, key_index: int | None = None,
                           page: int | None = None, page_size: int | None = None,

@@ -7,7 +7,14 @@ from sanic import Blueprint, Request
 from sanic.response import HTTPResponse
 
 from core.enums import ChannelRun
-from server.channels.probe_schemas import FetchModelsBody, RunProgress, RunQuery, TestQuery, TestReply
+from server.channels.probe_schemas import (
+    FetchModelsBody,
+    RunProgress,
+    RunQuery,
+    TestQuery,
+    TestReply,
+    TestTime,
+)
 from server.channels.schemas import ChannelPath
 from server.web.access import Access, Wire, route
 from server.web.envelope import ok
@@ -26,8 +33,8 @@ async def test_channel(request: Request, channel_id: int, query: TestQuery) -> H
     seconds) is in the reply and in `data`. A success records the test's time and latency; nothing is
     charged and no status changes. A type that cannot be tested is a 400; a failed test a 502 with the
     upstream's message (never a key) and `time` 0."""
-    seconds = await services_of(request).channels.probes.test_channel(channel_id, query.model)
-    return ok({"time": seconds}, extra={"time": seconds})
+    data = TestTime.of(await services_of(request).channels.probes.test_channel(channel_id, query.model))
+    return ok(data, extra=dict(data))
 
 
 @route(bp, "GET", "/api/channel/test", access=Access.ADMIN, reply=None, calls_upstream=True)

@@ -19,8 +19,14 @@ class TestQuery(Schema):
         "", description="the model to test; by default the channel's test_model, else its first model")
 
 
-class TestTime(Schema):
-    time: float = Field(description="seconds the test took")
+class TestTime(Reply):
+    """How long a channel's test took."""
+
+    time: float = Field(description="seconds from sending the test request to its whole answer")
+
+    @classmethod
+    def of(cls, seconds: float) -> TestTime:
+        return cls(time=seconds)
 
 
 class TestReply(Schema):

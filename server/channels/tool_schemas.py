@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field
 
 from server.channels.rules import NAME_MAX
 from server.channels.schemas import TagText
-from server.web.schema import ID_MAX, QueryTextRule, Rule, Schema, problem
+from server.web.schema import ID_MAX, QueryTextRule, Reply, Rule, Schema, problem
 
 IDS_MAX = 1000
 
@@ -61,10 +61,22 @@ class CopyQuery(Schema):
         True, description="start the copy with a zero balance and used quota")
 
 
-class CreatedChannel(Schema):
-    id: int
+class CreatedChannel(Reply):
+    """The copy of a channel just made."""
+
+    id: int = Field(description="the new channel's id")
+
+    @classmethod
+    def of(cls, channel_id: int) -> CreatedChannel:
+        return cls(id=channel_id)
 
 
-class FixResult(Schema):
+class FixResult(Reply):
+    """The outcome of rebuilding every channel's abilities."""
+
     success: int = Field(description="channels whose abilities were rebuilt")
     fails: int = Field(description="channels whose abilities could not be written")
+
+    @classmethod
+    def of(cls, *, success: int, fails: int) -> FixResult:
+        return cls(success=success, fails=fails)

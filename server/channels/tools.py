@@ -26,6 +26,7 @@ from core.enums import ChannelStatus
 from models.channels import Channel, ChannelRepository
 from models.db import Database
 from server.channels.rules import COLLIDING, NAME_MAX, clean_fields
+from server.channels.tool_schemas import CreatedChannel, FixResult
 from server.clock import Clock
 from server.components.channel_table import ChannelTable
 from server.errors import BadRequest, Conflict, NotFound
@@ -77,7 +78,7 @@ class ChannelTools:
             await self.channels.changed()
         return len(found)
 
-    async def copy_channel(self, channel_id: int, *, suffix: str, reset_balance: bool) -> dict[str, int]:
+    async def copy_channel(self, channel_id: int, *, suffix: str, reset_balance: bool) -> CreatedChannel:
         """`POST /api/channel/copy/:id` → `{id}` of the copy (see the module docstring)."""
         now = self.clock.now_s()
         try:
@@ -99,9 +100,9 @@ class ChannelTools:
         except IntegrityError:
             raise BadRequest(COLLIDING) from None
         await self.channels.changed()
-        return {"id": new_id}
+        return CreatedChannel.of(new_id)
 
-    async def fix_abilities(self) -> dict[str, int]:
+    async def fix_abilities(self) -> FixResult:
         """`POST /api/channel/fix`: every channel's abilities rebuilt from the channel, strays of deleted
         channels removed → `{success, fails}` (channels); 409 while a rebuild runs anywhere."""
         success = fails = 0
@@ -127,4 +128,4 @@ class ChannelTools:
         except Busy:
             raise Conflict("a rebuild of the abilities is already running") from None
         await self.channels.changed()
-        return {"success": success, "fails": fails}
+        return FixResult.of(success=success, fails=fails)

@@ -114,7 +114,7 @@ class Options:
         """After a committed change: bump the version, reload here and tell every other worker."""
         await self.versions.changed(OPTIONS)
 
-    def visible(self) -> list[dict[str, str]]:
-        """Every option but the secrets, as `[{key, value}]`."""
-        return [{"key": key, "value": self._texts[key]} for key, spec in REGISTRY.items() if not spec.secret]
+    def visible(self) -> list[tuple[str, str]]:
+        """Every option but the secrets, as (key, stored text) in the registry's order."""
+        return [(key, self._texts[key]) for key, spec in REGISTRY.items() if not spec.secret]
 

@@ -127,9 +127,15 @@ class TokenView(Reply):
         )
 
 
-class RevealedKey(Schema):
+class RevealedKey(Reply):
+    """One of your API keys, shown whole."""
+
     key: Secret = Field(description="the whole key without `sk-` (48 characters); a client shows and copies "
                                  "`sk-` + key")
+
+    @classmethod
+    def of(cls, key: str) -> RevealedKey:
+        return cls(key=key)
 
 
 class TokenUsage(Reply):

@@ -32,7 +32,7 @@ from server.components.keys import KEY_LENGTH, KeyDirectory, bare_key
 from server.components.options import Options
 from server.crypto import SecretBox
 from server.errors import BadRequest, Conflict, Forbidden, NotFound, TollwayError, Unauthenticated
-from server.keys.schemas import MAX_KEYS_PER_USER, TokenUsage, TokenView
+from server.keys.schemas import MAX_KEYS_PER_USER, RevealedKey, TokenUsage, TokenView
 from server.web.body import has_control_chars
 from server.web.pagination import Page
 
@@ -213,13 +213,13 @@ class KeyService:
         row = await self._own(principal, key_id)
         return (await self.with_live_remain([TokenView.of(row, reveal(self.box, row))]))[0]
 
-    async def reveal_key(self, principal: Principal, key_id: int) -> dict[str, Any]:
+    async def reveal_key(self, principal: Principal, key_id: int) -> RevealedKey:
         """`{key}`: the bare key, without `sk-` — new-api's reply, to which its console adds the prefix."""
         row = await self._own(principal, key_id)
         key = reveal(self.box, row)
         if key is None:
             raise TollwayError("the key cannot be decrypted (was SECRET_KEY changed?)")
-        return {"key": key}
+        return RevealedKey.of(key)
 
     async def usage(self, raw: str) -> TokenUsage:
         """`GET /api/usage/token/`: the caller is the key itself, whatever its status."""

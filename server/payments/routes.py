@@ -51,7 +51,7 @@ async def stripe_pay(request: Request, body: StripePay) -> HTTPResponse:
     link = await services_of(request).payments.pay(principal_of(request), body.amount,
                                                    payment_method=body.payment_method,
                                                    success_url=body.success_url, cancel_url=body.cancel_url)
-    return ok({"pay_link": link}, NEW_API_SUCCESS)
+    return ok(PayLink.of(link), NEW_API_SUCCESS)
 
 
 @route(bp, "POST", "/api/stripe/webhook", access=Access.PUBLIC, body=WebhookEvent, passthrough=True,

@@ -48,8 +48,14 @@ class StripePay(Schema):
         "", description="where the payer returns after cancelling; on ServerAddress (default /console/topup)")
 
 
-class PayLink(Schema):
-    pay_link: str = Field(description="the provider's checkout page for this order")
+class PayLink(Reply):
+    """Where to pay for the order just opened."""
+
+    pay_link: str = Field(description="the provider's checkout page for this order: send the payer there")
+
+    @classmethod
+    def of(cls, link: str) -> PayLink:
+        return cls(pay_link=link)
 
 
 class WebhookEvent(Schema):

@@ -40,7 +40,6 @@ DOCS_CSP = "; ".join((
     f"style-src {inline_source(DOCS_STYLE)}", "connect-src 'self'", "img-src 'self'", "base-uri 'none'",
     "form-action 'none'", "frame-ancestors 'none'",
 ))
-WALLET_ONLY = "wallet_only"  # new-api's billing preference for "the balance pays, never a subscription"
 
 
 @route(bp, "GET", "/api/status", access=Access.PUBLIC, reply=Status)
@@ -166,7 +165,7 @@ async def list_subscription_plans(request: Request) -> HTTPResponse:
 @route(bp, "GET", "/api/subscription/self", access=Access.USER, reply=SubscriptionSelf)
 async def get_own_subscriptions(request: Request) -> HTTPResponse:
     """Your subscriptions: none, and every call is paid from the balance (`wallet_only`)."""
-    return ok({"billing_preference": WALLET_ONLY, "subscriptions": [], "all_subscriptions": []})
+    return ok(SubscriptionSelf.of())
 
 
 @route(bp, "GET", "/api/custom-oauth-provider/", access=Access.ROOT, reply=list[CustomOAuthProvider])

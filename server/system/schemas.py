@@ -41,9 +41,15 @@ class OptionUpdate(Schema):
         json_schema_extra=_no_default)
 
 
-class Option(Schema):
-    key: str
+class Option(Reply):
+    """One option and what is stored for it."""
+
+    key: str = Field(description="the option's name, as core/option_registry.py declares it")
     value: str = Field(description="the stored text (JSON for structured options)")
+
+    @classmethod
+    def of(cls, key: str, value: str) -> Option:
+        return cls(key=key, value=value)
 
 
 class OptionField(Reply):
@@ -238,12 +244,20 @@ class SubscriptionPlanItem(Schema):
     plan: dict[str, Any] = Field(description="the plan (id, title, price_amount, currency, duration, …)")
 
 
-class SubscriptionSelf(Schema):
+WALLET_ONLY = "wallet_only"  # new-api's billing preference for "the balance pays, never a subscription"
+
+
+class SubscriptionSelf(Reply):
     """Your subscriptions: Tollway has none, so the balance pays for everything."""
 
     billing_preference: str = Field(description="always wallet_only: calls are paid from the balance")
     subscriptions: list[dict[str, Any]] = Field(description="active subscriptions: always empty")
     all_subscriptions: list[dict[str, Any]] = Field(description="every subscription: always empty")
+
+    @classmethod
+    def of(cls) -> SubscriptionSelf:
+        """The only answer: no subscription, the balance pays."""
+        return cls(billing_preference=WALLET_ONLY, subscriptions=[], all_subscriptions=[])
 
 
 class CustomOAuthProvider(Schema):

@@ -21,7 +21,7 @@ from server.components.options import Options
 from server.components.user_rules import check_password, check_username, fresh_aff_code
 from server.crypto import Passwords
 from server.errors import BadRequest, Conflict
-from server.system.schemas import OptionSection, SetupState, Status
+from server.system.schemas import Option, OptionSection, SetupState, Status
 
 ROOT_INITIAL_QUOTA = 100_000_000
 
@@ -112,9 +112,9 @@ class SystemService:
                                         content=f"option {key} updated by {actor_name}",
                                         created_at=self.clock.now_s())
 
-    def visible_options(self) -> list[dict[str, str]]:
+    def visible_options(self) -> list[Option]:
         """Every option with its stored value, except the secrets."""
-        return self.options.visible()
+        return [Option.of(key, value) for key, value in self.options.visible()]
 
     def option_schema(self) -> list[OptionSection]:
         """How every option is edited, section by section (core/option_registry.py's declaration)."""

@@ -137,11 +137,13 @@ export function browserRefusal(error) {
  * @returns {Promise<any>}
  */
 export async function ceremony(api, path, kind) {
-  /** @type {{options: CeremonyOptions}} */
+  /** @type {import("./generated/api.js").PasskeyOptions} */
   const begun = await api.post(`${path}/begin`);
+  // the API declares `options` an opaque object: its shape is WebAuthn's, read field by field above
+  const options = /** @type {CeremonyOptions} */ (begun.options);
   let answer;
   try {
-    answer = kind === "create" ? await createCredential(begun.options) : await getCredential(begun.options);
+    answer = kind === "create" ? await createCredential(options) : await getCredential(options);
   } catch (error) {
     throw new Error(browserRefusal(error));
   }

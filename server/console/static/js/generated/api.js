@@ -48,12 +48,13 @@
 /**
  * Shown once: the new backup codes (every earlier one stops working).
  * @typedef {object} BackupCodes
- * @property {string[]} backup_codes
+ * @property {string[]} backup_codes  single-use codes that stand in for a TOTP code
  */
 
 /**
+ * A channel's balance just read from its upstream.
  * @typedef {object} BalanceData
- * @property {number} balance  USD
+ * @property {number} balance  in USD (an upstream that counts in CNY is converted)
  */
 
 /**
@@ -66,6 +67,7 @@
  */
 
 /**
+ * The outcome of updating every channel's balance.
  * @typedef {object} BalanceRun
  * @property {number} updated  channels whose balance was read and stored
  * @property {number} failed  channels whose upstream did not tell
@@ -224,13 +226,15 @@
  */
 
 /**
+ * The copy of a channel just made.
  * @typedef {object} CreatedChannel
- * @property {number} id
+ * @property {number} id  the new channel's id
  */
 
 /**
+ * The user just created.
  * @typedef {object} CreatedId
- * @property {number} id
+ * @property {number} id  the new user's id
  */
 
 /**
@@ -276,15 +280,17 @@
  */
 
 /**
+ * The outcome of rebuilding every channel's abilities.
  * @typedef {object} FixResult
  * @property {number} success  channels whose abilities were rebuilt
  * @property {number} fails  channels whose abilities could not be written
  */
 
 /**
+ * A group you may use: what it costs and what it is called.
  * @typedef {object} GroupInfo
- * @property {number | string} ratio  the group's ratio; "auto" for the auto entry
- * @property {string} desc
+ * @property {number | string} ratio  the group's ratio (GroupRatio); "auto" for the auto entry
+ * @property {string} desc  its description (UserUsableGroups), else its name
  */
 
 /**
@@ -298,6 +304,7 @@
  */
 
 /**
+ * A channel's stored key, decrypted for the root who asked.
  * @typedef {object} KeyReveal
  * @property {string} key  the channel's key; a multi-key channel's keys one per line
  */
@@ -418,8 +425,9 @@
  */
 
 /**
+ * One option and what is stored for it.
  * @typedef {object} Option
- * @property {string} key
+ * @property {string} key  the option's name, as core/option_registry.py declares it
  * @property {string} value  the stored text (JSON for structured options)
  */
 
@@ -535,14 +543,15 @@
  */
 
 /**
- * Hand `options` to `navigator.credentials.create()` / `.get()` (binary fields are base64url).
+ * The options of a passkey ceremony, for `navigator.credentials.create()` (register) or `.get()` (login, verify).
  * @typedef {object} PasskeyOptions
- * @property {Record<string, any>} options  {"publicKey": {…}}
+ * @property {Record<string, any>} options  an opaque WebAuthn object, `{"publicKey": {…}}` with its binary fields as base64url: hand it to the browser as it is
  */
 
 /**
+ * The passkey just added.
  * @typedef {object} PasskeyRegistered
- * @property {string} credential_id
+ * @property {string} credential_id  its credential id, base64url, as the passkey list shows it
  */
 
 /**
@@ -554,13 +563,15 @@
  */
 
 /**
+ * The passkey answer verified: the session is ready for `POST /api/verify`.
  * @typedef {object} PasskeyVerified
- * @property {boolean} verified  true: now confirm with POST /api/verify, method passkey, within 60 s
+ * @property {boolean} verified  always true: now confirm with POST /api/verify, method passkey, within 60 s
  */
 
 /**
+ * How many passkeys a deletion removed (yours, or a user's by an admin).
  * @typedef {object} PasskeysDeleted
- * @property {number} deleted
+ * @property {number} deleted  the number of passkeys removed (at least 1)
  */
 
 /**
@@ -571,8 +582,9 @@
  */
 
 /**
+ * Where to pay for the order just opened.
  * @typedef {object} PayLink
- * @property {string} pay_link  the provider's checkout page for this order
+ * @property {string} pay_link  the provider's checkout page for this order: send the payer there
  */
 
 /**
@@ -694,6 +706,7 @@
  */
 
 /**
+ * One of your API keys, shown whole.
  * @typedef {object} RevealedKey
  * @property {string} key  the whole key without `sk-` (48 characters); a client shows and copies `sk-` + key
  */
@@ -721,7 +734,7 @@
 /**
  * The password was right, but the account needs its second factor before a session is granted.
  * @typedef {object} SecondFactorRequired
- * @property {boolean} require_2fa
+ * @property {boolean} require_2fa  always true: send a TOTP or backup code to POST /api/user/login/2fa within 5 minutes
  */
 
 /**
@@ -911,8 +924,9 @@
  */
 
 /**
+ * How long a channel's test took.
  * @typedef {object} TestTime
- * @property {number} time  seconds the test took
+ * @property {number} time  seconds from sending the test request to its whole answer
  */
 
 /**
@@ -1050,23 +1064,25 @@
 /**
  * Shown once: the secret, the `otpauth://` URI to show as a QR code, and the backup codes.
  * @typedef {object} TwoFactorSetup
- * @property {string} secret
- * @property {string} qr_code_data
- * @property {string[]} backup_codes
+ * @property {string} secret  the TOTP secret, base32, for an app that cannot scan the code
+ * @property {string} qr_code_data  the `otpauth://` URI that the QR code of `GET /api/user/2fa/qr` holds
+ * @property {string[]} backup_codes  single-use codes that stand in for a TOTP code
  */
 
 /**
+ * How widely 2FA is used among the users not deleted.
  * @typedef {object} TwoFactorStats
- * @property {number} total_users
- * @property {number} enabled_users
+ * @property {number} total_users  users not deleted
+ * @property {number} enabled_users  of them, those with 2FA on
  * @property {string} enabled_rate  a percentage with one decimal, e.g. "12.5%"
  */
 
 /**
+ * Your second factor as it stands.
  * @typedef {object} TwoFactorStatus
- * @property {boolean} enabled
+ * @property {boolean} enabled  a password login asks for a TOTP or backup code
  * @property {boolean} locked  2FA checks are refused for a while after 5 failures in a row
- * @property {number} backup_codes_remaining
+ * @property {number} backup_codes_remaining  backup codes not used yet; 0 while 2FA is off
  */
 
 /**
@@ -1146,15 +1162,17 @@
  */
 
 /**
+ * Whether this session holds a secure verification now.
  * @typedef {object} VerificationStatus
- * @property {boolean} verified
+ * @property {boolean} verified  a verification is held and has not expired
  * @property {string} method  `2fa`, `passkey`, or "" when not verified
  * @property {number} expires_at  unix seconds; 0 when not verified
  */
 
 /**
+ * This session is now verified for the actions that ask for it.
  * @typedef {object} Verified
- * @property {boolean} verified
+ * @property {boolean} verified  always true (a failed check is an error instead)
  * @property {number} expires_at  when the verification stops being valid (unix seconds)
  */
 

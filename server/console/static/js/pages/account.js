@@ -271,7 +271,7 @@ function twoFactorManage({ api, shell }, status, changed) {
       h("button", { type: "button", class: "secondary", onclick: () => void renew() }, t("account.newBackupCodes")),
       h("button", { type: "button", class: "danger", onclick: () => void off() }, t("account.turnOff"))));
   const renew = () => run(manage, async () => {
-    /** @type {{backup_codes: string[]}} */
+    /** @type {import("../generated/api.js").BackupCodes} */
     const made = await api.post("/api/user/2fa/backup_codes", { code: valueOf(manage, "code").trim() });
     replace(codes, h("p", {}, t("account.newCodesShown")),
       h("ul", { class: "backup-codes", "aria-label": t("account.newBackupCodes") }, made.backup_codes.map((c) => h("li", {}, h("code", {}, c)))));

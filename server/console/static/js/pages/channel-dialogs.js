@@ -92,7 +92,7 @@ export function openKeys({ api }, c, onSaved) {
     h("button", { type: "button", onclick: () => dialog.close() }, t("common.close"))));
   const load = async () => {
     try {
-      /** @type {{keys: {index: number, status: number, key_preview: string, reason: string}[], enabled_count: number, total: number}} */
+      /** @type {import("../generated/api.js").KeyStatusPage} */
       const page = await api.post("/api/channel/multi_key/manage", { channel_id: c.id, action: "get_key_status", page_size: 100 });
       replace(list, h("p", {}, t("channels.keysEnabled", { enabled: number(page.enabled_count), total: number(page.total) })),
         h("ul", { class: "checks" }, page.keys.map((k) => h("li", {},

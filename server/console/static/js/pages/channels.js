@@ -124,7 +124,7 @@ export async function render(ctx) {
   });
   const updateAll = () => act(async () => {
     let settled = false;
-    /** @type {Promise<{updated: number, failed: number}>} */
+    /** @type {Promise<import("../generated/api.js").BalanceRun>} */
     const call = api.get("/api/channel/update_balance");
     call.finally(() => { settled = true; }).catch(() => {});
     shell.say(t("channels.updatingAllDots"));
@@ -144,7 +144,7 @@ export async function render(ctx) {
   const test = (c) => act(async () => {
     shell.say(t("channels.testing", { name: c.name }));
     try {
-      /** @type {{time: number}} */
+      /** @type {import("../generated/api.js").TestTime} */
       const result = await api.get(`/api/channel/test/${c.id}`);
       shell.say(t("channels.answered", { name: c.name, seconds: number(result.time, { minimumFractionDigits: 2, maximumFractionDigits: 2 }) }));
     } catch (error) {
@@ -155,7 +155,7 @@ export async function render(ctx) {
   /** @param {Channel} c */
   const reveal = async (c) => {
     try {
-      /** @type {{key: string}} */
+      /** @type {import("../generated/api.js").KeyReveal} */
       const revealed = await api.post(`/api/channel/${c.id}/key`);
       const dialog = openDialog(t("channels.keyDialog", { name: c.name }));
       dialog.body.append(secretBox(t("channels.theKey"), revealed.key,
@@ -184,7 +184,7 @@ export async function render(ctx) {
       offers.enable ? { label: t("common.enable"), run: setStatus(1, t("channels.enabled", { name: c.name })) }
         : { label: t("common.disable"), run: setStatus(2, t("channels.disabled", { name: c.name })) },
       offers.balance ? { label: t("channels.updateBalance"), run: () => void acted(null, async () => {
-        /** @type {{balance: number}} */
+        /** @type {import("../generated/api.js").BalanceData} */
         const result = await api.get(`/api/channel/update_balance/${c.id}`);
         return t("channels.balanceIs", { name: c.name, balance: usd(result.balance) });
       }) } : null,
@@ -250,7 +250,7 @@ export async function render(ctx) {
       h("button", { type: "button", class: "secondary", onclick: () => void updateAll() }, t("channels.updateAll")),
       h("button", { type: "button", class: "secondary", onclick: () => void table.reload() }, t("channels.reload")),
       h("button", { type: "button", class: "secondary", onclick: () => void acted(null, async () => {
-        /** @type {{success: number, fails: number}} */
+        /** @type {import("../generated/api.js").FixResult} */
         const fixed = await api.post("/api/channel/fix");
         return t("channels.fixed", { success: number(fixed.success), fails: number(fixed.fails) });
       }) }, t("channels.fix")),

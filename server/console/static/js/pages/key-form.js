@@ -100,7 +100,7 @@ export function openKeyForm({ api, site, session }, key, onSaved) {
   const chosen = new Set((key ? key.model_limits : "").split(",").map((m) => m.trim()).filter(Boolean));
   void (async () => {
     try {
-      /** @type {[string[], Record<string, {ratio: number | string, desc: string}>]} */
+      /** @type {[string[], Record<string, import("../generated/api.js").GroupInfo>]} */
       const [usable, groups] = await Promise.all([api.get("/api/user/models"), api.get("/api/user/self/groups")]);
       const names = [...new Set([...usable, ...chosen])].sort();
       replace(modelList, names.length === 0 ? h("p", {}, t("keys.noModel"))

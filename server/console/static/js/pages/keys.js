@@ -58,7 +58,7 @@ export async function render(ctx) {
   };
   /** @param {ApiKey} key */
   const reveal = (key) => act(async () => {
-    /** @type {{key: string}} */
+    /** @type {import("../generated/api.js").RevealedKey} */
     const revealed = await api.post(`/api/token/${key.id}/key`);
     const dialog = openDialog(t("keys.dialog", { name: label(key) }));
     // the route answers the bare key, as new-api's does; a caller sends it with its `sk-` prefix

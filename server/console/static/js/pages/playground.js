@@ -107,7 +107,7 @@ export async function render(ctx) {
   const reveal = async (id) => {
     const known = revealed.get(id);
     if (known) return known;
-    /** @type {{key: string}} */
+    /** @type {import("../generated/api.js").RevealedKey} */
     const answer = await api.post(`/api/token/${id}/key`);
     const whole = `${KEY_PREFIX}${answer.key}`;
     revealed.set(id, whole);

@@ -106,7 +106,7 @@ function buyForm({ api }, info) {
   const element = form(t("topup.buyForm"), async (buy) => {
     const amount = amountOf(buy);
     const here = `${window.location.origin}/topup`;
-    /** @type {{pay_link: unknown}} */
+    /** @type {import("../generated/api.js").PayLink} */
     const paid = await api.post("/api/user/stripe/pay", { amount, success_url: here, cancel_url: here });
     window.location.assign(checkoutPage(paid.pay_link));
   },

@@ -69,7 +69,7 @@ export function verifyThen(api, why, then, { twoFactor = true, passkey = false }
  * @param {(path: string) => void} open  moves to a console page
  */
 export async function verifyOrSetUp(api, why, then, open) {
-  /** @type {[{enabled: boolean}, {count: number}]} */
+  /** @type {[import("../generated/api.js").TwoFactorStatus, import("../generated/api.js").PasskeyStatus]} */
   const [twoFactor, passkeys] = await Promise.all([api.get("/api/user/2fa/status"), api.get("/api/user/passkey")]);
   if (twoFactor.enabled) {
     verifyThen(api, why, then, { passkey: passkeys.count > 0 });
