@@ -32,7 +32,7 @@ from typing import Any, cast
 from sqlalchemy import Boolean, Integer, Table, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from core.enums import LogType
+from core.log_entry import LogEntry
 from models.logs import Log
 from quota.types import Entry
 
@@ -47,17 +47,15 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def log_values(entry: Entry, now: int) -> list[Any]:
-    """The `logs` row an entry carries, in `COLUMNS` order (the caller's fields, plus who, how much and
-    the reference; `other` as its compact JSON, or "" for None)."""
+    """The `logs` row an entry carries, in `COLUMNS` order: the caller's fields as `LogEntry.read_log`
+    reads them (`created_at` now and `quota` the entry's amount when missing; `other` as its compact JSON,
+    or "" for None), then who, the reference and how much."""
     assert entry.log is not None
-    get = entry.log.get
-    return [
-        get("type", LogType.CONSUME), get("created_at", now), get("content", ""), get("username", ""),
-        get("token_name", ""), get("model_name", ""), get("group", ""), get("ip", ""), get("request_id", ""),
-        get("prompt_tokens", 0), get("completion_tokens", 0), get("use_time", 0), get("is_stream", False),
-        _encode(other) if (other := get("other")) is not None else "", entry.user_id, entry.key_id,
-        entry.channel_id, entry.ref, entry.id, int(get("quota", entry.amount)),
-    ]
+    row = LogEntry.read_log(entry.log, created_at=now, quota=entry.amount)  # type … other, quota
+    quota, other = row.pop(), row[-1]
+    row[-1] = _encode(other) if other is not None else ""
+    row += (entry.user_id, entry.key_id, entry.channel_id, entry.ref, entry.id, quota)
+    return row
 
 
 def as_dict(values: Sequence[Any]) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from typing import Any
 import uvloop
 
 from backend.redis import RedisBackend
+from core.enums import LogType
+from core.log_entry import LogEntry
 from models.db import Database
 from models.keys import ApiKey
 from models.migrate import upgrade
@@ -44,18 +46,18 @@ from quota.sync import QuotaSync
 
 
 def consume_log(i: int) -> dict[str, Any]:
-    """A consume log as `server/relay/service.py` `settle` builds it."""
-    return {
-        "type": 2, "created_at": 1_700_000_000 + i, "username": "bench", "token_name": "bench",
-        "model_name": "omni-moderation-latest", "prompt_tokens": 12, "completion_tokens": 0, "use_time": 0,
-        "is_stream": False, "group": "default", "request_id": secrets.token_hex(16), "quota": 12,
-        "content": "omni-moderation-latest: 12 prompt + 0 completion tokens",
-        "other": {"model_ratio": 1.0, "group_ratio": 1.0, "completion_ratio": 1.0, "model_price": -1,
-                  "channels_tried": [1], "audio_output_tokens": 0, "text_output_tokens": 0,
-                  "stream_interrupted": False, "is_model_mapped": False,
-                  "upstream_model_name": "omni-moderation-latest", "request_path": "/v1/moderations",
-                  "admin_info": {"use_channel": [1]}},
-    }
+    """A consume log shaped like the one `server/relay/usage_log.py` `consume_log` builds."""
+    return LogEntry(
+        type=LogType.CONSUME, created_at=1_700_000_000 + i, username="bench", token_name="bench",
+        model_name="omni-moderation-latest", prompt_tokens=12, completion_tokens=0, use_time=0,
+        is_stream=False, group="default", request_id=secrets.token_hex(16), quota=12,
+        content="omni-moderation-latest: 12 prompt + 0 completion tokens",
+        other={"model_ratio": 1.0, "group_ratio": 1.0, "completion_ratio": 1.0, "model_price": -1,
+               "channels_tried": [1], "audio_output_tokens": 0, "text_output_tokens": 0,
+               "stream_interrupted": False, "is_model_mapped": False,
+               "upstream_model_name": "omni-moderation-latest", "request_path": "/v1/moderations",
+               "admin_info": {"use_channel": [1]}},
+    ).to_log()
 
 
 @dataclass

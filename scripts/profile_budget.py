@@ -45,7 +45,7 @@ RULES = (
     Rule("log insert (quota sync)", _funcs("QuotaSync.run_forever", "QuotaSync.run_once", "QuotaSync.drain")),
     Rule("settlement", _funcs("QuotaEngine.settle")),
     Rule("reservation", _funcs("QuotaEngine.reserve")),
-    Rule("rate limit", lambda n, p: n in ("rate_limit", "Relay.limit_rate", "Relay._charge_rate")
+    Rule("rate limit", lambda n, p: n in ("rate_limit", "Relay.limit_rate", "Relay._admit_rate")
          or n.startswith("ModelRateLimiter.")),
     Rule("auth", lambda n, p: (n == "authenticate" and "server/relay/caller.py" in p)
          or n == "Relay.authenticate"),

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from core.enums import LogType
 from core.identity import Principal
+from core.log_entry import LogEntry
 from models.db import Database
 from models.users import UserRepository
 from server.clock import Clock
@@ -76,10 +77,10 @@ class InvitationService:
             if not await UserRepository(tx).take_aff_quota(principal.id, amount):
                 raise BadRequest("quota: is more than your invitation rewards (aff_quota)")
             credit = Credit(ref=f"aff:{principal.id}:{secrets.token_hex(12)}", user_id=principal.id,
-                            amount=amount, log={
-                                "type": LogType.SYSTEM, "username": principal.user.username, "quota": amount,
-                                "content": f"moved {amount} quota of invitation rewards to the balance",
-                                "created_at": self.clock.now_s()})
+                            amount=amount, log=LogEntry(
+                                type=LogType.SYSTEM, username=principal.user.username, quota=amount,
+                                content=f"moved {amount} quota of invitation rewards to the balance",
+                                created_at=self.clock.now_s()).to_log())
             try:
                 await self.credits.record(tx, credit)  # decided here, under the caller's row lock
             except CreditRefused as refused:  # rolls the transaction back: the rewards stay

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.enums import LogType, UserStatus
 from core.identity import Principal, Role
+from core.log_entry import LogEntry, admin_info
 from models.credits import PendingCreditRepository
 from models.db import Database
 from models.logs import LogRepository
@@ -69,10 +70,6 @@ async def _views(tx: AsyncSession, users: Sequence[User]) -> list[UserView]:
     factors = await TwoFactorRepository(tx).enabled_among(ids)
     passkeys = await PasskeyRepository(tx).counts(ids)
     return [UserView.of(u, two_factor=u.id in factors, passkeys=passkeys.get(u.id, 0)) for u in users]
-
-
-def _admin_info(actor: Principal) -> dict[str, Any]:
-    return {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}}
 
 
 MANAGE_TEXT = {"disable": "disabled", "enable": "enabled", "delete": "deleted",
@@ -295,7 +292,7 @@ class AccountService:
     async def _manage_log(self, logs: LogRepository, actor: Principal, target: User, content: str
                           ) -> None:
         await logs.add(type=LogType.MANAGE, user_id=target.id, username=target.username, content=content,
-                       created_at=self.clock.now_s(), other=_admin_info(actor))
+                       created_at=self.clock.now_s(), other=admin_info(actor))
 
     async def manage(self, actor: Principal, user_id: int, action: str, value: int | None,
                      mode: str | None) -> ManageResult:
@@ -354,8 +351,8 @@ class AccountService:
         async with self.db.transaction() as tx:
             user = await _target(UserRepository(tx), actor, user_id)
         content = f"admin {actor.user.username} quota {mode} {value}: balance {{before}} -> {{after}}"
-        log = {"type": LogType.MANAGE, "username": user.username, "quota": value, "other": _admin_info(actor),
-               "content": content, "created_at": self.clock.now_s()}
+        log = LogEntry(type=LogType.MANAGE, username=user.username, quota=value, other=admin_info(actor),
+                       content=content, created_at=self.clock.now_s()).to_log()
         ref = f"manage:{secrets.token_hex(12)}"
         try:
             if mode == "subtract":

@@ -29,11 +29,14 @@ import json
 import logging
 import uuid
 from collections import Counter, deque
+from collections.abc import Mapping
 from itertools import islice
 from typing import Any, cast
 
 from sqlalchemy import String, Table
 
+from core.enums import LogType
+from core.log_entry import LogEntry
 from models.db import Database
 from models.log_outbox import insert_logs
 from models.logs import Log
@@ -56,13 +59,9 @@ MAX_ATTEMPTS = 3
 KEYS_TRACKED = 10_000
 """API keys whose recent error logs one worker remembers; a key beyond them gets none until some age out."""
 
-DEFAULTS: dict[str, Any] = {
-    "type": 0, "created_at": 0, "content": "", "username": "", "token_name": "", "model_name": "",
-    "group": "", "ip": "", "request_id": "", "prompt_tokens": 0, "completion_tokens": 0, "use_time": 0,
-    "is_stream": False, "other": "", "user_id": 0, "token_id": 0, "channel": 0, "quota": 0,
-}
-"""Every column of a `logs` row but `id`, `ref` and `entry_id` (`insert_logs` wants the same keys in every
-row)."""
+DEFAULTS: dict[str, Any] = LogEntry(LogType.UNKNOWN, 0).row()
+"""Every column of a `logs` row but `id`, `ref` and `entry_id`, at its declared default (core/log_entry.py;
+`insert_logs` wants the same keys in every row)."""
 
 
 def storable(text: str, limit: int) -> str:
@@ -128,9 +127,9 @@ class ErrorLogs:
     def pending(self) -> int:
         return len(self._pending)
 
-    def add(self, row: dict[str, Any]) -> bool:
-        """Keep `row` (the fields of a `logs` row, `other` a dict; `token_id` names its key) for the next
-        write, unless a bound says no; whether it was kept."""
+    def add(self, row: Mapping[str, Any]) -> bool:
+        """Keep `row` (the fields of a `logs` row, `other` a dict: `LogEntry.row()`; `token_id` names its
+        key) for the next write, unless a bound says no; whether it was kept."""
         if len(self._pending) >= self.capacity:
             self._drop(ErrorLogDrop.BUFFER_FULL)
             return False
@@ -140,7 +139,7 @@ class ErrorLogs:
         self._pending.append(self._stored(row))
         return True
 
-    def _stored(self, row: dict[str, Any]) -> dict[str, Any]:
+    def _stored(self, row: Mapping[str, Any]) -> dict[str, Any]:
         stored = DEFAULTS | {name: value for name, value in row.items() if name in DEFAULTS}
         other = stored["other"]
         if not isinstance(other, str):

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from core.enums import LogType, TopUpStatus
 from core.identity import Principal
+from core.log_entry import LogEntry
 from models.db import Database
 from models.payments import EVENT_ID_MAX, PaymentEventRepository, remember_customer
 from models.topups import TopUp, TopUpRepository, credit_ref
@@ -314,9 +315,9 @@ class PaymentService:
         if quota <= 0:
             return outcome, None
         owner = await UserRepository(tx).get(order.user_id, include_deleted=True)
-        credit = Credit(ref=credit_ref(trade_no), user_id=order.user_id, amount=quota, log={
-            "type": LogType.TOPUP, "username": owner.username if owner else "", "quota": quota,
-            "content": f"online top-up {trade_no} paid: {order.amount} units, +{quota} quota",
-            "other": {"payment": {"provider": PROVIDER, "event_id": event.id}}, "created_at": now})
+        credit = Credit(ref=credit_ref(trade_no), user_id=order.user_id, amount=quota, log=LogEntry(
+            type=LogType.TOPUP, username=owner.username if owner else "", quota=quota,
+            content=f"online top-up {trade_no} paid: {order.amount} units, +{quota} quota",
+            other={"payment": {"provider": PROVIDER, "event_id": event.id}}, created_at=now).to_log())
         await self.credits.record(tx, credit)
         return outcome, credit

@@ -18,6 +18,7 @@ from typing import Any
 
 from core.enums import LogType, RedemptionStatus
 from core.identity import Principal
+from core.log_entry import LogEntry
 from models.db import Database
 from models.redemptions import KEY_LENGTH, Redemption, RedemptionRepository
 from models.users import UserRepository
@@ -149,9 +150,10 @@ class RedemptionService:
             assert code is not None  # this transaction has just changed it
             if seen is None or code.quota != seen.quota:  # edited since it was checked: roll back
                 raise Conflict("redemption code was changed meanwhile; redeem it again")
-            credit = Credit(ref=f"redeem:{code.id}", user_id=principal.id, amount=code.quota, log={
-                "type": LogType.TOPUP, "username": principal.user.username, "quota": code.quota,
-                "content": f"redeemed code #{code.id} ({code.name}): +{code.quota} quota", "created_at": now})
+            credit = Credit(ref=f"redeem:{code.id}", user_id=principal.id, amount=code.quota, log=LogEntry(
+                type=LogType.TOPUP, username=principal.user.username, quota=code.quota,
+                content=f"redeemed code #{code.id} ({code.name}): +{code.quota} quota",
+                created_at=now).to_log())
             try:
                 await self.credits.record(tx, credit)  # decided here, under the caller's row lock
             except CreditRefused as refused:  # rolls the transaction back: the code stays unused

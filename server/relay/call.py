@@ -2,7 +2,8 @@
 
 `Incoming` is the request as the route's edge hands it over — headers, query, body, path, client IP,
 request id and a way to open a streamed reply — so that no step but the route itself touches a Sanic
-`Request`. `Call` is filled in by the steps in order; `Reply` is what a plain call answers.
+`Request`. `Call` is filled in by the steps in order; `Reply` is what a plain call answers. Of an upstream's
+answer, a reply passes on only the headers `FORWARDED_HEADERS` allows (`passthrough_headers`).
 """
 
 from __future__ import annotations
@@ -87,3 +88,24 @@ class Call:
     def model(self) -> str:
         assert self.asked is not None
         return self.asked.model
+
+
+FORWARDED_HEADERS = ("content-type",)
+"""The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
+sends — cookies, organisation and project ids, rate-limit counters, its own request ids, any `X-…` —
+stays here. Our `X-Request-Id` is added, and what we set ourselves (a stream's `Cache-Control`, the
+`Retry-After` of our own 429s)."""
+
+
+def passthrough_headers(response: UpstreamResponse, call: Call) -> dict[str, str]:
+    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id (in
+    each header the route's wire carries it in)."""
+    headers: dict[str, str] = {}
+    for name in FORWARDED_HEADERS:
+        value = response.headers.get(name)
+        if value is not None:
+            headers[name] = value
+    request_id = call.incoming.request_id
+    for name in call.route.dialect.request_id_headers:
+        headers[name] = request_id
+    return headers

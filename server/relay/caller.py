@@ -9,6 +9,7 @@ persisted.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,6 +19,7 @@ from core.identity import UserState
 from core.settings import Settings
 from server import logging_setup
 from server.clock import Clock
+from server.components.channel_table import ChannelTable
 from server.components.keys import KeyDirectory, KeyState
 from server.components.options import Options
 from server.components.users import UserDirectory
@@ -100,6 +102,24 @@ def list_groups(settings: Settings, caller: Caller) -> list[str]:
     if caller.group != AUTO_GROUP:
         return [caller.group]
     return [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
+
+
+def call_group(settings: Settings, channels: ChannelTable, caller: Caller, model: str, types: Collection[int]
+               ) -> str:
+    """The group a call of `model` is routed and billed in: the key's, or for `auto`
+    (docs/api/channels.md#abilities-and-groups) the first group of `AutoGroups` usable by the user with an
+    enabled ability for the model; failing that, the first that offers it at all (its channels are down:
+    503), else the first usable one (nothing offers the model: 404)."""
+    if caller.group != AUTO_GROUP:
+        return caller.group
+    usable = [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
+    for group in usable:
+        if channels.serving(group, model, types):
+            return group
+    for group in usable:
+        if channels.offered(group, model, types):
+            return group
+    return usable[0] if usable else caller.user.group
 
 
 async def exhausted(keys: KeyDirectory, key: KeyState) -> TokenExhausted:

@@ -8,14 +8,16 @@ docs/api/gateway.md#billing).
                     (9), modality (10), price (11) → reserve (12)
     attempt       step 13: channels in turn until one answers 2xx (server/relay/attempts.py)
     respond       the upstream's answer, unchanged; a stream as it arrives (server/relay/streaming.py)
-    settle        the actual cost, one consume log                 ── and, in `finally`, the one release
+    settle        the actual cost, one consume log (server/relay/usage_log.py)
+                                                                   ── and, in `finally`, the one release
 
 A call that ends with an error instead hands one error log to the worker's buffer (server/relay/
-failures.py: a known key's calls only; written by a background task, bounded per key).
+failures.py: a known key's calls only; written by a background task, bounded per key). Every call is
+counted once, with the label of how it ended (server/relay/outcomes.py).
 
-The per-user rate limit (step 6) is decided in its place and admitted by the reservation's own atomic step
-(`reserve(limits=…)`); a refusal by steps 7–11 admits it alone first, so the 429 still comes first. Its
-usage is charged by the settlement (`settle(charges=…)`).
+The per-user rate limit (step 6, server/relay/user_limit.py) is decided in its place and admitted by the
+reservation's own atomic step (`reserve(limits=…)`); a refusal by steps 7–11 admits it alone first, so the
+429 still comes first. Its usage is charged by the settlement (`settle(charges=…)`).
 
 Steps 1–11 are decided on this worker's cached view (key and user memos, options, routing table). The
 reservation returns the version counters of that shared state (backend/versions.py): a worker that holds an
@@ -43,9 +45,8 @@ from typing import Any, Protocol
 
 from backend.base import KeyValue, Limit, RateLimits
 from backend.versions import VersionTracker
-from core.enums import KeyStatus, LogType
+from core.enums import KeyStatus
 from quota.engine import QuotaEngine
-from quota.ratelimit import ModelRateLimiter, UserPolicy, policy_for
 from quota.types import InsufficientQuota, RateLimited
 from server import metrics
 from server.clock import Clock
@@ -56,12 +57,9 @@ from server.components.options import Options
 from server.components.pricing import price_of
 from server.components.users import UserDirectory
 from server.errors import (
-    AllChannelsFailed,
-    ChannelUnavailable,
     GatewayError,
     GroupNotAllowed,
     InvalidApiKey,
-    InvalidRequest,
     IpNotAllowed,
     ModelNotAllowed,
     ModelNotFound,
@@ -71,20 +69,20 @@ from server.errors import (
     TokenDisabled,
     TokenExhausted,
     TokenExpired,
-    UnknownMethod,
     UnsupportedModality,
-    UpstreamPassthrough,
-    UpstreamTimeout,
     UserDisabled,
 )
 from server.metrics import Outcome
 from server.relay import attempts, failures
-from server.relay.call import Call, Incoming, Reply
-from server.relay.caller import AUTO_GROUP, Caller, authenticate, exhausted, group_usable, list_groups
+from server.relay.call import Call, Incoming, Reply, passthrough_headers
+from server.relay.caller import Caller, authenticate, call_group, exhausted, list_groups
+from server.relay.outcomes import outcome_of
 from server.relay.streaming import Delivery, relay_stream
+from server.relay.usage_log import consume_log, streamed_usage
+from server.relay.user_limit import UserLimits, user_policy
 from server.upstream.client import Upstream, UpstreamResponse
 from server.upstream.estimate import count_all
-from server.upstream.formats.base import Format, StreamMapper
+from server.upstream.formats.base import Format
 from server.upstream.providers import owned_by
 from server.upstream.providers.base import ListedModel, Provider, Usage
 
@@ -96,67 +94,9 @@ CACHED_REFUSALS = (InvalidApiKey, TokenDisabled, TokenExpired, TokenExhausted, U
                    GroupNotAllowed, ModelNotAllowed, ModelNotFound, UnsupportedModality, ModelPriceError)
 """Refusals decided on the worker's cached view: re-decided once if the worker turns out to be behind."""
 
-OUTCOMES: dict[type[BaseException], Outcome] = {
-    NotEnoughQuota: Outcome.INSUFFICIENT_QUOTA, TokenExhausted: Outcome.INSUFFICIENT_QUOTA,
-    RateLimitExceeded: Outcome.RATE_LIMITED, ChannelUnavailable: Outcome.NO_CHANNEL,
-    AllChannelsFailed: Outcome.UPSTREAM_FAILED, UpstreamPassthrough: Outcome.UPSTREAM_REJECTED,
-    UpstreamTimeout: Outcome.TIMEOUT,
-    **{refusal: Outcome.REFUSED_KEY for refusal in (InvalidApiKey, TokenDisabled, TokenExpired, UserDisabled,
-                                                    IpNotAllowed, GroupNotAllowed, ModelNotAllowed)},
-    **{refusal: Outcome.BAD_REQUEST for refusal in (InvalidRequest, UnknownMethod, ModelNotFound,
-                                                    UnsupportedModality, ModelPriceError)},
-}
-"""The outcome label of each refusal (`tollway_model_calls_total`); another exception is `error`."""
-
-
-def outcome_of(ended: BaseException) -> Outcome:
-    """The outcome label of a call that raised: its refusal's, `cancelled`, or `error`."""
-    if isinstance(ended, asyncio.CancelledError):
-        return Outcome.CANCELLED
-    return OUTCOMES.get(type(ended), Outcome.ERROR)
-
-FORWARDED_HEADERS = ("content-type",)
-"""The only upstream response headers a caller ever gets (an allow-list): everything else an upstream
-sends — cookies, organisation and project ids, rate-limit counters, its own request ids, any `X-…` —
-stays here. Our `X-Request-Id` is added, and what we set ourselves (a stream's `Cache-Control`, the
-`Retry-After` of our own 429s)."""
-
-
 class Tasks(Protocol):
     def adopt(self, task: asyncio.Task[Any]) -> None:
         """Own a task that must run to its end even if the request that started it is cancelled."""
-
-
-def _passthrough_headers(response: UpstreamResponse, call: Call) -> dict[str, str]:
-    """The headers of a reply built from an upstream answer: `FORWARDED_HEADERS` and our request id (in
-    each header the route's wire carries it in)."""
-    headers: dict[str, str] = {}
-    for name in FORWARDED_HEADERS:
-        value = response.headers.get(name)
-        if value is not None:
-            headers[name] = value
-    request_id = call.incoming.request_id
-    for name in call.route.dialect.request_id_headers:
-        headers[name] = request_id
-    return headers
-
-
-def streamed_usage(mapper: StreamMapper, prompt_estimate: int, interrupted: bool) -> Usage:
-    """What a stream is charged on (docs/CHAT.md#missing-usage-and-cut-streams): the upstream's last
-    cumulative usage; where a count is missing, the prompt estimate and Tollway's count of the content
-    delivered (`estimated`). A cut stream that delivered no content is charged only the input the
-    upstream reported (0 if none)."""
-    reported = mapper.usage
-    if reported is not None and (reported.output or not interrupted):
-        return reported
-    output = count_all(["".join(mapper.delivered())])  # the pieces of one text, counted as one
-    if interrupted and not output:
-        return Usage(reported.input, 0, reported.cache_read, reported.cache_write_5m,
-                     reported.cache_write_1h) if reported is not None else Usage(0, 0)
-    if reported is not None:  # the input reported, the output counted
-        return Usage(reported.input, output, reported.cache_read, reported.cache_write_5m,
-                     reported.cache_write_1h, estimated=True)
-    return Usage(prompt_estimate, output, estimated=True)
 
 
 class CallStore(KeyValue, RateLimits, Protocol):
@@ -176,8 +116,7 @@ class Relay:
         self.clock, self.tasks, self.stream_idle_timeout = clock, tasks, stream_idle_timeout
         self.stream_keepalive = stream_keepalive
         self.error_logs = error_logs
-        self.limiter = ModelRateLimiter(backend, quota.partition)
-        self._limit_lists: dict[tuple[int, int, UserPolicy], tuple[list[Limit], list[Limit]]] = {}
+        self.user_limits = UserLimits(backend, quota.partition)
         # the model call, in order
         self.steps: tuple[Step, ...] = (self.read_target, self.decide, self.attempt, self.respond,
                                         self.settle)
@@ -228,7 +167,7 @@ class Relay:
                         await pending
             except GatewayError as refusal:
                 if call.rate_due:  # step 6 comes before the refusal of a later step: a 429 first
-                    await self._charge_rate(call)
+                    await self._admit_rate(call)
                 cached = isinstance(refusal, CACHED_REFUSALS)
                 if last or not cached or not await versions.refresh(since=basis):
                     raise
@@ -253,12 +192,7 @@ class Relay:
         7–12 first admits it alone (`decide`), so a caller over the limit still gets the 429 first."""
         if call.policy is not None:  # the first pass decided it
             return
-        caller = self._caller(call)
-        group = caller.user.group if caller.group == AUTO_GROUP else caller.group
-        s = self.options.settings
-        call.policy = policy_for(enabled=s.rate_limit_enabled, minutes=s.rate_limit_minutes,
-                                 total=s.rate_limit_count, success=s.rate_limit_success_count,
-                                 group_caps=s.rate_limit_groups.get(group))
+        call.policy = user_policy(self.options.settings, self._caller(call))
         call.rate_due = call.policy.limited
 
     def read_body(self, call: Call) -> None:
@@ -280,10 +214,10 @@ class Relay:
         key = caller.key
         if key.model_limits_enabled and model not in key.model_limits:
             raise ModelNotAllowed(f"this API key may not use model {model}")
-        group = self._group(caller, model, types)
+        settings = self.options.settings
+        group = call_group(settings, self.channels, caller, model, types)
         if not self.channels.offered(group, model, types):
             raise ModelNotFound(f"model {model} is not offered in group {group}")
-        settings = self.options.settings
         speaks = capabilities(model, settings.model_capabilities)[SPEECH_OUTPUT]
         assert call.asked is not None
         if call.asked.wants_audio and not speaks:
@@ -308,7 +242,7 @@ class Relay:
         limits: Sequence[Limit] = ()
         if call.rate_due:  # step 6, admitted in the same atomic step (charged even if the balance refuses)
             assert call.policy is not None
-            limits = self._limits(caller.user.id, key.id, call.policy)[0]
+            limits = self.user_limits.lists(caller.user.id, key.id, call.policy)[0]
         try:
             call.hold = await self.quota.reserve(caller.user.id, amount, key_id=key.id, key_limited=limited,
                                                  limits=limits)
@@ -340,7 +274,7 @@ class Relay:
         assert answer is not None
         kind = response.headers.get("content-type")
         call.reply = Reply(response.status, answer.body, "application/json" if kind is None else kind,
-                           _passthrough_headers(response, call))
+                           passthrough_headers(response, call))
         return None
 
     def settle(self, call: Call) -> Awaitable[Any] | None:
@@ -383,46 +317,11 @@ class Relay:
         assert call.caller is not None
         return call.caller
 
-    def _limits(self, user_id: int, key_id: int, policy: UserPolicy) -> tuple[list[Limit], list[Limit]]:
-        """The per-user limit's admission limits and success charges for this user, key and policy (keys
-        have no TPM yet, so the charges do not depend on the call's tokens); built once, remembered."""
-        known = self._limit_lists.get((user_id, key_id, policy))
-        if known is None:
-            if len(self._limit_lists) >= 4096:
-                self._limit_lists.clear()
-            partition = self.quota.partition(user_id)
-            known = self._limit_lists[(user_id, key_id, policy)] = (
-                ModelRateLimiter.admission_limits(user_id=user_id, key_id=key_id, key_rpm=0, key_tpm=0,
-                                                  user_policy=policy, partition=partition),
-                ModelRateLimiter.usage_charges(user_id=user_id, key_id=key_id, key_tpm=0, tokens=0,
-                                               success=True, user_policy=policy, partition=partition))
-        return known
-
-    async def _charge_rate(self, call: Call) -> None:
+    async def _admit_rate(self, call: Call) -> None:
         """Step 6 on its own (one Lua call): for a call refused before its reservation."""
-        caller = self._caller(call)
         assert call.policy is not None
         call.rate_due = False
-        result = await self.limiter.admit(user_id=caller.user.id, key_id=caller.key.id, key_rpm=0, key_tpm=0,
-                                          user_policy=call.policy)
-        if not result.allowed:
-            raise RateLimitExceeded(result.retry_after)
-
-    def _group(self, caller: Caller, model: str, types: Collection[int]) -> str:
-        """The key group `auto` (docs/api/channels.md#abilities-and-groups): the first group of `AutoGroups`
-        usable by the user with an enabled ability for the model; failing that, the first that offers it at
-        all (its channels are down: 503), else the first usable one (nothing offers the model: 404)."""
-        if caller.group != AUTO_GROUP:
-            return caller.group
-        settings = self.options.settings
-        usable = [g for g in settings.auto_groups if group_usable(settings, caller.user, g)]
-        for group in usable:
-            if self.channels.serving(group, model, types):
-                return group
-        for group in usable:
-            if self.channels.offered(group, model, types):
-                return group
-        return usable[0] if usable else caller.user.group
+        await self.user_limits.admit_alone(self._caller(call), call.policy)
 
     async def _stream(self, call: Call, upstream: UpstreamResponse) -> None:
         """Write the stream; however it ends (finished, cut, client gone), settle what was delivered in a
@@ -433,7 +332,7 @@ class Relay:
         mapper = exchange.stream(op, asked, channel, count_all)
         delivery = Delivery()
         try:
-            headers = _passthrough_headers(upstream, call)
+            headers = passthrough_headers(upstream, call)
             headers["content-type"] = mapper.form.content_type  # the form we send
             headers["Cache-Control"] = "no-cache"
             response = await call.incoming.respond(status=upstream.status, headers=headers)
@@ -461,41 +360,15 @@ class Relay:
         assert price is not None and hold is not None and channel is not None
         settings = self.options.settings
         cost = price.cost(usage, settings.quota_per_unit)
-        model = call.model
-        entry: dict[str, Any] | None = None
-        if settings.log_consume_enabled:
-            other: dict[str, Any] = {
-                **price.other(), "channels_tried": list(call.tried),
-                "audio_output_tokens": usage.audio_output, "text_output_tokens": usage.text_output,
-                "cache_read_tokens": usage.cache_read, "cache_write_tokens": usage.cache_write,
-                "cache_tokens": usage.cache_read, "cache_creation_tokens": usage.cache_write,
-                "usage_estimated": usage.estimated, "route": call.route.name,
-                "stream_interrupted": interrupted, "is_model_mapped": call.upstream_model != model,
-                "upstream_model_name": call.upstream_model, "request_path": call.incoming.path,
-                "admin_info": {"use_channel": list(call.tried)},
-            }
-            if usage.cache_write_1h:
-                other["cache_write_1h_tokens"] = usage.cache_write_1h
-            conversion = call.exchange.conversion if call.exchange is not None else None
-            if conversion is not None:
-                other["converted_from"], other["converted_to"] = conversion
-            if first_byte_ms is not None:
-                other["frt"] = first_byte_ms
-            entry = {
-                "type": LogType.CONSUME, "created_at": self.clock.now_s(), "username": caller.user.username,
-                "token_name": caller.key.name, "model_name": model, "prompt_tokens": usage.prompt,
-                "completion_tokens": usage.output,
-                "use_time": int(time.monotonic() - call.started), "is_stream": stream, "group": call.group,
-                "request_id": call.incoming.request_id, "quota": cost, "other": other,
-                "ip": call.incoming.client_ip if caller.user.record_ip_log else "",
-                "content": f"{model}: {usage.prompt} prompt + {usage.output} completion tokens",
-            }
+        entry = (consume_log(call, caller, price, usage, cost, self.clock.now_s(), stream=stream,
+                             interrupted=interrupted, first_byte_ms=first_byte_ms).to_log()
+                 if settings.log_consume_enabled else None)
         policy = call.policy
         charges: Sequence[Limit] = ()
         if policy is not None and policy.limited:  # the usage, charged with the settlement: exactly once
-            charges = self._limits(caller.user.id, caller.key.id, policy)[1]
+            charges = self.user_limits.lists(caller.user.id, caller.key.id, policy)[1]
         settled = await self.quota.settle(hold, cost, channel_id=channel.id, log=entry, charges=charges)
-        metrics.charged(model, usage.prompt, usage.output, cost)
+        metrics.charged(call.model, usage.prompt, usage.output, cost)
         key = caller.key
         if settled.key_balance is not None and not key.unlimited_quota and settled.key_balance <= 0:
             try:

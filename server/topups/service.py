@@ -16,6 +16,7 @@ from typing import Any
 
 from core.enums import LogType, TopUpStatus
 from core.identity import Principal
+from core.log_entry import LogEntry, admin_info
 from models.db import Database
 from models.topups import TopUpRepository, credit_ref
 from models.users import UserRepository
@@ -73,12 +74,11 @@ class TopUpService:
             if quota <= 0:
                 return
             owner = await UserRepository(tx).get(order.user_id, include_deleted=True)
-            credit = Credit(ref=credit_ref(order.trade_no), user_id=order.user_id, amount=quota, log={
-                "type": LogType.TOPUP, "username": owner.username if owner else "", "quota": quota,
-                "content": f"admin {actor.user.username} completed top-up {order.trade_no}: {order.amount} "
-                           f"units, +{quota} quota",
-                "other": {"admin_info": {"admin_id": actor.id, "admin_username": actor.user.username}},
-                "created_at": now})
+            credit = Credit(ref=credit_ref(order.trade_no), user_id=order.user_id, amount=quota, log=LogEntry(
+                type=LogType.TOPUP, username=owner.username if owner else "", quota=quota,
+                content=f"admin {actor.user.username} completed top-up {order.trade_no}: {order.amount} "
+                        f"units, +{quota} quota",
+                other=admin_info(actor), created_at=now).to_log())
             try:
                 await self.credits.record(tx, credit)  # decided here, under the owner's row lock
             except CreditRefused as refused:  # rolls the transaction back: the order does not move
