@@ -135,10 +135,16 @@ async def serve(config: Config, *, clock: Clock | None = None) -> AsyncIterator[
         sock.close()
 
 
+_HASHES: dict[str, str] = {}
+"""password → its argon2id hash, made by the first `add_user` of the process that seeds it."""
+
+
 async def add_user(state: State, username: str, password: str = "password123", *, role: int = 1,
                    status: int = 1, quota: int = 0, group: str = "default") -> int:
-    """Seed a user directly (tests of other routes need principals, not the registration flow)."""
-    hashed = await state.passwords.hash(password)
+    """Seed a user directly (tests of other routes need principals, not the registration flow). The
+    password's hash is made once per process and password (`_HASHES`): a real argon2id hash, which every
+    app of the run verifies alike, without paying a deliberately slow hash for every user seeded."""
+    hashed = _HASHES.get(password) or _HASHES.setdefault(password, await state.passwords.hash(password))
     async with state.db.transaction() as tx:
         users = UserRepository(tx)
         return await users.add(User(
