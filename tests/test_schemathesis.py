@@ -13,8 +13,9 @@ creates, whose empty `base_url` is a real provider's address) answer their docum
 Checks: no 5xx (`not_a_server_error`; the one exception is the documented 502 of a route that calls a
 provider for an admin, whose upstream is unreachable here by design), every response conforms to the
 documented schema (`response_schema_conformance`) and has a documented status
-(`status_code_conformance`). Each operation gets a fixed number of generated requests (`EXAMPLES`) with no
-shrinking, so the run is bounded; a failure is reported with the request that caused it.
+(`status_code_conformance`). Each operation gets a fixed number of generated requests (`EXAMPLES`; in the
+anonymous run, `REFUSED_EXAMPLES` for one that needs a login) with no shrinking, so the run is bounded; a
+failure is reported with the request that caused it.
 
 Left out of the root run, with the reason:
 - `GET /api/user/logout` would end the root session the rest of the run uses (the anonymous run calls it).
@@ -56,10 +57,17 @@ CHECKS = [no_server_error, response_schema_conformance, status_code_conformance]
 ROOT_SKIPS = {("GET", "/api/user/logout")}
 
 
+REFUSED_EXAMPLES = 5
+"""Generated requests per operation, in the anonymous run, for an operation that needs a login: the access
+guard answers 401 before any part of the request is read (tests/test_access_matrix.py walks every route as
+every role), so these check that refusal against the document, and the public operations get `EXAMPLES`."""
+
+
 def fuzz(doc: dict[str, Any], base_url: str, *, headers: dict[str, str], cookies: dict[str, str],
-         skip: set[tuple[str, str]], only_prefix: str = "") -> tuple[int, list[str]]:
+         skip: set[tuple[str, str]], only_prefix: str = "", refused_examples: int = EXAMPLES
+         ) -> tuple[int, list[str]]:
     """Run every operation of `doc` (whose path starts with `only_prefix`) against `base_url`;
-    (operations run, failures)."""
+    (operations run, failures). An operation that is not public gets `refused_examples` requests."""
     schema = schemathesis.openapi.from_dict(doc)
     failures: list[str] = []
     ran = 0
@@ -72,9 +80,12 @@ def fuzz(doc: dict[str, Any], base_url: str, *, headers: dict[str, str], cookies
         examples = schema.get_strategies_from_examples(operation)
         strategy = st.one_of(operation.as_strategy(), *examples) if examples else operation.as_strategy()
 
+        public = operation.definition.raw.get("x-access") == "public"
+
         @given(case=strategy)
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(max_examples=EXAMPLES if public else refused_examples, deadline=None, database=None,
+                  derandomize=True, phases=[Phase.explicit, Phase.generate],
+                  suppress_health_check=list(HealthCheck))
         def run(case: Any) -> None:
             response = case.call(base_url=base_url, headers=headers, cookies=cookies, timeout=30)
             case.validate_response(response, checks=CHECKS, headers=headers)
@@ -119,7 +130,8 @@ async def check_stack(running: Running) -> None:
     assert ran == operations - len(ROOT_SKIPS)
     assert not failures, "\n\n".join(failures)
 
-    ran, failures = await asyncio.to_thread(fuzz, doc, running.url, headers={}, cookies={}, skip=set())
+    ran, failures = await asyncio.to_thread(fuzz, doc, running.url, headers={}, cookies={}, skip=set(),
+                                            refused_examples=REFUSED_EXAMPLES)
     assert ran == operations
     assert not failures, "\n\n".join(failures)
 
