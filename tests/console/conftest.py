@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,11 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A page in a fresh context (1280 × 800, en-US, the browser in `TIMEZONE`, clipboard allowed). Script
-    errors and Content-Security-Policy violations fail the test at teardown."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-US",
+@contextmanager
+def _page(browser: Browser, locale: str) -> Iterator[Page]:
+    """A page in a fresh context (1280 × 800, `locale`, the browser in `TIMEZONE`, clipboard allowed).
+    Script errors and Content-Security-Policy violations fail the test at teardown."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale=locale,
                                   timezone_id=TIMEZONE)
     context.grant_permissions(["clipboard-read", "clipboard-write"])
     context.set_default_timeout(20_000)  # a bound on a hang, not a performance check
@@ -48,6 +49,20 @@ def page(browser: Browser) -> Iterator[Page]:
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A page whose browser speaks American English (`_page`)."""
+    with _page(browser, "en-US") as tab:
+        yield tab
+
+
+@pytest.fixture
+def zh_page(browser: Browser) -> Iterator[Page]:
+    """A page whose browser speaks Simplified Chinese (`navigator.languages` zh-CN; `_page`)."""
+    with _page(browser, "zh-CN") as tab:
+        yield tab
 
 
 @pytest.hookimpl(hookwrapper=True)

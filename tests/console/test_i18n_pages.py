@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from core.option_registry import SECTIONS
 from tests.console.browser import (
@@ -29,7 +29,6 @@ from tests.console.browser import (
     tollway,
     user_client,
 )
-from tests.console.conftest import TIMEZONE
 from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
@@ -120,22 +119,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         with user_client(running, USER) as user:
             data(user.post("/api/token/", json={"name": KEY_NAME, "unlimited_quota": True}))
         yield running
-
-
-@pytest.fixture
-def zh_page(browser: Browser) -> Iterator[Page]:
-    """A page whose browser speaks Simplified Chinese (`navigator.languages` zh-CN); script errors fail."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="zh-CN",
-                                  timezone_id=TIMEZONE)
-    context.set_default_timeout(20_000)
-    tab = context.new_page()
-    problems: list[str] = []
-    tab.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-    try:
-        yield tab
-    finally:
-        context.close()
-    assert not problems, "\n".join(problems)
 
 
 def allowed_words(server: Server) -> set[str]:

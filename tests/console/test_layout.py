@@ -13,10 +13,9 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from tests.console.browser import Server, check_accessibility, data, sign_in, tollway
-from tests.console.conftest import TIMEZONE
 from tests.test_e2e_serve import ROOT_PASSWORD
 
 pytestmark = pytest.mark.slow
@@ -230,18 +229,6 @@ def test_the_shell_has_a_banner_and_a_footer_slot(page: Page, server: Server) ->
       return {empty, placed: placed.map(Boolean), gone};
     }""")
     assert order == {"empty": 0, "placed": [True, True], "gone": True}
-
-
-@pytest.fixture
-def zh_page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="zh-CN",
-                                  timezone_id=TIMEZONE)
-    context.set_default_timeout(20_000)
-    tab = context.new_page()
-    try:
-        yield tab
-    finally:
-        context.close()
 
 
 def test_the_layout_in_chinese(zh_page: Page, server: Server) -> None:
