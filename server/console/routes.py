@@ -68,7 +68,10 @@ def page_headers(logo: str) -> dict[str, str]:
 
 
 def headers_of(request: Request) -> dict[str, str]:
+    """The headers of a page answered to `request` (`page_headers` of the site's current `Logo`)."""
     return page_headers(services_of(request).system.logo())
+
+
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 NAME_MAX = 200
