@@ -36,6 +36,7 @@ from tests.services import delete_prefix, unavailable
 MASTERS = 3
 NODE_TIMEOUT_MS = 2000  # how long a master may be silent before its replica takes over
 BUS_OFFSET = 10_000  # Redis' cluster bus listens on the client port + 10000
+CALL_DEADLINE = 30.0  # seconds: a test backend's deadline on the cluster (see `Cluster.backend`)
 
 
 def _free(port: int) -> bool:
@@ -101,9 +102,11 @@ class Cluster:
         """`REDIS_CLUSTER_NODES` for this cluster."""
         return ",".join(f"{host}:{port}" for host, port in self.addresses)
 
-    def backend(self, prefix: str, **kwargs: Any) -> RedisBackend:
-        """The production backend on this cluster, under `prefix`."""
-        return RedisBackend(prefix=prefix, nodes=self.addresses, **kwargs)
+    def backend(self, prefix: str, *, timeout: float = CALL_DEADLINE, **kwargs: Any) -> RedisBackend:
+        """The production backend on this cluster, under `prefix`. Its deadline bounds a hang, not the
+        machine's speed: a client's first call learns the slot map from the nodes, which on a loaded
+        machine took longer than the production default of 2 s. A test about the deadline passes its own."""
+        return RedisBackend(prefix=prefix, nodes=self.addresses, timeout=timeout, **kwargs)
 
     async def purge(self, prefix: str) -> None:
         """Delete every key under `prefix` on every master."""
