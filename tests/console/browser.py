@@ -9,6 +9,7 @@ cannot be reached here. Without it the tests skip, or fail with CI=true.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import secrets
 import threading
@@ -121,14 +122,25 @@ def on_thread(fake: FakeServer) -> Iterator[FakeServer]:
 
 
 def serious_violations(page: Page) -> list[str]:
-    """axe-core's serious and critical violations on the page as it is now, one line each."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page)
+    """axe-core's serious and critical violations on the page as it is now, one line each. axe-core is
+    put in a document once and run as often as asked: compiling its 500 KB script again for every run was
+    a large share of the browser's work in these tests."""
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.evaluate(_axe_script())
+    results = page.evaluate("options => axe.run(document, options)", {"resultTypes": ["violations"]})
     return [f"{v['id']} ({v['impact']}): {v['help']} — "
             + "; ".join(n["target"][0] if isinstance(n["target"][0], str) else str(n["target"])
                         for n in v["nodes"][:5])
-            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+            for v in results["violations"] if v.get("impact") in ("serious", "critical")]
+
+
+@functools.cache
+def _axe_script() -> str:
+    """The axe-core build that axe-playwright-python ships."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    script: str = Axe().axe_script
+    return script
 
 
 def check_accessibility(page: Page, what: str) -> None:
