@@ -133,6 +133,7 @@ async def serve(config: Config, *, clock: Clock | None = None) -> AsyncIterator[
         await server.close()
         await server.after_stop()
         sock.close()
+        Sanic.unregister_app(app)  # Sanic keeps every app by name: the run's apps would all stay alive
 
 
 _HASHES: dict[str, str] = {}
