@@ -156,7 +156,8 @@ class State:
         options = Options(db, box, versions)
         state = cls(
             config=config, clock=clock, db=db, backend=backend, sessions=sessions, kv=kv, box=box,
-            passwords=Passwords(), options=options,
+            passwords=Passwords(*config.faults.password_cost) if config.faults.password_cost else Passwords(),
+            options=options,
             users=UserDirectory(db, backend, config.user_cache_seconds),
             keys=KeyDirectory(db, backend, box, clock, ttl=config.user_cache_seconds),
             quota=quota,

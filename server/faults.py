@@ -41,6 +41,11 @@ class Faults:
     kill_after_credit_commit: bool = False
     kill_after_log_commit: bool = False
     worker_start_delay: float = 0.0
+    password_cost: tuple[int, int, int] | None = None
+    """argon2id's (time cost, memory in KiB, parallelism) for this process's password hashes; None: the
+    production baseline (server/crypto.py `Passwords`). Not a fault but a test hook like them: the
+    in-process tests set the cheapest cost, so that a sign-in costs them microseconds of CPU instead of a
+    deliberately slow hash; they still hash and verify with argon2id, through the same code."""
 
     def after_credit_commit(self) -> Callable[[], None] | None:
         """The `CreditOutbox`'s callback after a credit's commit: die there, when armed."""

@@ -26,6 +26,7 @@ from server.components.user_rules import fresh_aff_code
 from server.config import Config, RateLimit
 from server.context import State
 from server.destinations import ANY_ADDRESS
+from server.faults import Faults
 from server.upstream.client import UpstreamResponse
 from server.upstream.providers.base import UpstreamCall
 from server.web.connections import Connection
@@ -33,6 +34,11 @@ from server.web.sanic_internals import http_touched_up
 from tests.services import IN_LOOP_REDIS_TIMEOUT
 
 Sanic.test_mode = True
+
+CHEAPEST_ARGON2 = (1, 8, 1)
+"""argon2id at its lowest cost (t=1, 8 KiB, p=1) for the test apps (`Faults.password_cost`): a sign-in at
+the production cost was about a tenth of the in-process tests' CPU. What is stored and how a login checks it
+stay the same; the production cost is tested where it is set (tests/test_crypto_cost.py)."""
 
 
 def make_config(database_url: str, data_dir: Path, redis_url: str | None = None, prefix: str = "tollway:",
@@ -43,6 +49,7 @@ def make_config(database_url: str, data_dir: Path, redis_url: str | None = None,
         global_rate_limit=RateLimit(0, 0), critical_rate_limit=RateLimit(0, 0),
         upstream_allow_private=ANY_ADDRESS,  # the fake upstreams listen on 127.0.0.1
         redis_timeout=IN_LOOP_REDIS_TIMEOUT,  # tests/services.py says why
+        faults=Faults(password_cost=CHEAPEST_ARGON2),
     )
     return replace(config, **overrides)
 
