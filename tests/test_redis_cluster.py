@@ -172,6 +172,15 @@ async def test_a_master_failover_is_ridden_through(tmp_path: Path) -> None:
             await piped.close()
 
 
+def _serving(cluster: Cluster, key: str) -> int | None:
+    """The master that serves `key`'s slot, or None for a moment of a handover in which no master claims it
+    yet (their views of the slot converge through the cluster bus)."""
+    try:
+        return cluster.master_of(key)
+    except LookupError:
+        return None
+
+
 async def test_a_script_whose_slot_moved_follows_the_redirection_once(redis_cluster: Cluster,
                                                                      backend: RedisBackend) -> None:
     """A slot handed to another master after the client learned the map: the pipelined script is answered
@@ -188,7 +197,7 @@ async def test_a_script_whose_slot_moved_follows_the_redirection_once(redis_clus
     for port in (new, old):  # an empty slot: handed over without migrating keys
         assert command(port, "CLUSTER", "SETSLOT", str(slot), "NODE", new_id).strip() == "OK"
     async with asyncio.timeout(HANG):
-        while redis_cluster.master_of(backend.key(name)) != new:
+        while _serving(redis_cluster, backend.key(name)) != new:
             await asyncio.sleep(0.1)
     assert isinstance(backend.client, RedisCluster)
     assert backend.client.nodes_manager.get_node_from_slot(slot).port == old  # the client's map is stale
