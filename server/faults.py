@@ -36,7 +36,7 @@ def kill_self() -> None:
 
 @dataclass(frozen=True, slots=True)
 class Faults:
-    """The faults armed in this process (none by default)."""
+    """The faults armed in this process (none by default), and the in-process tests' password cost."""
 
     kill_after_credit_commit: bool = False
     kill_after_log_commit: bool = False

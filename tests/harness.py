@@ -36,9 +36,9 @@ from tests.services import IN_LOOP_REDIS_TIMEOUT
 Sanic.test_mode = True
 
 CHEAPEST_ARGON2 = (1, 8, 1)
-"""argon2id at its lowest cost (t=1, 8 KiB, p=1) for the test apps (`Faults.password_cost`): a sign-in at
-the production cost was about a tenth of the in-process tests' CPU. What is stored and how a login checks it
-stay the same; the production cost is tested where it is set (tests/test_crypto_cost.py)."""
+"""argon2id at its lowest cost (t=1, 8 KiB, p=1) for the test apps (`Faults.password_cost`): sign-ins at the
+production cost were a large share of the in-process tests' CPU (docs/PERFORMANCE.md#the-test-suite). What
+is stored and how a login checks it stay the same; tests/test_crypto_cost.py keeps the production cost."""
 
 
 def make_config(database_url: str, data_dir: Path, redis_url: str | None = None, prefix: str = "tollway:",
